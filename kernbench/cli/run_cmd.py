@@ -1,0 +1,54 @@
+"""`kernbench run BENCH`: run a bench's `run(torch)` on a simulated machine and report its cost."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+
+from kernbench.cli.bench_loader import load_bench
+from kernbench.errors import KernbenchError
+from kernbench.report import format_report, run_report
+from kernbench.session import Session
+from kernbench.sim_engine import write_chrome_trace
+
+BENCH_FAILED_STATUS = 1
+
+HELP = """Run BENCH (a .py file defining run(torch), or a shipped bench name) on a
+simulated machine, then print what it cost in simulated time. The bench gets a
+fake `torch` namespace: tensor factories, torch.ahbm, torch.multiprocessing.spawn
+and torch.spec (the topology as a nested dict)."""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run a bench", description=HELP)
+    parser.add_argument("bench", metavar="BENCH", help="path to a bench .py file, or a shipped bench name")
+    parser.add_argument("--topology", metavar="F", default=None,
+                        help="topology file or shipped name (default, single_sip, large); default: default")
+    parser.add_argument("--json", metavar="FILE", type=Path, help="also write the report as JSON to FILE")
+    parser.add_argument("--trace", metavar="FILE", type=Path,
+                        help="write a Perfetto/Chrome trace of every op to FILE")
+    parser.add_argument("--timing-only", action="store_true",
+                        help="skip the data work (copied and computed values); times are unchanged")
+    parser.add_argument("--seed", type=int, default=0, help="seed of torch.manual_seed at start (default 0)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    run = load_bench(args.bench)
+    session = Session(args.topology, timing_only=args.timing_only, seed=args.seed)
+    try:
+        session.run(run, session.torch)
+    except KernbenchError:
+        raise
+    except Exception as error:
+        traceback.print_exception(error)
+        return BENCH_FAILED_STATUS
+    report = run_report(session.ctx)
+    print()
+    print(format_report(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    if args.trace:
+        write_chrome_trace(session.ctx.machine.oplog, args.trace)
+    return 0

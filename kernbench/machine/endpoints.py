@@ -1,0 +1,36 @@
+"""Where bytes can be: the host, a cube's HBM, a PE's TCM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A memory a DMA reads or writes: `kind` is host, hbm or tcm; `pe` only for tcm."""
+
+    kind: str
+    sip: int = -1
+    cube: int = -1
+    pe: int = -1
+
+    def __str__(self) -> str:
+        if self.kind == "host":
+            return "host"
+        where = f"sip{self.sip}.cube{self.cube}"
+        return f"{where}.hbm" if self.kind == "hbm" else f"{where}.pe{self.pe}.tcm"
+
+
+HOST = Endpoint("host")
+
+
+def host() -> Endpoint:
+    return HOST
+
+
+def hbm(sip: int, cube: int) -> Endpoint:
+    return Endpoint("hbm", sip, cube)
+
+
+def tcm(sip: int, cube: int, pe: int) -> Endpoint:
+    return Endpoint("tcm", sip, cube, pe)

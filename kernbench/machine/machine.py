@@ -1,0 +1,162 @@
+"""`Machine`: one simulated machine built from a topology — its memories, channels and DMAs.
+
+Every physical resource the cost model charges is an engine `Channel` named
+after the topology's link (or `sipS.cubeC.hbm` for a stack), created once, so
+all traffic over one link contends for it. A SIP's I/O — its host link and
+its inter-SIP links — enters through cube 0 (the I/O cube), so traffic from
+outside crosses the mesh from there to the cube that holds the data.
+
+`run_transfers` is the one DMA primitive: it reserves each transfer's route
+at the current simulated time, reads the source bytes at the transfer's
+start, and writes them at its end — the data executor's rule that a load
+sees memory as of its start and a store becomes visible at its end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from kernbench.machine.endpoints import Endpoint
+from kernbench.machine.memory import DeviceMemory
+from kernbench.sim_engine import Channel, OpLog, transfer
+from kernbench.topology import Link, Topology
+
+IO_CUBE = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One DMA: `nbytes` from `src` to `dst` (`src=None`: the device writes values it made itself).
+
+    `read()` is called at the transfer's start and its result handed to
+    `write(values)` at its end; both are None in timing-only runs.
+    """
+
+    src: Endpoint | None
+    dst: Endpoint
+    nbytes: int
+    read: Callable[[], np.ndarray] | None = None
+    write: Callable[[np.ndarray], None] | None = None
+
+
+class Machine:
+    """The simulated hardware of one run."""
+
+    def __init__(self, topology: Topology, engine):
+        self.topology = topology
+        self.engine = engine
+        self.oplog = OpLog()
+        capacity = topology.cube.hbm.capacity_bytes
+        self.memory = [DeviceMemory(s, topology.cubes_per_sip, capacity) for s in range(topology.n_sips)]
+        self.channels: dict[str, Channel] = {}
+        self._channel_kind: dict[str, str] = {}
+        self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = {}
+
+    # ---- channels and routes ----------------------------------------------------------
+    def _link_channel(self, link: Link, device: str) -> Channel:
+        channel = self.channels.get(link.name)
+        if channel is None:
+            channel = Channel(self.engine, link.name, link.bandwidth_bytes_per_s, link.latency_ps, device=device)
+            self.channels[link.name] = channel
+            self._channel_kind[link.name] = link.kind
+        return channel
+
+    def hbm_channel(self, sip: int, cube: int) -> Channel:
+        name = f"sip{sip}.cube{cube}.hbm"
+        channel = self.channels.get(name)
+        if channel is None:
+            spec = self.topology.cube.hbm
+            channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
+            self.channels[name] = channel
+            self._channel_kind[name] = "hbm"
+        return channel
+
+    def _noc(self, sip: int, src_cube: int, dst_cube: int) -> list[Channel]:
+        return [self._link_channel(link, f"sip{sip}")
+                for link in self.topology.noc_route(src_cube, dst_cube, sip=sip)]
+
+    def route(self, src: Endpoint | None, dst: Endpoint) -> list[Channel]:
+        """The channels a transfer from `src` to `dst` crosses, in order (cached per pair)."""
+        key = (src, dst)
+        cached = self._routes.get(key)
+        if cached is None:
+            cached = self._routes[key] = self._build_route(src, dst)
+        return cached
+
+    def _build_route(self, src: Endpoint | None, dst: Endpoint) -> list[Channel]:
+        topology = self.topology
+        if dst.kind == "host":
+            return (self._device_side(src) + self._noc(src.sip, src.cube, IO_CUBE)
+                    + [self._link_channel(topology.sip_to_host_link(src.sip), f"sip{src.sip}")])
+        if src is None:
+            return self._device_side(dst)
+        if src.kind == "host":
+            return ([self._link_channel(topology.host_to_sip_link(dst.sip), f"sip{dst.sip}")]
+                    + self._noc(dst.sip, IO_CUBE, dst.cube) + self._device_side(dst))
+        if src.sip == dst.sip:
+            middle = self._noc(src.sip, src.cube, dst.cube)
+        else:
+            middle = (self._noc(src.sip, src.cube, IO_CUBE)
+                      + [self._link_channel(link, "system") for link in topology.sip_route(src.sip, dst.sip)]
+                      + self._noc(dst.sip, IO_CUBE, dst.cube))
+        ends = self._device_side(src) + middle + self._device_side(dst)
+        return _without_repeats(ends)
+
+    def _device_side(self, endpoint: Endpoint) -> list[Channel]:
+        return [self.hbm_channel(endpoint.sip, endpoint.cube)]
+
+    # ---- the DMA primitive ------------------------------------------------------------
+    def run_transfers(self, transfers: list[Transfer], *, label: str, data: bool = True,
+                      device: str | None = None, unit: str = "copy_engine", program=None) -> int:
+        """Run DMAs issued together by the calling process; return when the last has landed.
+
+        All are reserved at the current time, in list order (so a shared link
+        serves them first come, first served); each one's source is read at
+        its start and its destination written at its end. Returns the end time.
+        """
+        engine = self.engine
+        landed = []
+        for order, item in enumerate(transfers):
+            route = self.route(item.src, item.dst)
+            start, end = transfer(engine, route, item.nbytes)
+            values = item.read() if data and item.read is not None else None
+            owner = device or _device_of(item)
+            self.oplog.append("dma", owner, unit, label, program, item.nbytes, 0, start, end,
+                              {"src": str(item.src) if item.src else "generated", "dst": str(item.dst)})
+            landed.append((end, order, item, values))
+        landed.sort(key=lambda entry: (entry[0], entry[1]))
+        for end, _, item, values in landed:
+            engine.sleep_until(end)
+            if values is not None and item.write is not None:
+                item.write(values)
+        return landed[-1][0] if landed else engine.now
+
+    # ---- accounting ------------------------------------------------------------------
+    def bytes_by_link_kind(self) -> dict[str, int]:
+        """Bytes moved over each class of resource: hbm, noc, inter_sip, host."""
+        totals: Counter = Counter()
+        for name, channel in self.channels.items():
+            totals[self._channel_kind[name]] += channel.bytes_moved
+        return dict(totals)
+
+    def channel_kind(self, name: str) -> str:
+        return self._channel_kind[name]
+
+
+def _device_of(item: Transfer) -> str:
+    side = item.dst if item.dst.kind != "host" else item.src
+    return f"sip{side.sip}"
+
+
+def _without_repeats(route: list[Channel]) -> list[Channel]:
+    """A copy within one cube reads and writes the same stack: it crosses that channel once."""
+    seen, unique = set(), []
+    for channel in route:
+        if id(channel) not in seen:
+            seen.add(id(channel))
+            unique.append(channel)
+    return unique

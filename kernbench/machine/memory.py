@@ -1,0 +1,123 @@
+"""Device memory: virtual addresses, per-cube HBM capacity, and the bytes themselves.
+
+Each SIP has its own window of the virtual address space, so an address alone
+says which device it is on (as a pointer does on a GPU). Allocations are
+separated by an unmapped guard gap, so a kernel that runs a little past the
+end of a tensor lands outside every allocation and faults instead of silently
+reading its neighbour. Capacity is charged per cube from the tensor's
+placement; an allocation that does not fit raises `OutOfMemoryError` and
+changes nothing.
+
+The store keeps one logical copy of each tensor's bytes, even when its
+placement replicates it over cubes: replicas are always written together, so
+their values never differ, and the cost model charges each replica's HBM.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernbench.errors import KernbenchError
+from kernbench.policy import Placement
+
+DEVICE_WINDOW_BITS = 44  # 16 TiB of virtual space per SIP, far above any HBM capacity
+ALIGNMENT = 256
+GUARD_BYTES = 64 * 1024
+
+
+class OutOfMemoryError(KernbenchError):
+    """An allocation that does not fit in the HBM of the cubes its placement names."""
+
+
+@dataclass(eq=False)
+class Allocation:
+    """One tensor's memory: where it is, what it is called, and its bytes."""
+
+    name: str
+    sip: int
+    base: int
+    nbytes: int
+    placement: Placement
+    itemsize: int
+    data: np.ndarray = field(repr=False)
+    charged: dict[int, int] = field(repr=False)  # cube -> HBM bytes held
+
+    @property
+    def end(self) -> int:
+        return self.base + self.nbytes
+
+
+class DeviceMemory:
+    """The HBM of one SIP: a bump allocator over its address window and per-cube capacity."""
+
+    def __init__(self, sip: int, cubes: int, capacity_per_cube: int):
+        self.sip = sip
+        self.capacity_per_cube = capacity_per_cube
+        self.used = [0] * cubes
+        self.peak_total = 0
+        self._next = (sip + 1) << DEVICE_WINDOW_BITS
+        self._bases: list[int] = []
+        self._allocations: list[Allocation] = []
+
+    @property
+    def allocated(self) -> int:
+        return sum(self.used)
+
+    def free_bytes(self) -> list[int]:
+        return [self.capacity_per_cube - used for used in self.used]
+
+    def allocate(self, name: str, nbytes: int, itemsize: int, placement: Placement) -> Allocation:
+        charged = placement.bytes_per_cube(itemsize)
+        short = {c: b for c, b in charged.items() if self.used[c] + b > self.capacity_per_cube}
+        if short:
+            free = ", ".join(f"cube {c}: {_size(f)}" for c, f in enumerate(self.free_bytes()))
+            asked = ", ".join(f"cube {c}: {_size(b)}" for c, b in sorted(charged.items()))
+            raise OutOfMemoryError(
+                f"sip{self.sip}: cannot allocate tensor {name!r} ({_size(nbytes)}; per cube {asked}); "
+                f"free HBM per cube: {free} (capacity {_size(self.capacity_per_cube)} each)")
+        base = self._next
+        self._next = _align(base + max(nbytes, 1) + GUARD_BYTES)
+        allocation = Allocation(name, self.sip, base, nbytes, placement, itemsize,
+                                np.zeros(nbytes, dtype=np.uint8), charged)
+        for cube, nbytes_on_cube in charged.items():
+            self.used[cube] += nbytes_on_cube
+        self.peak_total = max(self.peak_total, self.allocated)
+        self._bases.append(base)
+        self._allocations.append(allocation)
+        return allocation
+
+    def free(self, allocation: Allocation) -> None:
+        index = bisect.bisect_left(self._bases, allocation.base)
+        if index < len(self._bases) and self._allocations[index] is allocation:
+            del self._bases[index], self._allocations[index]
+            for cube, nbytes_on_cube in allocation.charged.items():
+                self.used[cube] -= nbytes_on_cube
+
+    def find(self, address: int) -> Allocation | None:
+        """The allocation containing `address`, or None (an unmapped address)."""
+        index = bisect.bisect_right(self._bases, address) - 1
+        if index >= 0 and address < self._allocations[index].end:
+            return self._allocations[index]
+        return None
+
+    def reset_peak(self) -> None:
+        self.peak_total = self.allocated
+
+
+def sip_of_address(address: int) -> int:
+    """Which SIP's window an address lies in (-1 for addresses below every window)."""
+    return (address >> DEVICE_WINDOW_BITS) - 1
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGNMENT) * ALIGNMENT
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} B"

@@ -1,0 +1,64 @@
+"""What a run cost in simulated time: totals, per device, per link class, busiest resources.
+
+`run_report` builds a plain dict (what `--json` writes); `format_report` turns
+that dict, and nothing else, into text, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+BUSIEST_SHOWN = 8
+LINK_CLASSES = ("host", "hbm", "noc", "inter_sip")
+
+
+def run_report(ctx) -> dict:
+    """The report of a finished run, as plain data (ints in ps and bytes, floats for ratios)."""
+    machine = ctx.machine
+    total_ps = ctx.engine.now
+    devices: dict[str, dict] = {}
+    for record in machine.oplog:
+        entry = devices.setdefault(record.device, {"first_ps": record.start, "last_ps": record.end, "ops": 0})
+        entry["first_ps"] = min(entry["first_ps"], record.start)
+        entry["last_ps"] = max(entry["last_ps"], record.end)
+        entry["ops"] += 1
+    moved = machine.bytes_by_link_kind()
+    busiest = sorted(
+        ({"resource": name, "kind": machine.channel_kind(name), "busy_ps": channel.busy_ps,
+          "bytes": channel.bytes_moved, "utilization": channel.busy_ps / total_ps if total_ps else 0.0}
+         for name, channel in machine.channels.items() if channel.busy_ps),
+        key=lambda row: (-row["busy_ps"], row["resource"]))[:BUSIEST_SHOWN]
+    return {
+        "topology": ctx.topology.source,
+        "timing_only": ctx.timing_only,
+        "total_time_ps": total_ps,
+        "devices": {name: {**entry, "active_ps": entry["last_ps"] - entry["first_ps"]}
+                    for name, entry in sorted(devices.items())},
+        "bytes_by_link_class": {kind: moved.get(kind, 0) for kind in LINK_CLASSES},
+        "busiest_resources": busiest,
+        "ops": len(machine.oplog),
+    }
+
+
+def format_report(report: dict) -> str:
+    lines = [f"simulated time: {_time(report['total_time_ps'])}  ({report['ops']} ops"
+             + (", timing only)" if report["timing_only"] else ")")]
+    if report["devices"]:
+        lines.append("per device:")
+        for name, entry in report["devices"].items():
+            lines.append(f"  {name:<8} busy from {_time(entry['first_ps'])} to {_time(entry['last_ps'])}"
+                         f"  ({entry['ops']} ops)")
+    lines.append("bytes moved per link class:")
+    for kind, nbytes in report["bytes_by_link_class"].items():
+        lines.append(f"  {kind:<10} {nbytes:>14,d} B")
+    if report["busiest_resources"]:
+        lines.append("busiest resources:")
+        for row in report["busiest_resources"]:
+            lines.append(f"  {row['resource']:<28} busy {_time(row['busy_ps']):>12}  "
+                         f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
+    return "\n".join(lines)
+
+
+def _time(ps: int) -> str:
+    for unit, scale in (("s", 10**12), ("ms", 10**9), ("us", 10**6), ("ns", 10**3)):
+        if ps >= scale:
+            return f"{ps / scale:.3f} {unit}"
+    return f"{ps} ps"

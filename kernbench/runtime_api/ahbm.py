@@ -1,0 +1,81 @@
+"""`torch.ahbm`: the device module, shaped like `torch.cuda`."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from kernbench.machine import OutOfMemoryError
+from kernbench.runtime_api.streams import Event as _Event
+from kernbench.runtime_api.streams import Stream as _Stream
+
+
+class AhbmModule:
+    """The device module bound to one run (what a bench calls `torch.ahbm`)."""
+
+    OutOfMemoryError = OutOfMemoryError
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        ctx_ref = ctx
+
+        class Stream(_Stream):
+            """`torch.ahbm.Stream(device=None)`: a new in-order queue on a device."""
+
+            def __init__(self, device=None, priority: int = 0):
+                super().__init__(ctx_ref, ctx_ref.parse_device(device).index)
+
+        class Event(_Event):
+            """`torch.ahbm.Event(enable_timing=False)`: a marker recorded on a stream."""
+
+            def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+                super().__init__(ctx_ref, enable_timing, blocking, interprocess)
+
+        self.Stream = Stream
+        self.Event = Event
+
+    def is_available(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return self._ctx.topology.n_sips
+
+    def set_device(self, device) -> None:
+        self._ctx.set_device(self._ctx.parse_device(device).index)
+
+    def current_device(self) -> int:
+        return self._ctx.current_device()
+
+    def synchronize(self, device=None) -> None:
+        """Block until all work on the device's streams is done (the current device by default)."""
+        self._ctx.synchronize(self._ctx.parse_device(device).index)
+
+    def current_stream(self, device=None) -> _Stream:
+        return self._ctx.current_stream(self._ctx.parse_device(device).index)
+
+    def default_stream(self, device=None) -> _Stream:
+        return self._ctx.default_streams[self._ctx.parse_device(device).index]
+
+    @contextmanager
+    def stream(self, stream: _Stream):
+        """Make `stream` the current stream of its device inside the `with` block."""
+        with self._ctx.use_stream(stream):
+            yield stream
+
+    def memory_allocated(self, device=None) -> int:
+        """HBM bytes held by live tensors on the device (replicas counted on every cube)."""
+        return self._memory(device).allocated
+
+    def max_memory_allocated(self, device=None) -> int:
+        return self._memory(device).peak_total
+
+    def reset_peak_memory_stats(self, device=None) -> None:
+        self._memory(device).reset_peak()
+
+    def mem_get_info(self, device=None) -> tuple[int, int]:
+        """(free, total) HBM bytes of the device."""
+        memory = self._memory(device)
+        total = memory.capacity_per_cube * len(memory.used)
+        return total - memory.allocated, total
+
+    def _memory(self, device):
+        return self._ctx.machine.memory[self._ctx.parse_device(device).index]

@@ -1,0 +1,11 @@
+"""Errors a bench can cause through the runtime API."""
+
+from kernbench.errors import KernbenchError
+
+
+class TensorError(KernbenchError):
+    """A tensor operation whose operands do not fit together (shape, dtype, device)."""
+
+
+class RuntimeUsageError(KernbenchError):
+    """A runtime call made out of order or with arguments that do not fit (e.g. an unrecorded event)."""

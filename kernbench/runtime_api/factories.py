@@ -1,0 +1,141 @@
+"""Tensor factories with torch's signatures, plus `dp=` (placement) and `name=`.
+
+Device tensors are the default (the simulated device plays the role of
+`torch.set_default_device("ahbm")`); `device="cpu"` and `from_numpy` make host
+tensors. Values a device produces itself (zeros, ones, full, arange, random
+numbers) are written by an HBM fill enqueued on the current stream; values
+that come from the host (`tensor(data)`) cross the host link as a copy.
+Random numbers come from the run's seeded generator (`manual_seed`), so a
+run's data is as repeatable as its timing.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtype
+from kernbench.machine import Transfer, hbm
+from kernbench.policy import DPPolicy
+from kernbench.runtime_api.copies import slice_of
+from kernbench.runtime_api.device import CPU
+from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.tensor import Tensor, device_tensor
+
+# Without `dp=`, a tensor lives whole in cube 0, on PE 0: predictable, and what
+# an allocator with no placement hint would do. Spreading is always explicit.
+DEFAULT_POLICY = DPPolicy(cube="row_wise", pe="row_wise", num_cubes=1, num_pes=1)
+
+
+class Factories:
+    """The tensor-creating functions of the fake `torch` namespace, bound to one run."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def empty(self, *size, dtype=None, device=None, dp: DPPolicy | None = None, name: str | None = None) -> Tensor:
+        return self._new(_shape(size), resolve_dtype(dtype), device, dp, name)
+
+    def zeros(self, *size, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        return self.full(_shape(size), 0, dtype=dtype, device=device, dp=dp, name=name)
+
+    def ones(self, *size, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        return self.full(_shape(size), 1, dtype=dtype, device=device, dp=dp, name=name)
+
+    def full(self, size, fill_value, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        shape = _shape((size,))
+        dtype = resolve_dtype(dtype, default=float32 if isinstance(fill_value, float) else _default_for(fill_value))
+        return self._generated(np.full(shape, fill_value, dtype=dtype.numpy), dtype, device, dp, name)
+
+    def arange(self, start, end=None, step=1, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        if end is None:
+            start, end = 0, start
+        values = np.arange(start, end, step)
+        dtype = resolve_dtype(dtype, default=float32 if values.dtype.kind == "f" else int64)
+        return self._generated(values.astype(dtype.numpy), dtype, device, dp, name)
+
+    def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
+        dtype = resolve_dtype(dtype)
+        values = self._ctx.rng.standard_normal(_shape(size)).astype(dtype.numpy)
+        return self._generated(values, dtype, device, dp, name)
+
+    def rand(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
+        dtype = resolve_dtype(dtype)
+        values = self._ctx.rng.random(_shape(size)).astype(dtype.numpy)
+        return self._generated(values, dtype, device, dp, name)
+
+    def tensor(self, data, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        values = np.asarray(data.numpy() if isinstance(data, Tensor) else data)
+        default = float32 if values.dtype.kind == "f" else int64 if values.dtype.kind in "iu" else dtype_of_array(values)
+        dtype = resolve_dtype(dtype, default=default)
+        out = self._new(values.shape, dtype, device, dp, name)
+        return out.copy_(values.astype(dtype.numpy), non_blocking=True)
+
+    def from_numpy(self, array: np.ndarray, *, name: str | None = None) -> Tensor:
+        """A host tensor holding `array` (shared, as torch.from_numpy shares memory)."""
+        array = np.ascontiguousarray(array)
+        return Tensor(self._ctx, array.shape, dtype_of_array(array), CPU, name or self._ctx.next_tensor_name("host"),
+                      host_array=array)
+
+    def empty_like(self, other: Tensor, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        return self.empty(other.shape, dtype=dtype or other.dtype, device=device or other.device,
+                          dp=dp or (other.placement.policy if other.placement else None), name=name)
+
+    def zeros_like(self, other: Tensor, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        return self.full_like(other, 0, dtype=dtype, device=device, dp=dp, name=name)
+
+    def ones_like(self, other: Tensor, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        return self.full_like(other, 1, dtype=dtype, device=device, dp=dp, name=name)
+
+    def full_like(self, other: Tensor, fill_value, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        return self.full(other.shape, fill_value, dtype=dtype or other.dtype, device=device or other.device,
+                         dp=dp or (other.placement.policy if other.placement else None), name=name)
+
+    def manual_seed(self, seed: int) -> None:
+        self._ctx.manual_seed(seed)
+
+    # ---- shared machinery -------------------------------------------------------------
+    def _new(self, shape, dtype: DType, device, dp, name) -> Tensor:
+        ctx = self._ctx
+        target = ctx.parse_device(device)
+        if target.is_host:
+            if dp is not None:
+                raise TensorError("dp= places a tensor on a device's cubes; it has no meaning for device='cpu'")
+            return Tensor(ctx, shape, dtype, CPU, name or ctx.next_tensor_name("host"),
+                          host_array=np.empty(shape, dtype=dtype.numpy))
+        if dp is not None and not isinstance(dp, DPPolicy):
+            raise TensorError(f"dp= expects a DPPolicy, got {dp!r}")
+        return device_tensor(ctx, shape, dtype, target.index, dp or DEFAULT_POLICY, name or ctx.next_tensor_name())
+
+    def _generated(self, values: np.ndarray, dtype: DType, device, dp, name) -> Tensor:
+        """A tensor whose values the device writes itself: one HBM fill per shard, enqueued."""
+        out = self._new(values.shape, dtype, device, dp, name)
+        if out.device.is_host:
+            out._host_array[...] = values
+            return out
+        ctx = self._ctx
+        sip = out.device.index
+        fills = [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * dtype.itemsize,
+                          read=functools.partial(slice_of, values, shard.index),
+                          write=functools.partial(out._device_write, shard.index))
+                 for shard in out.placement.shards]
+        data = not ctx.timing_only
+        handle = ctx.current_stream(sip).enqueue(
+            f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data))
+        out._pending_writes.append(handle)
+        return out
+
+
+def _shape(size: tuple) -> tuple[int, ...]:
+    """torch accepts zeros(2, 3), zeros((2, 3)) and zeros([2, 3])."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    shape = tuple(size)
+    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in shape):
+        raise TensorError(f"a tensor size must be non-negative integers, got {shape}")
+    return tuple(int(n) for n in shape)
+
+
+def _default_for(value) -> DType:
+    return int64 if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else float32

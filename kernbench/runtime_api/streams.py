@@ -1,0 +1,108 @@
+"""Streams and events: the order device work runs in, and how the host waits for it.
+
+A stream is a FIFO of device operations. `enqueue` starts an engine process
+that first waits for the stream's previous operation, then runs the new one;
+the returned process is the operation's completion handle. The host never
+runs device work itself: it enqueues and, at a host-read barrier or an
+explicit synchronize, waits on handles through `RuntimeContext.block_on`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from kernbench.runtime_api.errors import RuntimeUsageError
+
+if TYPE_CHECKING:
+    from kernbench.runtime_api.context import RuntimeContext
+
+PS_PER_MS = 10**9
+
+
+class Stream:
+    """An in-order queue of operations on one device (`torch.ahbm.Stream`)."""
+
+    def __init__(self, ctx: "RuntimeContext", device_index: int, name: str | None = None):
+        self._ctx = ctx
+        self.device_index = device_index
+        self._tail = None
+        number = ctx.register_stream(self)
+        self.name = name or f"ahbm:{device_index}.stream{number}"
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name}>"
+
+    def enqueue(self, label: str, operation: Callable[[], None]):
+        """Run `operation` on the device after everything already on this stream; return its handle."""
+        previous = self._tail
+        engine = self._ctx.engine
+
+        def in_order() -> None:
+            if previous is not None:
+                engine.wait(previous)
+            operation()
+
+        self._tail = engine.spawn(in_order, name=f"{self.name}: {label}")
+        return self._tail
+
+    def wait_event(self, event: "Event") -> None:
+        """Later operations on this stream wait until `event` has been reached on its stream."""
+        handle = event.handle
+        if handle is not None:
+            self.enqueue(f"wait {event!r}", lambda: self._ctx.engine.wait(handle))
+
+    def wait_stream(self, stream: "Stream") -> None:
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event or Event(self._ctx)
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        if self._tail is not None:
+            self._ctx.block_on([self._tail])
+
+    def query(self) -> bool:
+        return self._tail is None or self._tail.triggered
+
+
+class Event:
+    """A marker in a stream (`torch.ahbm.Event`): when it is reached, in simulated time."""
+
+    def __init__(self, ctx: "RuntimeContext", enable_timing: bool = True, blocking: bool = False,
+                 interprocess: bool = False):
+        self._ctx = ctx
+        self.enable_timing = enable_timing
+        self.handle = None
+        self.time_ps: int | None = None
+
+    def __repr__(self) -> str:
+        return f"<Event at {self.time_ps} ps>" if self.time_ps is not None else "<Event not reached>"
+
+    def record(self, stream: Stream | None = None) -> None:
+        stream = stream or self._ctx.current_stream()
+        self.time_ps = None
+
+        def reach() -> None:
+            self.time_ps = self._ctx.engine.now
+
+        self.handle = stream.enqueue("record event", reach)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        (stream or self._ctx.current_stream()).wait_event(self)
+
+    def query(self) -> bool:
+        return self.handle is None or self.handle.triggered
+
+    def synchronize(self) -> None:
+        if self.handle is not None:
+            self._ctx.block_on([self.handle])
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Simulated milliseconds from this event to `end_event` (both must have been reached)."""
+        self.synchronize()
+        end_event.synchronize()
+        if self.time_ps is None or end_event.time_ps is None:
+            raise RuntimeUsageError("elapsed_time needs both events to have been recorded on a stream")
+        return (end_event.time_ps - self.time_ps) / PS_PER_MS

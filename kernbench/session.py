@@ -1,0 +1,89 @@
+"""`Session`: one simulated run and the fake `torch` namespace bound to it.
+
+This is what `kernbench run` builds for a bench, and what a test or script
+uses to drive kernbench directly:
+
+    session = Session("default")
+    session.run(bench_function, session.torch)   # in a rank greenlet; drains the engine
+    print(session.report())
+
+The namespace follows PyTorch's names wherever PyTorch has the concept; the
+device module is `torch.ahbm` (as `torch.cuda`), and `torch.spec` is the
+topology file as a plain nested dict.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kernbench import dtypes
+from kernbench.dtypes import ALL_DTYPES, DType
+from kernbench.policy import DPPolicy
+from kernbench.runtime_api.ahbm import AhbmModule
+from kernbench.runtime_api.context import RuntimeContext
+from kernbench.runtime_api.device import Device
+from kernbench.runtime_api.factories import Factories
+from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
+from kernbench.runtime_api.tensor import Tensor
+from kernbench.topology import Topology, load_topology
+
+_FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "randn", "rand", "tensor", "from_numpy",
+                  "empty_like", "zeros_like", "ones_like", "full_like", "manual_seed")
+
+
+class Session:
+    """A runtime context plus the `torch` namespace a bench receives."""
+
+    def __init__(self, topology: Topology | str | None = None, *, timing_only: bool = False, seed: int = 0):
+        if not isinstance(topology, Topology):
+            topology = load_topology(topology)
+        self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed)
+        self.torch = build_torch_namespace(self.ctx)
+
+    @property
+    def engine(self):
+        return self.ctx.engine
+
+    def run(self, fn, *args):
+        """Run `fn(*args)` as the first rank's greenlet, then drain all device work; return its result.
+
+        An exception `fn` raises propagates with its own traceback (wrapped by
+        the engine as `ProcessFailed`'s cause is unwrapped here).
+        """
+        from kernbench.sim_engine import ProcessFailed
+
+        process = self.engine.spawn(fn, *args, name="rank0-main")
+        try:
+            self.engine.run()
+        except ProcessFailed as failure:
+            if failure.process is process and failure.__cause__ is not None:
+                raise failure.__cause__ from None
+            raise
+        return process.value
+
+
+def build_torch_namespace(ctx: RuntimeContext) -> SimpleNamespace:
+    """The fake `torch` module for one run."""
+    factories = Factories(ctx)
+    namespace = SimpleNamespace(
+        spec=ctx.topology.spec,
+        Tensor=Tensor,
+        dtype=DType,
+        Size=tuple,
+        device=Device,
+        DPPolicy=DPPolicy,
+        ahbm=AhbmModule(ctx),
+        multiprocessing=SimpleNamespace(
+            spawn=lambda fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn":
+                spawn(ctx, fn, args, nprocs, join, daemon, start_method),
+            ProcessContext=ProcessContext,
+            ProcessRaisedException=SpawnException,
+            SpawnException=SpawnException,
+        ),
+        **{name: getattr(factories, name) for name in _FACTORY_NAMES},
+        **{d.torch_name: d for d in ALL_DTYPES},
+        half=dtypes.float16, float=dtypes.float32, double=dtypes.float64,
+        int=dtypes.int32, long=dtypes.int64, short=dtypes.int16,
+    )
+    namespace.bool = dtypes.bool_
+    return namespace

@@ -1,0 +1,77 @@
+"""Every ADR's test matrix is backed by tests, and every ADR test is listed.
+
+The matrix is the table in each `adr/NNNN-*.md` whose rows start with `| Tn |`
+and whose last column names the test node, e.g.
+`tests/topology/test_loader.py::test_adr0002_t3_unknown_key_is_named`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX_ROW = re.compile(r"^\|\s*(T\d+)\s*\|.*\|\s*`?([^|`]+::[^|`\s]+)`?\s*\|\s*$")
+ADR_TEST_NAME = re.compile(r"^test_adr(\d{4})_t(\d+)_")
+
+
+def adr_records() -> list[Path]:
+    return sorted((ROOT / "adr").glob("[0-9][0-9][0-9][0-9]-*.md"))
+
+
+def matrix_rows(record: Path) -> list[tuple[str, str]]:
+    rows = []
+    for line in record.read_text().splitlines():
+        match = MATRIX_ROW.match(line.strip())
+        if match:
+            rows.append((match.group(1), match.group(2).strip()))
+    return rows
+
+
+def test_functions_by_file() -> dict[Path, set[str]]:
+    found: dict[Path, set[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        names = {
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")
+        }
+        found[path.resolve()] = names
+    return found
+
+
+TESTS = test_functions_by_file()
+
+
+@pytest.mark.parametrize("record", adr_records(), ids=lambda p: p.name)
+def test_every_listed_id_names_an_existing_test_carrying_that_id(record):
+    number = record.name[:4]
+    rows = matrix_rows(record)
+    assert rows, f"{record.name} has no test matrix rows ('| Tn | ... | tests/x.py::test_... |')"
+    problems = []
+    for test_id, node in rows:
+        file_part, _, function = node.partition("::")
+        function = function.split("[")[0]
+        names = TESTS.get((ROOT / file_part).resolve())
+        if names is None:
+            problems.append(f"{test_id}: {file_part} does not exist")
+        elif function not in names:
+            problems.append(f"{test_id}: {file_part} has no test {function}")
+        elif not function.startswith(f"test_adr{number}_{test_id.lower()}_"):
+            problems.append(f"{test_id}: {function} does not carry the id (expected test_adr{number}_{test_id.lower()}_...)")
+    assert not problems, f"{record.name}:\n" + "\n".join(problems)
+
+
+def test_every_adr_test_is_listed_in_its_record():
+    listed = {(r.name[:4], test_id.lower()) for r in adr_records() for test_id, _ in matrix_rows(r)}
+    unlisted = sorted(
+        f"{path.relative_to(ROOT)}::{name}"
+        for path, names in TESTS.items()
+        for name in names
+        if (m := ADR_TEST_NAME.match(name)) and (m.group(1), f"t{m.group(2)}") not in listed
+    )
+    assert not unlisted, "tests carry ADR ids that no record lists:\n" + "\n".join(unlisted)

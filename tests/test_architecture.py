@@ -1,0 +1,94 @@
+"""ADR 0001: layering, packaging and the command line's error contract."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kernbench"
+
+# The layer of each top-level part of the package (adr/0001-architecture.md).
+LAYERS = {
+    "errors": 0,
+    "dtypes": 1, "numerics": 1,
+    "topology": 2, "sim_engine": 2,
+    "policy": 3,
+    "machine": 4,
+    "kernels": 5,
+    "runtime_api": 6,
+    "ccl": 7,
+    "tp": 8,
+    "report": 9,
+    "session": 10,
+    "cli": 11,
+    "__main__": 12,
+    "benches": 13,
+}
+
+
+def part_of(module_path: Path) -> str:
+    relative = module_path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py")
+
+
+def kernbench_imports(path: Path) -> set[str]:
+    """Top-level kernbench parts a module imports (absolute imports only; relative ones stay inside a part)."""
+    parts = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            pieces = name.split(".")
+            if pieces[0] == "kernbench" and len(pieces) > 1:
+                parts.add(pieces[1])
+    return parts
+
+
+def test_adr0001_t1_no_module_imports_a_higher_layer():
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent == PACKAGE:
+            continue
+        own = part_of(path)
+        assert own in LAYERS, f"{path.relative_to(PACKAGE)}: part {own!r} has no layer in ADR 0001"
+        for imported in kernbench_imports(path):
+            assert imported in LAYERS, f"{path.relative_to(PACKAGE)} imports unknown part kernbench.{imported}"
+            if imported != own and LAYERS[imported] >= LAYERS[own]:
+                violations.append(f"{path.relative_to(PACKAGE)} ({own}, layer {LAYERS[own]}) imports "
+                                  f"kernbench.{imported} (layer {LAYERS[imported]})")
+    assert not violations, "\n".join(violations)
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernbench", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+
+
+def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):
+    result = run_cli("run", "ccl_allreduce", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "machine:" in result.stdout
+
+
+def test_adr0001_t3_user_error_is_one_message_with_status_2(tmp_path):
+    result = run_cli("run", str(tmp_path / "missing_bench.py"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0
+    assert "missing_bench.py" in result.stderr
+
+
+def test_adr0001_t4_module_and_script_entry_points_agree(tmp_path):
+    from importlib.metadata import entry_points
+
+    scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
+    assert scripts.get("kernbench") == "kernbench.cli:main"
+    result = run_cli("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: kernbench")
