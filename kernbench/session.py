@@ -52,7 +52,7 @@ class Session:
         """
         from kernbench.sim_engine import ProcessFailed
 
-        process = self.engine.spawn(fn, *args, name="rank0-main")
+        process = self.engine.spawn(fn, *args, name="bench")
         try:
             self.engine.run()
         except ProcessFailed as failure:

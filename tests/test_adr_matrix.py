@@ -31,7 +31,7 @@ def matrix_rows(record: Path) -> list[tuple[str, str]]:
     return rows
 
 
-def test_functions_by_file() -> dict[Path, set[str]]:
+def collect_test_functions() -> dict[Path, set[str]]:
     found: dict[Path, set[str]] = {}
     for path in (ROOT / "tests").rglob("test_*.py"):
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -44,7 +44,7 @@ def test_functions_by_file() -> dict[Path, set[str]]:
     return found
 
 
-TESTS = test_functions_by_file()
+TESTS = collect_test_functions()
 
 
 @pytest.mark.parametrize("record", adr_records(), ids=lambda p: p.name)

@@ -27,7 +27,7 @@ def run_report(ctx) -> dict:
          for name, channel in machine.channels.items() if channel.busy_ps),
         key=lambda row: (-row["busy_ps"], row["resource"]))[:BUSIEST_SHOWN]
     return {
-        "topology": ctx.topology.source,
+        "topology": str(ctx.topology.source),
         "timing_only": ctx.timing_only,
         "total_time_ps": total_ps,
         "devices": {name: {**entry, "active_ps": entry["last_ps"] - entry["first_ps"]}

@@ -92,6 +92,8 @@ class RuntimeContext:
             if self.engine.current_process is None:
                 for handle in pending:
                     self.engine.run(until=handle)
+            elif len(pending) == 1:
+                self.engine.wait(pending[0])
             else:
                 self.engine.wait_all(pending)
         for handle in handles:

@@ -38,14 +38,14 @@ class Factories:
         return self._new(_shape(size), resolve_dtype(dtype), device, dp, name)
 
     def zeros(self, *size, dtype=None, device=None, dp=None, name=None) -> Tensor:
-        return self.full(_shape(size), 0, dtype=dtype, device=device, dp=dp, name=name)
+        return self.full(_shape(size), 0, dtype=resolve_dtype(dtype), device=device, dp=dp, name=name)
 
     def ones(self, *size, dtype=None, device=None, dp=None, name=None) -> Tensor:
-        return self.full(_shape(size), 1, dtype=dtype, device=device, dp=dp, name=name)
+        return self.full(_shape(size), 1, dtype=resolve_dtype(dtype), device=device, dp=dp, name=name)
 
     def full(self, size, fill_value, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         shape = _shape((size,))
-        dtype = resolve_dtype(dtype, default=float32 if isinstance(fill_value, float) else _default_for(fill_value))
+        dtype = resolve_dtype(dtype, default=_default_for(fill_value))
         return self._generated(np.full(shape, fill_value, dtype=dtype.numpy), dtype, device, dp, name)
 
     def arange(self, start, end=None, step=1, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
@@ -138,4 +138,5 @@ def _shape(size: tuple) -> tuple[int, ...]:
 
 
 def _default_for(value) -> DType:
+    """torch.full's inference: an int fill gives int64, anything else the default float."""
     return int64 if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else float32

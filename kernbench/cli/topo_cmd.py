@@ -1,0 +1,49 @@
+"""`kernbench topo [FILE] [--json] [--draw OUT]`: summarize, dump or draw a topology."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kernbench.topology import load_topology, shipped_topology_names
+from kernbench.topology.summary import format_summary
+
+HELP = """Show the machine a topology file describes: counts, memories, links and
+peak flops (default), every normalized value and derived fact (--json), or a
+diagram of one SIP's cube mesh and the inter-SIP links (--draw OUT.png|OUT.svg)."""
+
+
+def _drawing_path(text: str) -> str:
+    if not text.lower().endswith((".png", ".svg")):
+        raise argparse.ArgumentTypeError(f"{text!r} does not end in .png or .svg")
+    return text
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("topo", help="summarize, dump or draw a topology", description=HELP)
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        metavar="FILE",
+        help=f"a topology file or a shipped name ({', '.join(shipped_topology_names())}); default: default",
+    )
+    parser.add_argument("--json", action="store_true", help="print the normalized topology and derived facts as JSON")
+    parser.add_argument("--draw", metavar="OUT", type=_drawing_path, help="write a diagram to OUT (.png or .svg)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    topology = load_topology(args.file)
+    if args.json:
+        print(json.dumps(topology.to_json_dict(), indent=2))
+    else:
+        print(format_summary(topology))
+    if args.draw:
+        # matplotlib takes about a second to import; only --draw pays for it.
+        from kernbench.topology.draw import draw_topology
+
+        written = draw_topology(topology, args.draw)
+        print(f"kernbench: wrote {written}", file=sys.stderr)
+    return 0
