@@ -1,0 +1,165 @@
+"""The topology.yaml schema: one table of keys, each with its kind, unit and meaning.
+
+Every key a topology file may hold is a row of `SCHEMA`; the nesting of
+the file is derived from the dotted paths, so adding a key is one line and
+the checks (missing key, unknown key with a suggestion, wrong type, bad
+value) apply to it with no further code. Checks that relate several keys
+are rows of `RULES`. `validate` returns the normalized value of every key
+by its dotted path; nothing else in the package reads the raw YAML data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kernbench.topology.document import Document, KeyPath
+from kernbench.topology.errors import TopologyError
+from kernbench.topology.kinds import (
+    GB_PER_S,
+    GHZ,
+    GIB,
+    KIB,
+    NANOSECONDS,
+    Choice,
+    Count,
+    DistinctChoices,
+    Quantity,
+    RateTable,
+    describe,
+    suggestion,
+)
+
+LINK_SHAPES = ("ring", "full_mesh", "switch")
+CORNERS = ("nw", "ne", "sw", "se")
+DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32")
+
+Kind = Count | Quantity | Choice | DistinctChoices | RateTable
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One key of the file: where it sits, what it holds, and what it means (quoted in error messages)."""
+
+    path: str
+    kind: Kind
+    meaning: str
+
+
+def _memory(prefix: str, capacity: Quantity, what: str) -> tuple[Field, ...]:
+    """The three keys every memory (HBM, SRAM, TCM) has."""
+    unit = capacity.unit.suffix
+    return (
+        Field(f"{prefix}.capacity{unit}", capacity, f"{what} capacity"),
+        Field(f"{prefix}.bandwidth_gb_per_s", Quantity(GB_PER_S), f"{what} bandwidth"),
+        Field(f"{prefix}.latency_ns", Quantity(NANOSECONDS, allow_zero=True), f"{what} access latency"),
+    )
+
+
+SCHEMA: tuple[Field, ...] = (
+    Field("system.sips.count", Count(), "SIPs (devices) in the system"),
+    Field("system.inter_sip.shape", Choice(LINK_SHAPES), "how the SIPs are linked"),
+    Field("system.inter_sip.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one inter-SIP link, each direction"),
+    Field("system.inter_sip.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one inter-SIP link"),
+    Field("system.host_link.bandwidth_gb_per_s", Quantity(GB_PER_S), "host <-> SIP bandwidth, each direction"),
+    Field("system.host_link.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "host <-> SIP latency"),
+    Field("sip.cube_mesh.w", Count(), "cubes across the SIP's mesh"),
+    Field("sip.cube_mesh.h", Count(), "cubes down the SIP's mesh"),
+    Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),
+    Field("sip.noc.link_bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one NoC link, each direction"),
+    *_memory("cube.hbm", Quantity(GIB), "HBM stack"),
+    *_memory("cube.sram", Quantity(KIB), "cube-shared SRAM"),
+    Field("cube.pe_layout.corners", DistinctChoices(CORNERS), "corners of a cube that hold PEs"),
+    Field("cube.pe_layout.pe_per_corner", Count(), "PEs at each listed corner"),
+    Field("pe.clock_ghz", Quantity(GHZ), "PE clock"),
+    *_memory("pe.tcm", Quantity(KIB), "PE tightly coupled memory"),
+    Field("pe.dma.engines", Count(), "DMA engines per PE"),
+    Field("pe.dma.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one DMA engine"),
+    Field("pe.matrix_unit.flops_per_cycle", RateTable(DTYPES), "matrix-unit flops per cycle, per dtype"),
+    Field("pe.vector_unit.lanes", Count(), "vector elements per cycle"),
+    Field("ipcq.depth", Count(), "slots in one IPCQ ring buffer"),
+    Field("ipcq.max_slot_kib", Quantity(KIB), "largest IPCQ slot"),
+    Field("ipcq.message_overhead_ns", Quantity(NANOSECONDS, allow_zero=True), "fixed cost of one IPCQ message"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A constraint across keys; `problem` returns None when it holds, else what is wrong (blamed on `path`)."""
+
+    path: str
+    problem: Callable[[Mapping[str, Any]], str | None]
+
+
+def _ipcq_fits_in_tcm(values: Mapping[str, Any]) -> str | None:
+    ring = values["ipcq.depth"] * values["ipcq.max_slot_kib"]
+    tcm = values["pe.tcm.capacity_kib"]
+    if ring <= tcm:
+        return None
+    return (
+        f"one IPCQ ring buffer of ipcq.depth x ipcq.max_slot_kib = {ring / 1024:g} KiB does not fit in "
+        f"pe.tcm.capacity_kib = {tcm / 1024:g} KiB; expected depth x max slot <= TCM capacity "
+        "(a queue must be placeable in its PE's TCM)"
+    )
+
+
+RULES: tuple[Rule, ...] = (Rule("ipcq.max_slot_kib", _ipcq_fits_in_tcm),)
+
+
+def _tree(fields: tuple[Field, ...]) -> dict[str, Any]:
+    """Nest the dotted paths: {"system": {"sips": {"count": Field}}, ...}."""
+    root: dict[str, Any] = {}
+    for field in fields:
+        *sections, leaf = field.path.split(".")
+        node = root
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[leaf] = field
+    return root
+
+
+SCHEMA_TREE = _tree(SCHEMA)
+
+
+def validate(document: Document) -> dict[str, Any]:
+    """Check the document against `SCHEMA` and `RULES`; return each key's normalized value by dotted path.
+
+    Raises the first problem as one `TopologyError`. Unknown keys are
+    reported before missing ones, because a misspelt key shows up as both
+    and the unknown one carries the useful suggestion.
+    """
+    values: dict[str, Any] = {}
+    _check_section(SCHEMA_TREE, document.data, (), document, values)
+    for rule in RULES:
+        problem = rule.problem(values)
+        if problem is not None:
+            raise document.error(tuple(rule.path.split(".")), problem)
+    return values
+
+
+def _check_section(tree: dict[str, Any], data: Any, path: KeyPath, document: Document, values: dict) -> None:
+    keys = tuple(tree)
+    if not isinstance(data, dict):
+        raise document.error(path, f"found {describe(data)}; expected a mapping with keys {', '.join(keys)}")
+    for key in data:
+        if key not in tree:
+            raise document.error(
+                path + (key,), f"unknown key{suggestion(key, keys)}; expected one of {', '.join(keys)} here"
+            )
+    for key, entry in tree.items():
+        if key not in data:
+            if isinstance(entry, Field):
+                what = f"{entry.kind.expected} ({entry.meaning})"
+            else:
+                what = f"a mapping with keys {', '.join(entry)}"
+            raise document.error(path + (key,), f"missing key; expected {what}")
+    for key, entry in tree.items():
+        if isinstance(entry, Field):
+            try:
+                values[entry.path] = entry.kind.normalize(data[key], path + (key,), document)
+            except TopologyError as error:
+                # Kinds know the value, not the key; the key's meaning makes the message actionable.
+                raise TopologyError(f"{error} ({entry.meaning})") from None
+        else:
+            _check_section(entry, data[key], path + (key,), document, values)

@@ -1,0 +1,148 @@
+"""Frozen, unit-normalized parts of a topology: one class per section of topology.yaml.
+
+Field names mirror the file's keys with the unit made canonical: `_ns`
+becomes `_ps`, `_gb_per_s` becomes `_bytes_per_s`, `_gib`/`_kib` become
+`_bytes`, `_ghz` becomes `_hz`; every value is an exact integer, so the
+cost model never sums floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernbench.topology.errors import TopologyError
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    """A point-to-point link; the bandwidth is per direction."""
+
+    bandwidth_bytes_per_s: int
+    latency_ps: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterSipSpec:
+    """How SIPs are joined: `shape` is ring, full_mesh or switch; each link is a `LinkSpec`."""
+
+    shape: str
+    bandwidth_bytes_per_s: int
+    latency_ps: int
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSpec:
+    sip_count: int
+    inter_sip: InterSipSpec
+    host_link: LinkSpec
+
+
+@dataclass(frozen=True, slots=True)
+class MeshSpec:
+    """A w x h grid of cubes; cube index = y * w + x."""
+
+    w: int
+    h: int
+
+
+@dataclass(frozen=True, slots=True)
+class NocSpec:
+    """The on-package network: per-hop latency and per-link, per-direction bandwidth."""
+
+    hop_latency_ps: int
+    link_bandwidth_bytes_per_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class SipSpec:
+    cube_mesh: MeshSpec
+    noc: NocSpec
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySpec:
+    capacity_bytes: int
+    bandwidth_bytes_per_s: int
+    latency_ps: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeLayoutSpec:
+    """Which corners of a cube hold PEs, and how many each; PE index = corner index * pe_per_corner + k."""
+
+    corners: tuple[str, ...]
+    pe_per_corner: int
+
+    @property
+    def pes_per_cube(self) -> int:
+        return len(self.corners) * self.pe_per_corner
+
+    def corner_of(self, pe: int) -> str:
+        """The corner name of PE `pe` (its index within the cube)."""
+        if not 0 <= pe < self.pes_per_cube:
+            raise TopologyError(
+                f"PE index {pe} is out of range: a cube has {self.pes_per_cube} PEs (0..{self.pes_per_cube - 1})"
+            )
+        return self.corners[pe // self.pe_per_corner]
+
+
+@dataclass(frozen=True, slots=True)
+class CubeSpec:
+    hbm: MemorySpec
+    sram: MemorySpec
+    pe_layout: PeLayoutSpec
+
+
+@dataclass(frozen=True, slots=True)
+class DmaSpec:
+    """`engines` DMA engines per PE, each with `bandwidth_bytes_per_s`."""
+
+    engines: int
+    bandwidth_bytes_per_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixUnitSpec:
+    """Matrix-unit throughput per dtype, as (dtype, flops per cycle) pairs in file order.
+
+    Pairs rather than a dict keep the spec hashable and immutable.
+    """
+
+    flops_per_cycle: tuple[tuple[str, int], ...]
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(dtype for dtype, _ in self.flops_per_cycle)
+
+    def rate(self, dtype: str) -> int:
+        """Flops per cycle for `dtype`; a dtype the unit has no rate for is a `TopologyError`."""
+        for name, flops in self.flops_per_cycle:
+            if name == dtype:
+                return flops
+        raise TopologyError(
+            f"the matrix unit has no rate for dtype {dtype!r}; "
+            f"pe.matrix_unit.flops_per_cycle lists {', '.join(self.dtypes)}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VectorUnitSpec:
+    lanes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeSpec:
+    clock_hz: int
+    tcm: MemorySpec
+    dma: DmaSpec
+    matrix_unit: MatrixUnitSpec
+    vector_unit: VectorUnitSpec
+
+
+@dataclass(frozen=True, slots=True)
+class IpcqSpec:
+    """Hardware limits of inter-PE queues: slots per ring buffer, the largest slot, fixed cost per message."""
+
+    depth: int
+    max_slot_bytes: int
+    message_overhead_ps: int
