@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from kernbench import dtypes
 from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.policy import DPPolicy
+from kernbench.runtime_api import kernel_launch
 from kernbench.runtime_api.ahbm import AhbmModule
 from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.device import Device
@@ -37,6 +38,7 @@ class Session:
     def __init__(self, topology: Topology | str | None = None, *, timing_only: bool = False, seed: int = 0):
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
+        kernel_launch.install()
         self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed)
         self.torch = build_torch_namespace(self.ctx)
 

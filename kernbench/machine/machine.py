@@ -22,7 +22,8 @@ import numpy as np
 
 from kernbench.machine.endpoints import Endpoint
 from kernbench.machine.memory import DeviceMemory
-from kernbench.sim_engine import Channel, OpLog, transfer
+from kernbench.machine.pe import PeUnits, build_pe_units
+from kernbench.sim_engine import Channel, ExclusiveUnit, OpLog, transfer
 from kernbench.topology import Link, Topology
 
 IO_CUBE = 0
@@ -55,6 +56,22 @@ class Machine:
         self.channels: dict[str, Channel] = {}
         self._channel_kind: dict[str, str] = {}
         self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = {}
+        self._pes: dict[tuple[int, int, int], PeUnits] = {}
+
+    def pe(self, sip: int, cube: int, pe: int) -> PeUnits:
+        """The engines of one PE (created on first use, so idle PEs cost nothing)."""
+        key = (sip, cube, pe)
+        units = self._pes.get(key)
+        if units is None:
+            units = self._pes[key] = build_pe_units(self.engine, self.topology, sip, cube, pe)
+            for channel in (*units.dma_engines, units.tcm):
+                self.channels[f"sip{sip}.{channel.name}"] = channel
+                self._channel_kind[f"sip{sip}.{channel.name}"] = "tcm" if channel is units.tcm else "dma"
+        return units
+
+    def pes(self) -> list[PeUnits]:
+        """Every PE used so far, in a fixed order."""
+        return [self._pes[key] for key in sorted(self._pes)]
 
     # ---- channels and routes ----------------------------------------------------------
     def _link_channel(self, link: Link, device: str) -> Channel:
@@ -107,21 +124,36 @@ class Machine:
         return _without_repeats(ends)
 
     def _device_side(self, endpoint: Endpoint) -> list[Channel]:
+        if endpoint.kind == "tcm":
+            return [self.pe(endpoint.sip, endpoint.cube, endpoint.pe).tcm]
         return [self.hbm_channel(endpoint.sip, endpoint.cube)]
+
+    def nearest_replica(self, placement, sip: int, cube: int) -> int:
+        """The replica of a placement whose cube is fewest mesh hops from `cube` (the lowest on a tie)."""
+        if placement.replicas == 1:
+            return 0
+        home = {shard.replica: shard.cube for shard in placement.shards}
+        return min(range(placement.replicas),
+                   key=lambda r: (len(self.topology.noc_route(home[r], cube, sip=sip)), r))
 
     # ---- the DMA primitive ------------------------------------------------------------
     def run_transfers(self, transfers: list[Transfer], *, label: str, data: bool = True,
-                      device: str | None = None, unit: str = "copy_engine", program=None) -> int:
+                      device: str | None = None, unit: str = "copy_engine", program=None,
+                      dma_engine: Channel | None = None) -> int:
         """Run DMAs issued together by the calling process; return when the last has landed.
 
         All are reserved at the current time, in list order (so a shared link
         serves them first come, first served); each one's source is read at
-        its start and its destination written at its end. Returns the end time.
+        its start and its destination written at its end. A PE's DMAs also
+        pass through the PE's `dma_engine`, which caps their rate. Returns the
+        end time.
         """
         engine = self.engine
         landed = []
         for order, item in enumerate(transfers):
             route = self.route(item.src, item.dst)
+            if dma_engine is not None:
+                route = [dma_engine, *route]
             start, end = transfer(engine, route, item.nbytes)
             values = item.read() if data and item.read is not None else None
             owner = device or _device_of(item)
@@ -134,6 +166,15 @@ class Machine:
             if values is not None and item.write is not None:
                 item.write(values)
         return landed[-1][0] if landed else engine.now
+
+    # ---- compute ----------------------------------------------------------------------
+    def compute(self, unit: ExclusiveUnit, duration_ps: int, *, kind: str, label: str, program=None,
+                flops: int = 0, nbytes: int = 0, args: dict | None = None) -> int:
+        """Run one op on an exclusive unit (matrix or vector) for the calling process; return its end."""
+        start, end = unit.reserve(duration_ps)
+        self.oplog.append(kind, unit.device, unit.name, label, program, nbytes, flops, start, end, args)
+        self.engine.sleep_until(end)
+        return end
 
     # ---- accounting ------------------------------------------------------------------
     def bytes_by_link_kind(self) -> dict[str, int]:

@@ -9,3 +9,7 @@ class TensorError(KernbenchError):
 
 class RuntimeUsageError(KernbenchError):
     """A runtime call made out of order or with arguments that do not fit (e.g. an unrecorded event)."""
+
+
+class WorkingSetTooLarge(KernbenchError):
+    """A kernel op whose operands do not fit in its PE's TCM (no spill is modelled; see ADR 0008)."""

@@ -191,20 +191,10 @@ class Tensor:
         self._device_values()[index] = values
 
     def _nearest_replica(self, cube: int):
-        """The shards of the replica whose cube is nearest `cube` on the mesh (lowest replica on a tie)."""
+        """The shards of the replica whose cube is nearest `cube` on the mesh."""
         placement = self.placement
-        if placement.replicas == 1:
-            return placement.shards
-        topology, sip = self._ctx.topology, self.device.index
-
-        def hops(a: int, b: int) -> int:
-            return len(topology.noc_route(a, b, sip=sip))
-
-        by_replica: dict[int, list] = {}
-        for shard in placement.shards:
-            by_replica.setdefault(shard.replica, []).append(shard)
-        best = min(by_replica, key=lambda r: (hops(by_replica[r][0].cube, cube), r))
-        return by_replica[best]
+        replica = self._ctx.machine.nearest_replica(placement, self.device.index, cube)
+        return [shard for shard in placement.shards if shard.replica == replica]
 
     # ---- writes -------------------------------------------------------------------------
     @host_read

@@ -1,0 +1,90 @@
+"""Launching Triton kernels on kernbench tensors: placement of programs on PEs, streams, faults.
+
+`kernel[grid](...)` with kernbench tensors reaches `launch` through the
+bridge's hook (ADR 0007). The launch is enqueued on the current stream of the
+tensors' device and returns at once, as on a GPU. When the stream reaches it,
+each PE that received programs runs them one after another (a PE holds one
+program at a time), all PEs in parallel in simulated time.
+
+Program placement (ADR 0008): programs go to the PEs that own the launch's
+largest tensor, in blocks — program p of n to owner ⌊p·k/n⌋ of k — since a
+program usually touches the slice of data its id selects. When that tensor
+lives on a single PE, programs are dealt round-robin over every PE of the
+SIP, nearest to the data first, so a default-placed tensor still uses the
+whole device.
+"""
+
+from __future__ import annotations
+
+from kernbench.kernels import install_launch_hook
+from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.kernel_port import SimProgramPort
+
+
+def install() -> None:
+    """Route launches on kernbench tensors here (idempotent; see ADR 0007 for the hook)."""
+    install_launch_hook(launch)
+
+
+def launch(prepared) -> None:
+    tensors = [arg.tensor for arg in prepared.pointer_args]
+    ctx = tensors[0]._ctx
+    devices = {str(t.device) for t in tensors}
+    if len(devices) != 1 or any(t.device.is_host for t in tensors) or any(t._ctx is not ctx for t in tensors):
+        names = ", ".join(f"{a.name}={a.tensor.device}" for a in prepared.pointer_args)
+        raise TensorError(f"kernel '{prepared.kernel_name}': every tensor argument must be on one device; got {names}")
+    prepared.timing_only = ctx.timing_only
+    sip = tensors[0].device.index
+    grid = prepared.grid
+    n_programs = grid[0] * grid[1] * grid[2]
+    assignment = _place_programs(ctx, tensors, sip, n_programs)
+    waits = [handle for t in tensors for handle in t._pending_writes]
+    engine = ctx.engine
+
+    def run_on_pe(pe, programs) -> None:
+        for linear in programs:
+            program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
+            port = SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only)
+            prepared.run_program(program_id, port)
+
+    def run_launch() -> None:
+        if waits:
+            engine.wait_all(waits)
+        workers = [engine.spawn(run_on_pe, pe, programs, name=f"{prepared.kernel_name} on sip{sip}.{pe.name}")
+                   for pe, programs in assignment]
+        for worker in workers:
+            worker.add_callback(_observed)
+        try:
+            engine.wait_all(workers)
+        except BaseException:
+            for worker in workers:
+                worker.kill()
+            raise
+
+    handle = ctx.current_stream(sip).enqueue(f"kernel {prepared.kernel_name}{grid}", run_launch)
+    for tensor in tensors:
+        tensor._pending_writes.append(handle)
+
+
+def _place_programs(ctx, tensors, sip: int, n_programs: int):
+    """[(PeUnits, [linear program ids]), ...] in a fixed order."""
+    largest = max(tensors, key=lambda t: t.nbytes)
+    placement = largest.placement
+    owners = list(dict.fromkeys((s.cube, s.pe) for s in placement.shards if s.replica == 0))
+    if len(owners) == 1:
+        home = owners[0][0]
+        topology = ctx.topology
+        cubes = sorted(range(topology.cubes_per_sip),
+                       key=lambda c: (len(topology.noc_route(home, c, sip=sip)), c))
+        owners = [(cube, pe) for pe in range(topology.pes_per_cube) for cube in cubes]
+        chosen = [owners[p % len(owners)] for p in range(n_programs)]
+    else:
+        chosen = [owners[p * len(owners) // n_programs] for p in range(n_programs)]
+    by_pe: dict[tuple[int, int], list[int]] = {}
+    for program, owner in enumerate(chosen):
+        by_pe.setdefault(owner, []).append(program)
+    return [(ctx.machine.pe(sip, cube, pe), programs) for (cube, pe), programs in by_pe.items()]
+
+
+def _observed(_worker) -> None:
+    """A PE worker's failure is re-raised by the launch, not reported again by the engine."""
