@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from kernbench.machine import OutOfMemoryError
 from kernbench.runtime_api.streams import Event as _Event
 from kernbench.runtime_api.streams import Stream as _Stream
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """`torch.ahbm.get_device_properties(d)`: torch.cuda's fields plus the peaks a roofline needs."""
+
+    name: str
+    total_memory: int
+    multi_processor_count: int  # PEs per SIP
+    clock_rate_hz: int
+    hbm_bandwidth_bytes_per_s: int  # all cubes of the SIP together
+    peak_flops: dict  # dtype name -> matrix-unit flops/s of the whole SIP
 
 
 class AhbmModule:
@@ -38,6 +51,18 @@ class AhbmModule:
 
     def device_count(self) -> int:
         return self._ctx.topology.n_sips
+
+    def get_device_properties(self, device=None) -> DeviceProperties:
+        topology = self._ctx.topology
+        index = self._ctx.parse_device(device).index
+        return DeviceProperties(
+            name=f"kernbench ahbm:{index} ({topology.source.name})",
+            total_memory=topology.hbm_bytes_per_sip,
+            multi_processor_count=topology.pes_per_sip,
+            clock_rate_hz=topology.pe.clock_hz,
+            hbm_bandwidth_bytes_per_s=topology.cube.hbm.bandwidth_bytes_per_s * topology.cubes_per_sip,
+            peak_flops={dtype: topology.sip_peak_flops(dtype) for dtype in topology.dtypes},
+        )
 
     def set_device(self, device) -> None:
         self._ctx.set_device(self._ctx.parse_device(device).index)

@@ -3,8 +3,10 @@
 `kernel[grid](...)` with kernbench tensors reaches `launch` through the
 bridge's hook (ADR 0007). The launch is enqueued on the current stream of the
 tensors' device and returns at once, as on a GPU. When the stream reaches it,
-each PE that received programs runs them one after another (a PE holds one
-program at a time), all PEs in parallel in simulated time.
+each PE that received programs keeps up to `pe.resident_programs` of them in
+flight (the topology's number; while one waits on a DMA another computes,
+as resident CTAs do on an SM), taking them in order, all PEs in parallel in
+simulated time.
 
 Program placement (ADR 0008): programs go to the PEs that own the launch's
 largest tensor, in blocks — program p of n to owner ⌊p·k/n⌋ of k — since a
@@ -15,6 +17,8 @@ whole device.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from kernbench.kernels import install_launch_hook
 from kernbench.runtime_api.errors import TensorError
@@ -41,8 +45,9 @@ def launch(prepared) -> None:
     waits = [handle for t in tensors for handle in t._pending_writes]
     engine = ctx.engine
 
-    def run_on_pe(pe, programs) -> None:
-        for linear in programs:
+    def run_on_pe(pe, queue: deque) -> None:
+        while queue:
+            linear = queue.popleft()
             program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
             port = SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only)
             prepared.run_program(program_id, port)
@@ -50,8 +55,12 @@ def launch(prepared) -> None:
     def run_launch() -> None:
         if waits:
             engine.wait_all(waits)
-        workers = [engine.spawn(run_on_pe, pe, programs, name=f"{prepared.kernel_name} on sip{sip}.{pe.name}")
-                   for pe, programs in assignment]
+        resident = ctx.topology.pe.resident_programs
+        workers = []
+        for pe, programs in assignment:
+            queue = deque(programs)
+            workers += [engine.spawn(run_on_pe, pe, queue, name=f"{prepared.kernel_name} on sip{sip}.{pe.name}#{slot}")
+                        for slot in range(min(resident, len(programs)))]
         for worker in workers:
             worker.add_callback(_observed)
         try:

@@ -73,12 +73,14 @@ class Tensor:
     def nbytes(self) -> int:
         return self.numel() * self.dtype.itemsize
 
-    def stride(self) -> tuple[int, ...]:
+    def stride(self, dim: int | None = None):
+        """Element strides of the (always contiguous, row-major) layout, as torch reports them."""
         strides, step = [], 1
         for n in reversed(self.shape):
             strides.append(step)
             step *= n
-        return tuple(reversed(strides))
+        strides = tuple(reversed(strides))
+        return strides if dim is None else strides[dim]
 
     def is_contiguous(self) -> bool:
         return True

@@ -102,11 +102,14 @@ class Channel(_Resource):
 def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
     """Reserve a cut-through transfer of `nbytes` over `route` at `engine.now`; return `(start, end)`.
 
-    Bytes stream through every hop at the slowest hop's rate, so with
-    `occ = ceil(nbytes * 10**12 / min bandwidth)` and `off_i` the latencies of
-    the hops before hop i:
+    Bytes reach the far end at the slowest hop's rate, but each hop is
+    charged only its own serialization time, so a fast shared hop (an HBM
+    stack) behind a slow private one (a PE's DMA engine) keeps the rest of
+    its bandwidth for other transfers. With `occ_i = ceil(nbytes * 10**12 /
+    bandwidth_i)`, `occ = max_i occ_i` and `off_i` the latencies of the hops
+    before hop i:
 
-    - hop i is held over `[start + off_i, start + off_i + occ]`;
+    - hop i is held over `[start + off_i, start + off_i + occ_i]`;
     - `start` is the earliest time >= now at which every hop is free when the
       data reaches it: `max(now, max_i(free_at_i - off_i))`;
     - `end = start + sum of latencies + occ` (the last byte's arrival).
@@ -119,18 +122,17 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
     if nbytes.__class__ is not int or nbytes < 0:
         nbytes = as_ps(nbytes, "transfer size in bytes")
     now = engine._now
+    scaled = nbytes * PS_PER_S
     if len(route) == 1:
         # The common case (one HBM stack, one link), without the loops.
         channel = route[0]
         start = channel.free_at if channel.free_at > now else now
-        occupancy = -(-nbytes * PS_PER_S // channel.bandwidth_bytes_per_s)
+        occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
         channel.free_at = start + occupancy
         channel.busy_ps += occupancy
         channel.bytes_moved += nbytes
         channel.ops += 1
         return start, start + channel.latency_ps + occupancy
-    bottleneck = min(channel.bandwidth_bytes_per_s for channel in route)
-    occupancy = ceil_div(nbytes * PS_PER_S, bottleneck)
     start = now
     offset = 0
     for channel in route:
@@ -138,13 +140,17 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
             start = channel.free_at - offset
         offset += channel.latency_ps
     offset = 0
+    slowest = 0
     for channel in route:
+        occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
+        if occupancy > slowest:
+            slowest = occupancy
         channel.free_at = start + offset + occupancy
         channel.busy_ps += occupancy
         channel.bytes_moved += nbytes
         channel.ops += 1
         offset += channel.latency_ps
-    return start, start + offset + occupancy
+    return start, start + offset + slowest
 
 
 def transfer_and_wait(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:

@@ -119,6 +119,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
             dma=DmaSpec(engines=values["pe.dma.engines"], bandwidth_bytes_per_s=values["pe.dma.bandwidth_gb_per_s"]),
             matrix_unit=MatrixUnitSpec(flops_per_cycle=values["pe.matrix_unit.flops_per_cycle"]),
             vector_unit=VectorUnitSpec(lanes=values["pe.vector_unit.lanes"]),
+            resident_programs=values["pe.resident_programs"],
         ),
         ipcq=IpcqSpec(
             depth=values["ipcq.depth"],

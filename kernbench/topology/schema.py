@@ -78,6 +78,7 @@ SCHEMA: tuple[Field, ...] = (
     Field("pe.dma.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one DMA engine"),
     Field("pe.matrix_unit.flops_per_cycle", RateTable(DTYPES), "matrix-unit flops per cycle, per dtype"),
     Field("pe.vector_unit.lanes", Count(), "vector elements per cycle"),
+    Field("pe.resident_programs", Count(), "kernel programs a PE keeps in flight (one computes while another waits)"),
     Field("ipcq.depth", Count(), "slots in one IPCQ ring buffer"),
     Field("ipcq.max_slot_kib", Quantity(KIB), "largest IPCQ slot"),
     Field("ipcq.message_overhead_ns", Quantity(NANOSECONDS, allow_zero=True), "fixed cost of one IPCQ message"),

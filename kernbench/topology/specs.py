@@ -137,6 +137,7 @@ class PeSpec:
     dma: DmaSpec
     matrix_unit: MatrixUnitSpec
     vector_unit: VectorUnitSpec
+    resident_programs: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,15 +63,18 @@ def test_adr0003_t14_multi_hop_route_is_cut_through(eng):
 
     first = transfer(eng, hops, nbytes)
     assert first == (0, total_latency + occ)
-    # Each hop is held for the bottleneck's serialization time, from when the data reaches it.
+    # Each hop is charged its own serialization time, from when the data reaches it.
     offsets = [0, 300, 2_300]
-    assert [h.free_at for h in hops] == [off + occ for off in offsets]
-    assert [h.busy_ps for h in hops] == [occ] * 3
+    own = [serialization(nbytes, h.bandwidth_bytes_per_s) for h in hops]
+    assert [h.free_at for h in hops] == [off + o for off, o in zip(offsets, own)]
+    assert [h.busy_ps for h in hops] == own
 
-    # A second transfer over the same route queues behind the first, one occ later.
+    # A second transfer over the same route queues behind the bottleneck hop, one occ later.
     assert transfer(eng, hops, nbytes) == (occ, occ + total_latency + occ)
-    # A transfer over only the last hop waits until that hop is free.
-    assert transfer(eng, hops[2:], nbytes) == (2 * occ + 2_300, 2 * occ + 2_300 + 300 + serialization(nbytes, 64 * 10**9))
+    # A transfer over only the fast last hop uses the bandwidth the slow route left it.
+    fast = serialization(nbytes, 64 * 10**9)
+    last_free = occ + 2_300 + fast
+    assert transfer(eng, hops[2:], nbytes) == (last_free, last_free + 300 + fast)
 
 
 def test_adr0003_t15_exclusive_unit_runs_one_op_at_a_time_and_tracks_busy_time(eng):

@@ -1,0 +1,431 @@
+"""`BridgeBuilder`: Triton's builder interface, one program instance at a time.
+
+Triton's language layer (`triton.language.semantic`) type-checks every op and
+then calls one `create_<op>` method on its builder; the compiler's builder
+emits MLIR, Triton's interpreter computes with numpy. This builder computes
+with numpy as well, but owns nothing global: it holds one program's id, grid
+and port, and sends every effect outside the program through the port —
+loads, stores and atomics as memory accesses, `dot` to the matrix unit, and
+a `vector` cost notice for each op it computed itself. Layout-only ops
+(splat, broadcast, reshape, transposes, joins) move no data on a vector
+machine and are not charged.
+
+Values are `Value`s (see `values`). Each op's result is poisoned when an
+input is; in timing-only mode loads, atomics and dots also poison, since
+their data did not come from real memory. Addresses must never be poisoned.
+
+Signatures follow Triton 3.6-3.9: memory ops take their cache and eviction
+hints as trailing arguments, whose number differs between versions and
+whose meaning (caching) the simulated memory has no use for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import triton.language as tl
+from triton._C.libtriton import ir
+
+from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
+from kernbench.kernels.triton_bridge.dtypes import cost_dtype_name, dtype_name, element_size, numpy_dtype
+from kernbench.kernels.triton_bridge.port import ProgramPort
+from kernbench.kernels.triton_bridge.values import Value
+
+_RMW_OPS = {
+    ir.ATOMIC_OP.ADD: "add",
+    ir.ATOMIC_OP.FADD: "add",
+    ir.ATOMIC_OP.MAX: "max",
+    ir.ATOMIC_OP.UMAX: "max",
+    ir.ATOMIC_OP.MIN: "min",
+    ir.ATOMIC_OP.UMIN: "min",
+    ir.ATOMIC_OP.AND: "and",
+    ir.ATOMIC_OP.OR: "or",
+    ir.ATOMIC_OP.XOR: "xor",
+    ir.ATOMIC_OP.XCHG: "xchg",
+}
+
+
+@dataclass(frozen=True)
+class BridgeOptions:
+    """The compile options `semantic` reads from its builder.
+
+    Overflow sanitizing and device asserts are off (they would add ops a
+    compiled kernel does not run); the dot precisions are the ones Triton's
+    own interpreter accepts. The bridge computes every dot exactly in the
+    accumulator's dtype whatever the precision asked for.
+    """
+
+    debug: bool = False
+    sanitize_overflow: bool = False
+    arch: str | None = None
+    extern_libs: dict | None = None
+    supported_fp8_dtypes: tuple[str, ...] = ()
+    deprecated_fp8_dot_operand_dtypes: tuple[str, ...] = ()
+    default_dot_input_precision: str = "tf32"
+    allowed_dot_input_precisions: tuple[str, ...] = ("tf32", "tf32x3", "ieee")
+    max_num_imprecise_acc_default: int = 0
+    backend_name: str = "kernbench"
+
+
+_OPTIONS = BridgeOptions()
+
+
+def _poisoned(*values: Value) -> bool:
+    for value in values:
+        if value.poisoned:
+            return True
+    return False
+
+
+def _constant(np_dtype, tl_dtype):
+    def create(self, value):
+        return Value(np.array([value], dtype=np_dtype), tl_dtype)
+
+    return create
+
+
+def _type(tl_dtype):
+    return lambda self: tl_dtype
+
+
+def _binary(ufunc, op):
+    def create(self, lhs, rhs):
+        return self._computed(op, ufunc(lhs.data, rhs.data), lhs.dtype, lhs, rhs)
+
+    return create
+
+
+def _comparison(ufunc):
+    def create(self, lhs, rhs):
+        self.charge("cmp", lhs.data.size, lhs.dtype)
+        return Value(ufunc(lhs.data, rhs.data), tl.int1, _poisoned(lhs, rhs))
+
+    return create
+
+
+def _unary(ufunc, op):
+    def create(self, arg):
+        return self._computed(op, ufunc(arg.data), arg.dtype, arg)
+
+    return create
+
+
+def _cast(self, src, dst_type, *rounding_or_signedness):
+    dst = dst_type.scalar
+    return self._computed("cast", src.data.astype(numpy_dtype(dst)), dst, src)
+
+
+def _truncating_divide(lhs, rhs):
+    """Integer division rounding toward zero, as C and Triton do (numpy floors)."""
+    quotient = np.floor_divide(lhs, rhs)
+    inexact = (np.remainder(lhs, rhs) != 0) & ((lhs < 0) != (rhs < 0))
+    return quotient + inexact.astype(quotient.dtype)
+
+
+def _reciprocal_sqrt(data):
+    return 1 / np.sqrt(data)
+
+
+class BridgeBuilder:
+    """Executes one program's ops with numpy, its memory and costs through a port."""
+
+    options = _OPTIONS
+    codegen_fns = {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1)}
+
+    def __init__(
+        self,
+        port: ProgramPort,
+        kernel_name: str,
+        program_id: tuple[int, int, int],
+        grid: tuple[int, int, int],
+        timing_only: bool,
+    ) -> None:
+        self.port = port
+        self.kernel_name = kernel_name
+        self.program_id = program_id
+        self.grid = grid
+        self.timing_only = timing_only
+
+    def __getattr__(self, name: str):
+        if name.startswith(("create_", "get_")):
+            op = name.split("_", 1)[1]
+            raise UnsupportedKernelError(
+                f"kernel '{self.kernel_name}' uses '{op}', which the kernbench Triton bridge does not simulate"
+            )
+        raise AttributeError(name)
+
+    # -- bookkeeping -------------------------------------------------------
+
+    def charge(self, op: str, n_elements: int, dtype: tl.dtype) -> None:
+        """Tell the port the bridge computed a vector op over `n_elements`."""
+        self.port.vector(op, n_elements, cost_dtype_name(dtype))
+
+    def _computed(self, op: str, data: np.ndarray, dtype: tl.dtype, *inputs: Value) -> Value:
+        self.charge(op, data.size, dtype)
+        return Value(data, dtype, _poisoned(*inputs))
+
+    def _addresses(self, pointers: Value, access: str) -> np.ndarray:
+        if pointers.poisoned:
+            raise TimingOnlyRefusal(self.kernel_name, self.program_id, f"the address of {access}")
+        return pointers.data
+
+    # -- types (dtype.to_ir is patched to return the dtype itself) ------------
+
+    get_void_ty = _type(tl.void)
+    get_int1_ty = _type(tl.int1)
+    get_int8_ty = _type(tl.int8)
+    get_uint8_ty = _type(tl.uint8)
+    get_int16_ty = _type(tl.int16)
+    get_uint16_ty = _type(tl.uint16)
+    get_int32_ty = _type(tl.int32)
+    get_uint32_ty = _type(tl.uint32)
+    get_int64_ty = _type(tl.int64)
+    get_uint64_ty = _type(tl.uint64)
+    get_half_ty = _type(tl.float16)
+    get_bf16_ty = _type(tl.bfloat16)
+    get_float_ty = _type(tl.float32)
+    get_double_ty = _type(tl.float64)
+
+    def get_ptr_ty(self, element_type, address_space):
+        return tl.pointer_type(element_type, address_space)
+
+    def get_block_ty(self, element_type, shape):
+        return tl.block_type(element_type, list(shape))
+
+    # -- constants ---------------------------------------------------------
+
+    get_int1 = _constant(np.bool_, tl.int1)
+    get_int8 = _constant(np.int8, tl.int8)
+    get_uint8 = _constant(np.uint8, tl.uint8)
+    get_int16 = _constant(np.int16, tl.int16)
+    get_uint16 = _constant(np.uint16, tl.uint16)
+    get_int32 = _constant(np.int32, tl.int32)
+    get_uint32 = _constant(np.uint32, tl.uint32)
+    get_int64 = _constant(np.int64, tl.int64)
+    get_uint64 = _constant(np.uint64, tl.uint64)
+    get_fp16 = _constant(np.float16, tl.float16)
+    get_bf16 = _constant(numpy_dtype(tl.bfloat16), tl.bfloat16)
+    get_fp32 = _constant(np.float32, tl.float32)
+    get_fp64 = _constant(np.float64, tl.float64)
+
+    def get_null_value(self, type):
+        scalar = type.scalar
+        return Value(np.zeros(1, numpy_dtype(scalar)), scalar)
+
+    def get_all_ones_value(self, type):
+        scalar = type.scalar
+        return Value(np.array([-1]).astype(numpy_dtype(scalar)), scalar)
+
+    # -- programming model ----------------------------------------------------
+
+    def create_get_program_id(self, axis):
+        return Value(np.array([self.program_id[axis]], dtype=np.int32), tl.int32)
+
+    def create_get_num_programs(self, axis):
+        return Value(np.array([self.grid[axis]], dtype=np.int32), tl.int32)
+
+    def create_barrier(self):
+        """Programs share no on-chip state in the simulation; a barrier orders nothing."""
+
+    def create_assume(self, condition):
+        """An optimizer hint; it changes no value."""
+
+    def create_print(self, prefix, hex, values, is_signed):
+        for value in values:
+            print(f"pid {self.program_id}{prefix}", value.data)
+
+    # -- memory --------------------------------------------------------------
+
+    def get_cache_policy(self, cache_modifier, eviction_policy):
+        return None
+
+    def create_load(self, ptr, *hints):
+        return self._load(ptr, None, None)
+
+    def create_masked_load(self, ptrs, mask, other, *hints):
+        return self._load(ptrs, mask, other)
+
+    def _load(self, ptrs: Value, mask: Value | None, other: Value | None) -> Value:
+        element = ptrs.dtype.element_ty
+        addresses = self._addresses(ptrs, "a load")
+        loaded = self.port.load(addresses, None if mask is None else mask.data, dtype_name(element))
+        data = np.asarray(loaded, dtype=numpy_dtype(element))
+        poisoned = self.timing_only
+        if mask is not None:
+            fill = other.data if other is not None else np.zeros((), data.dtype)
+            data = np.where(mask.data, data, fill)
+            poisoned = poisoned or mask.poisoned or (other is not None and other.poisoned)
+        return Value(data, element, poisoned)
+
+    def create_store(self, ptr, value, *hints):
+        self.port.store(self._addresses(ptr, "a store"), value.data, None)
+
+    def create_masked_store(self, ptrs, value, mask, *hints):
+        self.port.store(self._addresses(ptrs, "a store"), value.data, mask.data)
+
+    def create_atomic_rmw(self, rmw_op, ptr, value, mask, sem, scope):
+        if rmw_op not in _RMW_OPS:
+            raise UnsupportedKernelError(f"kernel '{self.kernel_name}' uses atomic {rmw_op}, which is not simulated")
+        element = ptr.dtype.element_ty
+        old = self.port.atomic_rmw(
+            _RMW_OPS[rmw_op], self._addresses(ptr, "an atomic"), value.data, mask.data, dtype_name(element)
+        )
+        return Value(np.asarray(old, dtype=numpy_dtype(element)), value.dtype, self.timing_only or value.poisoned)
+
+    def create_atomic_cas(self, ptr, compare, value, sem, scope):
+        element = ptr.dtype.element_ty
+        old = self.port.atomic_cas(self._addresses(ptr, "an atomic"), compare.data, value.data, dtype_name(element))
+        poisoned = self.timing_only or _poisoned(compare, value)
+        return Value(np.asarray(old, dtype=numpy_dtype(element)), value.dtype, poisoned)
+
+    # -- matrix unit -----------------------------------------------------------
+
+    def create_dot(self, a, b, acc, input_precision, max_num_imprecise_acc):
+        out = self.port.dot(a.data, b.data, acc.data, dtype_name(acc.dtype))
+        poisoned = self.timing_only or _poisoned(a, b, acc)
+        return Value(np.asarray(out, dtype=numpy_dtype(acc.dtype)), acc.dtype, poisoned)
+
+    # -- pointer arithmetic and index generation -----------------------------------
+
+    def create_addptr(self, ptr, offset):
+        step = element_size(ptr.dtype.element_ty)
+        return self._computed("addptr", ptr.data + offset.data.astype(np.int64) * step, ptr.dtype, ptr, offset)
+
+    def create_make_range(self, ret_ty, start, stop):
+        return self._computed("arange", np.arange(start, stop, dtype=np.int32), tl.int32)
+
+    # -- elementwise arithmetic ----------------------------------------------------
+
+    create_fadd = _binary(np.add, "add")
+    create_add = _binary(np.add, "add")
+    create_fsub = _binary(np.subtract, "sub")
+    create_sub = _binary(np.subtract, "sub")
+    create_fmul = _binary(np.multiply, "mul")
+    create_mul = _binary(np.multiply, "mul")
+    create_fdiv = _binary(np.divide, "div")
+    create_precise_divf = _binary(np.divide, "div")
+    create_approx_divf = _binary(np.divide, "div")
+    create_sdiv = _binary(_truncating_divide, "div")
+    create_udiv = _binary(np.floor_divide, "div")
+    create_frem = _binary(np.fmod, "rem")
+    create_srem = _binary(np.fmod, "rem")
+    create_urem = _binary(np.fmod, "rem")
+    create_and = _binary(np.bitwise_and, "and")
+    create_or = _binary(np.bitwise_or, "or")
+    create_xor = _binary(np.bitwise_xor, "xor")
+    create_shl = _binary(np.left_shift, "shl")
+    # numpy shifts signed integers arithmetically and unsigned ones logically,
+    # which is what `semantic` chooses these two ops by.
+    create_lshr = _binary(np.right_shift, "shr")
+    create_ashr = _binary(np.right_shift, "shr")
+    create_minsi = _binary(np.minimum, "min")
+    create_minui = _binary(np.minimum, "min")
+    create_minimumf = _binary(np.minimum, "min")
+    create_minnumf = _binary(np.fmin, "min")
+    create_maxsi = _binary(np.maximum, "max")
+    create_maxui = _binary(np.maximum, "max")
+    create_maximumf = _binary(np.maximum, "max")
+    create_maxnumf = _binary(np.fmax, "max")
+
+    create_icmpEQ = _comparison(np.equal)
+    create_icmpNE = _comparison(np.not_equal)
+    create_icmpSLT = _comparison(np.less)
+    create_icmpSLE = _comparison(np.less_equal)
+    create_icmpSGT = _comparison(np.greater)
+    create_icmpSGE = _comparison(np.greater_equal)
+    create_icmpULT = _comparison(np.less)
+    create_icmpULE = _comparison(np.less_equal)
+    create_icmpUGT = _comparison(np.greater)
+    create_icmpUGE = _comparison(np.greater_equal)
+    create_fcmpOEQ = _comparison(np.equal)
+    create_fcmpONE = _comparison(np.not_equal)
+    create_fcmpOLT = _comparison(np.less)
+    create_fcmpOLE = _comparison(np.less_equal)
+    create_fcmpOGT = _comparison(np.greater)
+    create_fcmpOGE = _comparison(np.greater_equal)
+    create_fcmpUNE = _comparison(np.not_equal)
+
+    create_fneg = _unary(np.negative, "neg")
+    create_fabs = _unary(np.abs, "abs")
+    create_iabs = _unary(np.abs, "abs")
+    create_floor = _unary(np.floor, "floor")
+    create_ceil = _unary(np.ceil, "ceil")
+    create_exp = _unary(np.exp, "exp")
+    create_exp2 = _unary(np.exp2, "exp2")
+    create_log = _unary(np.log, "log")
+    create_log2 = _unary(np.log2, "log2")
+    create_sin = _unary(np.sin, "sin")
+    create_cos = _unary(np.cos, "cos")
+    create_sqrt = _unary(np.sqrt, "sqrt")
+    create_precise_sqrt = _unary(np.sqrt, "sqrt")
+    create_rsqrt = _unary(_reciprocal_sqrt, "rsqrt")
+
+    def create_select(self, condition, x, y):
+        return self._computed("select", np.where(condition.data, x.data, y.data), x.dtype, condition, x, y)
+
+    def create_fma(self, x, y, z):
+        return self._computed("fma", x.data * y.data + z.data, x.dtype, x, y, z)
+
+    def create_clampf(self, x, low, high, propagate_nans):
+        if propagate_nans == ir.PROPAGATE_NAN.ALL:
+            data = np.clip(x.data, low.data, high.data)
+        else:
+            data = np.fmin(np.fmax(x.data, low.data), high.data)
+        return self._computed("clamp", data, x.dtype, x, low, high)
+
+    # -- conversions -------------------------------------------------------------
+
+    create_fp_ext = _cast
+    create_fp_trunc = _cast
+    create_fp_to_fp = _cast
+    create_si_to_fp = _cast
+    create_ui_to_fp = _cast
+    create_fp_to_si = _cast
+    create_fp_to_ui = _cast
+    create_int_cast = _cast
+
+    def create_bitcast(self, src, dst_type):
+        dst = dst_type.scalar
+        target = numpy_dtype(dst)
+        data = src.data if target.itemsize == src.data.itemsize else np.ascontiguousarray(src.data)
+        return Value(data.view(target), dst, src.poisoned)
+
+    def create_int_to_ptr(self, src, dst_type):
+        return Value(src.data.astype(np.int64), dst_type.scalar, src.poisoned)
+
+    def create_ptr_to_int(self, src, dst_type):
+        dst = dst_type.scalar
+        return Value(src.data.astype(numpy_dtype(dst)), dst, src.poisoned)
+
+    # -- layout (not charged) ----------------------------------------------------------
+
+    def create_splat(self, ret_ty, arg):
+        return Value(np.broadcast_to(arg.data.reshape(()), ret_ty.shape), arg.dtype, arg.poisoned)
+
+    def create_unsplat(self, arg):
+        return Value(arg.data.reshape(1), arg.dtype, arg.poisoned)
+
+    def create_broadcast(self, arg, shape):
+        return Value(np.broadcast_to(arg.data, shape), arg.dtype, arg.poisoned)
+
+    def create_expand_dims(self, arg, axis):
+        return Value(np.expand_dims(arg.data, axis), arg.dtype, arg.poisoned)
+
+    def create_reshape(self, arg, shape, allow_reorder):
+        return Value(arg.data.reshape(shape), arg.dtype, arg.poisoned)
+
+    def create_trans(self, arg, perm):
+        return Value(np.transpose(arg.data, perm), arg.dtype, arg.poisoned)
+
+    def create_cat(self, lhs, rhs):
+        return Value(np.concatenate([lhs.data, rhs.data]), lhs.dtype, _poisoned(lhs, rhs))
+
+    def create_join(self, lhs, rhs):
+        return Value(np.stack([lhs.data, rhs.data], axis=-1), lhs.dtype, _poisoned(lhs, rhs))
+
+    def create_split(self, arg):
+        return (
+            Value(arg.data[..., 0], arg.dtype, arg.poisoned),
+            Value(arg.data[..., 1], arg.dtype, arg.poisoned),
+        )

@@ -1,0 +1,191 @@
+"""`prepare_launch`: bind a kernel's arguments once, run its programs one by one.
+
+A launch is prepared once per `kernel[grid](...)`: the kernel wrapper is
+unwrapped (`@triton.heuristics` computes its meta-parameters,
+`@triton.autotune` contributes its *first* config, since there is nothing
+to tune against on a simulated machine), arguments are bound to the
+signature and converted the way Triton would see them (kernbench tensors as
+typed pointers, numbers as scalar tensors, `tl.constexpr` parameters as
+constexprs), and the grid is evaluated. The runtime then calls
+`run_program` for each grid point, each in its own greenlet and in any
+interleaving; a program's whole state is built inside `run_program`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import triton.language as tl
+from triton.language.semantic import TritonSemantic
+from triton.runtime.autotuner import Autotuner, Heuristics
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+from kernbench.kernels.errors import KernelFault, UnsupportedKernelError
+from kernbench.kernels.triton_bridge.builder import BridgeBuilder
+from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
+from kernbench.kernels.triton_bridge.dtypes import numpy_dtype, triton_dtype
+from kernbench.kernels.triton_bridge.patches import running_program
+from kernbench.kernels.triton_bridge.port import ProgramPort
+from kernbench.kernels.triton_bridge.rewriter import rewritten
+from kernbench.kernels.triton_bridge.values import Value
+
+
+def is_kernbench_tensor(value: Any) -> bool:
+    """Whether `value` is a kernbench tensor (it can name its address and dtype)."""
+    return hasattr(type(value), "__kernbench_pointer__")
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    """A kernel argument that was a kernbench tensor."""
+
+    name: str
+    tensor: Any
+    address: int
+    dtype_name: str
+
+
+class PreparedLaunch:
+    """One launch with its arguments bound; `run_program` runs one grid point.
+
+    `timing_only` is read by each `run_program` call, so the runtime may set
+    it after preparation (from its own timing-only mode).
+    """
+
+    def __init__(
+        self,
+        kernel_name: str,
+        fn: Callable,
+        grid: tuple[int, int, int],
+        arguments: dict[str, Any],
+        pointer_args: tuple[PointerArg, ...],
+        timing_only: bool,
+    ) -> None:
+        self.kernel_name = kernel_name
+        self.grid = grid
+        self.pointer_args = pointer_args
+        self.timing_only = timing_only
+        self._fn = fn
+        self._arguments = arguments
+
+    def __repr__(self) -> str:
+        return f"PreparedLaunch({self.kernel_name!r}, grid={self.grid})"
+
+    def run_program(self, program_id: tuple[int, int, int], port: ProgramPort) -> None:
+        """Execute program `program_id` to completion, all its effects through `port`.
+
+        A `KernelFault` raised by the port leaves with this launch's kernel name
+        and the program id filled in where the port left them None.
+        """
+        program_id = tuple(int(i) for i in program_id)
+        if len(program_id) != 3 or not all(0 <= i < n for i, n in zip(program_id, self.grid)):
+            raise ValueError(f"program id {program_id} is outside grid {self.grid} of '{self.kernel_name}'")
+        builder = BridgeBuilder(port, self.kernel_name, program_id, self.grid, self.timing_only)
+        program = RunningProgram(self.kernel_name, program_id, builder, TritonSemantic(builder))
+        body = rewritten(self._fn)
+        with running_program():
+            token = enter_program(program)
+            try:
+                body(**self._arguments)
+            except KernelFault as fault:
+                if fault.kernel is None:
+                    fault.kernel = self.kernel_name
+                if fault.program_id is None:
+                    fault.program_id = program_id
+                raise
+            finally:
+                leave_program(token)
+
+
+def prepare_launch(
+    kernel: Any, grid: Any, args: tuple, kwargs: dict, timing_only: bool = False
+) -> PreparedLaunch:
+    """Bind `kernel[grid](*args, **kwargs)` for the bridge.
+
+    `kernel` is a `JITFunction`, an `InterpretedFunction`, or either wrapped
+    in `@triton.heuristics` / `@triton.autotune`. Keyword arguments that are
+    not parameters of the kernel (`num_warps`, `num_stages`, ...) are launch
+    options and are ignored. With `timing_only`, the port may return loaded
+    values it did not read, and a program whose control flow or addresses
+    depend on loaded values is refused with `TimingOnlyRefusal`.
+    """
+    fn, kwargs = _unwrap(kernel, tuple(args), dict(kwargs))
+    signature = inspect.signature(fn)
+    bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
+    bound.apply_defaults()
+    pointers = []
+    arguments = {}
+    for name, value in bound.arguments.items():
+        if _is_constexpr(signature.parameters[name]):
+            arguments[name] = value if isinstance(value, tl.constexpr) else tl.constexpr(value)
+        else:
+            arguments[name] = _kernel_value(fn.__name__, name, value, pointers)
+    return PreparedLaunch(
+        fn.__name__, fn, _grid(fn.__name__, grid, bound.arguments), arguments, tuple(pointers), timing_only
+    )
+
+
+def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[Callable, dict]:
+    while not isinstance(kernel, (JITFunction, InterpretedFunction)):
+        if isinstance(kernel, Heuristics):
+            for name, heuristic in kernel.values.items():
+                kwargs[name] = heuristic({**dict(zip(kernel.arg_names, args)), **kwargs})
+        elif isinstance(kernel, Autotuner):
+            kwargs = {**kwargs, **kernel.configs[0].all_kwargs()}
+        else:
+            raise UnsupportedKernelError(f"{kernel!r} is not a @triton.jit kernel")
+        kernel = kernel.fn
+    return kernel.fn, kwargs
+
+
+def _is_constexpr(parameter: inspect.Parameter) -> bool:
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "constexpr"
+    return annotation is tl.constexpr
+
+
+def _scalar_type(value: int | float | bool) -> tl.dtype:
+    if isinstance(value, bool):
+        return tl.int1
+    if isinstance(value, float):
+        return tl.float32
+    if -(2**31) <= value < 2**31:
+        return tl.int32
+    if 0 <= value < 2**32:
+        return tl.uint32
+    if -(2**63) <= value < 2**63:
+        return tl.int64
+    return tl.uint64
+
+
+def _kernel_value(kernel_name: str, name: str, value: Any, pointers: list) -> Any:
+    """The value a kernel parameter holds inside the kernel body."""
+    if is_kernbench_tensor(value):
+        address, dtype_name = value.__kernbench_pointer__()
+        pointer = tl.pointer_type(triton_dtype(dtype_name))
+        pointers.append(PointerArg(name, value, int(address), dtype_name))
+        return tl.tensor(Value(np.array([address], dtype=np.int64), pointer), pointer)
+    if isinstance(value, (bool, int, float)):
+        scalar = _scalar_type(value)
+        return tl.tensor(Value(np.array([value]).astype(numpy_dtype(scalar)), scalar), scalar)
+    if isinstance(value, tuple):
+        return tuple(_kernel_value(kernel_name, name, item, pointers) for item in value)
+    if hasattr(value, "data_ptr"):
+        raise UnsupportedKernelError(
+            f"kernel '{kernel_name}' argument '{name}' is another framework's tensor; "
+            "a launch on kernbench tensors takes kernbench tensors only"
+        )
+    return value
+
+
+def _grid(kernel_name: str, grid: Any, arguments: dict) -> tuple[int, int, int]:
+    dims = grid(dict(arguments)) if callable(grid) else grid
+    dims = tuple(int(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+    if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
+        raise UnsupportedKernelError(f"kernel '{kernel_name}' grid {dims} is not 1 to 3 non-negative sizes")
+    return dims + (1,) * (3 - len(dims))

@@ -1,0 +1,247 @@
+"""Pointing `triton.language` at the running program's builder.
+
+A `@triton.jit` body calls language builtins (`tl.load`, `tensor.__add__`,
+...) that expect a `_semantic=` argument the compiler would supply. While
+any bridge program is running, every builtin of `triton.language`,
+`triton.language.core` and `triton.language.math` (and the tensor methods)
+is replaced by a dispatcher that looks up the program running in the
+calling greenlet (`context.current_program`) and passes that program's
+semantic. Called outside a bridge program, a dispatcher calls the original
+unchanged, so interleaved programs of different kernels and launches each
+reach their own builder, and code that is not ours sees stock Triton.
+
+The patch is applied when the first program starts and restored when the
+last one ends (a reference count, `running_programs`), never left behind
+while no program runs. Replacing `tl.range` with a function is the one
+change stock code could notice (the compiler tests `isinstance(x,
+tl.range)`): compiling a kernel for a GPU while a bridge program is
+suspended mid-kernel is not supported.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from contextlib import contextmanager
+
+import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
+
+from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
+from kernbench.kernels.triton_bridge import reductions
+from kernbench.kernels.triton_bridge.context import current_program
+from kernbench.kernels.triton_bridge.rewriter import rewritten
+from kernbench.kernels.triton_bridge.values import Value
+
+_MISSING = object()
+
+
+def _identity_hint(input, *values, **_ignored):
+    """Divisibility and contiguity hints steer code generation; values are unchanged."""
+    return input
+
+
+def _static_assert(condition, message="", **_ignored):
+    assert condition, message
+
+
+def _static_print(*values, **_ignored):
+    print(*values)
+
+
+def _unsupported_scan(*args, **kwargs):
+    program = current_program()
+    raise UnsupportedKernelError(
+        f"kernel '{program.kernel_name}' uses tl.associative_scan (cumsum/cumprod), "
+        "which the kernbench Triton bridge does not simulate"
+    )
+
+
+def _python_range(start, stop=None, step=None, **_ignored):
+    """`tl.range`/`tl.static_range` run as Python loops; pipelining hints are moot."""
+    if stop is None:
+        start, stop = 0, start
+    return range(start, stop, 1 if step is None else step)
+
+
+# Builtins whose compiled meaning has no counterpart in a numpy run.
+_REPLACED_BUILTINS = {
+    "multiple_of": _identity_hint,
+    "max_contiguous": _identity_hint,
+    "max_constancy": _identity_hint,
+    "static_assert": _static_assert,
+    "static_print": _static_print,
+    "reduce": reductions.reduce,
+    "associative_scan": _unsupported_scan,
+}
+
+
+def _dispatch_builtin(original, replacement=None):
+    @functools.wraps(original)
+    def dispatch(*args, **kwargs):
+        program = current_program()
+        if program is None:
+            return original(*args, **kwargs)
+        if replacement is not None:
+            return replacement(*args, **kwargs)
+        kwargs["_semantic"] = program.semantic
+        return original(*args, **kwargs)
+
+    return dispatch
+
+
+def _dispatch_plain(original, replacement):
+    @functools.wraps(original)
+    def dispatch(*args, **kwargs):
+        if current_program() is None:
+            return original(*args, **kwargs)
+        return replacement(*args, **kwargs)
+
+    return dispatch
+
+
+def _call_jit_function(self, *args, **kwargs):
+    """A jit function called from a kernel body runs inline, like a device function."""
+    return rewritten(self.fn)(*args, **kwargs)
+
+
+def _dtype_to_ir(self, builder):
+    """The bridge's builder takes Triton dtypes as its types."""
+    return self
+
+
+def _scalar_of(tensor: tl.tensor, use: str):
+    value = tensor.handle
+    if value.poisoned:
+        program = current_program()
+        raise TimingOnlyRefusal(program.kernel_name, program.program_id, use)
+    if value.data.size != 1:
+        program = current_program()
+        raise UnsupportedKernelError(
+            f"kernel '{program.kernel_name}' uses a block of shape {list(value.data.shape)} as a {use}; "
+            "only scalars convert to Python values"
+        )
+    return value.data.reshape(-1)[0]
+
+
+def _tensor_bool(self):
+    """Scalars convert by value. Blocks are truthy: `semantic` itself tests
+    `other.handle if other else None` on block operands, as Triton's
+    interpreter also allows."""
+    if self.handle.data.size != 1:
+        return True
+    return bool(_scalar_of(self, "branch or loop condition"))
+
+
+def _tensor_index(self):
+    return int(_scalar_of(self, "loop bound or Python integer"))
+
+
+def _tensor_transpose(self):
+    return tl.trans(self)
+
+
+def _stock_truth(self):
+    return True
+
+
+def _stock_index(self):
+    raise TypeError("'tensor' object cannot be interpreted as an integer")
+
+
+def _data_method(original, replacement):
+    """A tensor method that acts on bridge `Value`s and leaves compiler tensors alone."""
+
+    def method(self):
+        if isinstance(self.handle, Value):
+            return replacement(self)
+        return original(self)
+
+    return method
+
+
+def _unpatched(member):
+    """`member` itself, or the builtin inside a wrapper Triton's interpreter left behind.
+
+    `InterpretedFunction.__call__` (a jit helper called from a kernel under
+    TRITON_INTERPRET) patches the language without restoring it, so after a
+    stock interpreter run a builtin may be a lambda holding the builtin as
+    its `member` default.
+    """
+    return (getattr(member, "__kwdefaults__", None) or {}).get("member", member)
+
+
+def _patch_table() -> list[tuple[object, str, object]]:
+    """(owner, name, replacement) for every attribute the bridge swaps in."""
+    table = []
+    for module in (tl, tl.core, tl.math):
+        for name, member in vars(module).items():
+            member = _unpatched(member)
+            if tl.core.is_builtin(member):
+                table.append((module, name, _dispatch_builtin(member, _REPLACED_BUILTINS.get(name))))
+        for name in ("range", "static_range"):
+            if hasattr(module, name):
+                table.append((module, name, _dispatch_plain(getattr(module, name), _python_range)))
+    for module in (tl, tl.core):
+        for name in ("reduce", "associative_scan"):
+            member = getattr(module, name)
+            if not tl.core.is_builtin(member):
+                table.append((module, name, _dispatch_plain(member, _REPLACED_BUILTINS[name])))
+    for name, member in vars(tl.tensor).items():
+        member = _unpatched(member)
+        if tl.core.is_builtin(member):
+            table.append((tl.tensor, name, _dispatch_builtin(member)))
+    tensor_attrs = vars(tl.tensor)
+    for name, replacement, stock in (("__bool__", _tensor_bool, _stock_truth), ("__index__", _tensor_index, _stock_index)):
+        table.append((tl.tensor, name, _data_method(tensor_attrs.get(name, stock), replacement)))
+    transpose = tensor_attrs["T"]
+    table.append((tl.tensor, "T", property(_data_method(transpose.fget, _tensor_transpose))))
+    table.append((tl.dtype, "to_ir", _dispatch_plain(tl.dtype.to_ir, _dtype_to_ir)))
+    for jit_class in (JITFunction, InterpretedFunction):
+        table.append((jit_class, "__call__", _dispatch_plain(jit_class.__call__, _call_jit_function)))
+    return table
+
+
+class _LanguagePatch:
+    """Applies the patch table while at least one program is running."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._table: list[tuple[object, str, object]] | None = None
+        self._saved: list[tuple[object, str, object]] = []
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                if self._table is None:
+                    self._table = _patch_table()
+                for owner, name, replacement in self._table:
+                    self._saved.append((owner, name, vars(owner).get(name, _MISSING)))
+                    setattr(owner, name, replacement)
+            self._running += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                while self._saved:
+                    owner, name, original = self._saved.pop()
+                    if original is _MISSING:
+                        delattr(owner, name)
+                    else:
+                        setattr(owner, name, original)
+
+
+_PATCH = _LanguagePatch()
+
+
+@contextmanager
+def running_program():
+    """Keep `triton.language` patched for the duration of one program."""
+    _PATCH.acquire()
+    try:
+        yield
+    finally:
+        _PATCH.release()
