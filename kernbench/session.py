@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 from kernbench import dtypes
 from kernbench.dtypes import ALL_DTYPES, DType
+from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
 from kernbench.runtime_api import kernel_launch
 from kernbench.runtime_api.ahbm import AhbmModule
@@ -26,6 +27,7 @@ from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
 from kernbench.runtime_api.tensor import Tensor
+from kernbench.sim_engine import ProcessFailed
 from kernbench.topology import Topology, load_topology
 
 _FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "randn", "rand", "tensor", "from_numpy",
@@ -35,11 +37,12 @@ _FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "randn", "rand", "
 class Session:
     """A runtime context plus the `torch` namespace a bench receives."""
 
-    def __init__(self, topology: Topology | str | None = None, *, timing_only: bool = False, seed: int = 0):
+    def __init__(self, topology: Topology | str | None = None, *, timing_only: bool = False, seed: int = 0,
+                 strict_hazards: bool = False):
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
         kernel_launch.install()
-        self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed)
+        self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards)
         self.torch = build_torch_namespace(self.ctx)
 
     @property
@@ -50,16 +53,18 @@ class Session:
         """Run `fn(*args)` as the first rank's greenlet, then drain all device work; return its result.
 
         An exception `fn` raises propagates with its own traceback (wrapped by
-        the engine as `ProcessFailed`'s cause is unwrapped here).
+        the engine as `ProcessFailed`'s cause is unwrapped here). So does a
+        user error (`KernbenchError`: a `KernelFault`, a timing-only refusal,
+        a data hazard in strict mode) from device work nobody waited for, so
+        it reads as itself rather than as the stream operation that died of it.
         """
-        from kernbench.sim_engine import ProcessFailed
-
         process = self.engine.spawn(fn, *args, name="bench")
         try:
             self.engine.run()
         except ProcessFailed as failure:
-            if failure.process is process and failure.__cause__ is not None:
-                raise failure.__cause__ from None
+            cause = failure.__cause__
+            if cause is not None and (failure.process is process or isinstance(cause, KernbenchError)):
+                raise cause from None
             raise
         return process.value
 

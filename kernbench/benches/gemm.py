@@ -3,7 +3,8 @@
 Each shape runs the Triton matmul of `kernbench.kernels.library.matmul`
 (tl.load + tl.dot with fp32 accumulation + tl.store), with A split by rows
 over every cube and PE, B replicated on each cube, and C split like A; the
-result is checked against numpy with the f16 tolerance.
+result is checked against numpy with the f16 tolerance (skipped in a
+timing-only run, which computes no values).
 """
 
 import numpy as np
@@ -35,7 +36,9 @@ def run(torch):
         flops = 2 * m * n * k
         intensity = flops / (2 * (m * k + k * n + m * n))
         bound = "compute" if intensity > peak / bandwidth else "HBM"
-        expected = a.numpy().astype(np.float32) @ b.numpy().astype(np.float32)
-        assert_close(c.numpy(), expected, "f16")
+        check = "skipped"
+        if not torch.ahbm.is_timing_only():
+            assert_close(c.numpy(), a.numpy().astype(np.float32) @ b.numpy().astype(np.float32), "f16")
+            check = "OK"
         print(f"{m:>6} {n:>6} {k:>6} {seconds * 1e6:>9.2f} us {flops / seconds / 1e12:>9.2f} "
-              f"{100 * flops / seconds / peak:>6.1f}% {bound:>9}  OK")
+              f"{100 * flops / seconds / peak:>6.1f}% {bound:>9}  {check}")

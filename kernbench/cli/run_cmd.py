@@ -30,13 +30,16 @@ def register(subparsers) -> None:
                         help="write a Perfetto/Chrome trace of every op to FILE")
     parser.add_argument("--timing-only", action="store_true",
                         help="skip the data work (copied and computed values); times are unchanged")
+    parser.add_argument("--strict-hazards", action="store_true",
+                        help="stop at the first data hazard (a read racing a write) instead of reporting it")
     parser.add_argument("--seed", type=int, default=0, help="seed of torch.manual_seed at start (default 0)")
     parser.set_defaults(handler=handle)
 
 
 def handle(args) -> int:
     run = load_bench(args.bench)
-    session = Session(args.topology, timing_only=args.timing_only, seed=args.seed)
+    session = Session(args.topology, timing_only=args.timing_only, seed=args.seed,
+                      strict_hazards=args.strict_hazards)
     try:
         session.run(run, session.torch)
     except KernbenchError:

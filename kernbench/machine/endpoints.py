@@ -1,4 +1,4 @@
-"""Where bytes can be: the host, a cube's HBM, a PE's TCM."""
+"""Where bytes can be: the host, a cube's HBM or shared SRAM, a PE's TCM."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """A memory a DMA reads or writes: `kind` is host, hbm or tcm; `pe` only for tcm."""
+    """A memory a DMA reads or writes: `kind` is host, hbm, sram or tcm; `pe` only for tcm."""
 
     kind: str
     sip: int = -1
@@ -18,7 +18,7 @@ class Endpoint:
         if self.kind == "host":
             return "host"
         where = f"sip{self.sip}.cube{self.cube}"
-        return f"{where}.hbm" if self.kind == "hbm" else f"{where}.pe{self.pe}.tcm"
+        return f"{where}.pe{self.pe}.tcm" if self.kind == "tcm" else f"{where}.{self.kind}"
 
 
 HOST = Endpoint("host")
@@ -30,6 +30,10 @@ def host() -> Endpoint:
 
 def hbm(sip: int, cube: int) -> Endpoint:
     return Endpoint("hbm", sip, cube)
+
+
+def sram(sip: int, cube: int) -> Endpoint:
+    return Endpoint("sram", sip, cube)
 
 
 def tcm(sip: int, cube: int, pe: int) -> Endpoint:

@@ -14,12 +14,14 @@ sees memory as of its start and a store becomes visible at its end.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from kernbench.machine.data_executor import Access, DataHazard, HazardDetector, Region
 from kernbench.machine.endpoints import Endpoint
 from kernbench.machine.memory import DeviceMemory
 from kernbench.machine.pe import PeUnits, build_pe_units
@@ -35,6 +37,8 @@ class Transfer:
 
     `read()` is called at the transfer's start and its result handed to
     `write(values)` at its end; both are None in timing-only runs.
+    `src_region` / `dst_region` name the bytes of a tensor it reads or
+    writes, for hazard detection (ADR 0009); None where no tensor is touched.
     """
 
     src: Endpoint | None
@@ -42,6 +46,8 @@ class Transfer:
     nbytes: int
     read: Callable[[], np.ndarray] | None = None
     write: Callable[[np.ndarray], None] | None = None
+    src_region: Region | None = None
+    dst_region: Region | None = None
 
 
 class Machine:
@@ -51,6 +57,7 @@ class Machine:
         self.topology = topology
         self.engine = engine
         self.oplog = OpLog()
+        self.hazards = HazardDetector()
         capacity = topology.cube.hbm.capacity_bytes
         self.memory = [DeviceMemory(s, topology.cubes_per_sip, capacity) for s in range(topology.n_sips)]
         self.channels: dict[str, Channel] = {}
@@ -92,6 +99,17 @@ class Machine:
             self._channel_kind[name] = "hbm"
         return channel
 
+    def sram_channel(self, sip: int, cube: int) -> Channel:
+        """The cube-shared SRAM on the base die (an IPCQ buffer kind), one channel per cube."""
+        name = f"sip{sip}.cube{cube}.sram"
+        channel = self.channels.get(name)
+        if channel is None:
+            spec = self.topology.cube.sram
+            channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
+            self.channels[name] = channel
+            self._channel_kind[name] = "sram"
+        return channel
+
     def _noc(self, sip: int, src_cube: int, dst_cube: int) -> list[Channel]:
         return [self._link_channel(link, f"sip{sip}")
                 for link in self.topology.noc_route(src_cube, dst_cube, sip=sip)]
@@ -126,6 +144,8 @@ class Machine:
     def _device_side(self, endpoint: Endpoint) -> list[Channel]:
         if endpoint.kind == "tcm":
             return [self.pe(endpoint.sip, endpoint.cube, endpoint.pe).tcm]
+        if endpoint.kind == "sram":
+            return [self.sram_channel(endpoint.sip, endpoint.cube)]
         return [self.hbm_channel(endpoint.sip, endpoint.cube)]
 
     def nearest_replica(self, placement, sip: int, cube: int) -> int:
@@ -145,27 +165,51 @@ class Machine:
         All are reserved at the current time, in list order (so a shared link
         serves them first come, first served); each one's source is read at
         its start and its destination written at its end. A PE's DMAs also
-        pass through the PE's `dma_engine`, which caps their rate. Returns the
+        pass through the PE's `dma_engine`, which caps their rate. Reads of
+        tensor bytes another process is still writing are recorded in
+        `hazards` (raised as `DataHazard` when it is strict). Returns the
         end time.
         """
         engine = self.engine
-        landed = []
+        process = engine.current_process
+        now = engine.now
+        landing = []
         for order, item in enumerate(transfers):
             route = self.route(item.src, item.dst)
             if dma_engine is not None:
                 route = [dma_engine, *route]
             start, end = transfer(engine, route, item.nbytes)
-            values = item.read() if data and item.read is not None else None
             owner = device or _device_of(item)
             self.oplog.append("dma", owner, unit, label, program, item.nbytes, 0, start, end,
                               {"src": str(item.src) if item.src else "generated", "dst": str(item.dst)})
-            landed.append((end, order, item, values))
-        landed.sort(key=lambda entry: (entry[0], entry[1]))
-        for end, _, item, values in landed:
+            effect = _Effect(item, data and item.read is not None)
+            if item.src_region is not None or item.dst_region is not None:
+                effect.access = Access(label, program, f"{owner}.{unit}", start, end)
+            if start > now and (effect.reads or item.src_region is not None):
+                engine.timeout(start - now).add_callback(functools.partial(self._read, effect, process))
+            else:
+                self._read(effect, process)
+            if item.dst_region is not None:
+                effect.in_flight = self.hazards.write_issued(item.dst_region, effect.access, process)
+            landing.append((end, order, effect))
+        landing.sort(key=_landing_order)
+        for end, _, effect in landing:
             engine.sleep_until(end)
-            if values is not None and item.write is not None:
-                item.write(values)
-        return landed[-1][0] if landed else engine.now
+            if effect.hazard is not None and self.hazards.strict:
+                raise DataHazard(effect.hazard)
+            if effect.values is not None and effect.item.write is not None:
+                effect.item.write(effect.values)
+            if effect.in_flight is not None:
+                self.hazards.write_landed(effect.in_flight)
+        return landing[-1][0] if landing else now
+
+    def _read(self, effect: "_Effect", process, _timeout=None) -> None:
+        """A transfer's start: check its source against writes in flight, then take the source values."""
+        item = effect.item
+        if item.src_region is not None:
+            effect.hazard = self.hazards.read(item.src_region, effect.access, process, self.engine.now)
+        if effect.reads:
+            effect.values = item.read()
 
     # ---- compute ----------------------------------------------------------------------
     def compute(self, unit: ExclusiveUnit, duration_ps: int, *, kind: str, label: str, program=None,
@@ -178,7 +222,7 @@ class Machine:
 
     # ---- accounting ------------------------------------------------------------------
     def bytes_by_link_kind(self) -> dict[str, int]:
-        """Bytes moved over each class of resource: hbm, noc, inter_sip, host."""
+        """Bytes moved over each class of resource: hbm, sram, tcm, dma, noc, inter_sip, host."""
         totals: Counter = Counter()
         for name, channel in self.channels.items():
             totals[self._channel_kind[name]] += channel.bytes_moved
@@ -186,6 +230,24 @@ class Machine:
 
     def channel_kind(self, name: str) -> str:
         return self._channel_kind[name]
+
+
+class _Effect:
+    """One transfer's data effect between its start and its end."""
+
+    __slots__ = ("item", "reads", "values", "access", "hazard", "in_flight")
+
+    def __init__(self, item: Transfer, reads: bool):
+        self.item = item
+        self.reads = reads
+        self.values = None
+        self.access = None
+        self.hazard = None
+        self.in_flight = None
+
+
+def _landing_order(entry) -> tuple[int, int]:
+    return entry[0], entry[1]
 
 
 def _device_of(item: Transfer) -> str:

@@ -35,6 +35,7 @@ def run_report(ctx) -> dict:
         "bytes_by_link_class": {kind: moved.get(kind, 0) for kind in LINK_CLASSES},
         "busiest_resources": busiest,
         "ops": len(machine.oplog),
+        "hazards": [hazard.as_dict() for hazard in ctx.hazards],
     }
 
 
@@ -54,6 +55,7 @@ def format_report(report: dict) -> str:
         for row in report["busiest_resources"]:
             lines.append(f"  {row['resource']:<28} busy {_time(row['busy_ps']):>12}  "
                          f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
+    lines += [f"hazard: {hazard['message']}" for hazard in report.get("hazards", ())]
     return "\n".join(lines)
 
 

@@ -49,6 +49,11 @@ class AhbmModule:
     def is_available(self) -> bool:
         return True
 
+    def is_timing_only(self) -> bool:
+        """Whether this run skips the data work (`kernbench run --timing-only`): device values are not computed,
+        so a bench checks its results only when this is False."""
+        return self._ctx.timing_only
+
     def device_count(self) -> int:
         return self._ctx.topology.n_sips
 

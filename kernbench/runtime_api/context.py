@@ -25,16 +25,23 @@ from kernbench.topology import Topology
 class RuntimeContext:
     """The state of one simulated run."""
 
-    def __init__(self, topology: Topology, *, timing_only: bool = False, seed: int = 0):
+    def __init__(self, topology: Topology, *, timing_only: bool = False, seed: int = 0,
+                 strict_hazards: bool = False):
         self.topology = topology
         self.timing_only = timing_only
         self.engine = Engine()
         self.machine = Machine(topology, self.engine)
+        self.machine.hazards.strict = strict_hazards
         self.streams: list[Stream] = []
         self.default_streams = [Stream(self, d, name=f"ahbm:{d}.default") for d in range(topology.n_sips)]
         self._rank_state: dict[object, _RankState] = {}
         self._tensor_ids = 0
         self.manual_seed(seed)
+
+    @property
+    def hazards(self) -> list:
+        """Data hazards found so far (`kernbench.machine.data_executor.Hazard`, ADR 0009), in order found."""
+        return self.machine.hazards.hazards
 
     # ---- identity of the calling rank -------------------------------------------------
     def _state(self) -> "_RankState":

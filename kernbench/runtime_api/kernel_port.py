@@ -9,18 +9,18 @@ vector-unit op — one op-log entry each. Addresses are checked against the
 allocations of the launch's device before any byte moves: an access outside
 every allocation, or past the end of the tensor its lowest address lies in,
 is a `KernelFault` naming the tensor, offset and size (the bridge adds the
-kernel and program).
+kernel and program). The DMAs themselves are `kernbench.machine.placed_dma`'s,
+shared with the collectives' PE programs; costs and decisions are ADR 0008.
 """
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
 from kernbench.dtypes import resolve_dtype
 from kernbench.kernels import KernelFault
 from kernbench.machine import Transfer, hbm, tcm
+from kernbench.machine.placed_dma import lanes_per_cube, load_elements, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.runtime_api.errors import WorkingSetTooLarge
 
@@ -52,20 +52,13 @@ class SimProgramPort:
             return out
         allocation, indices = self._locate(active, dtype.itemsize, "load")
         self._check_working_set(active.size * dtype.itemsize, "a load")
-        gathered = np.zeros(indices.size, dtype=dtype)
-        view = allocation.data.view(dtype)
-
-        def read(lanes):
-            return view[indices[lanes]]
-
-        def write(lanes, values):
-            gathered[lanes] = values
-
-        self._dma(allocation, indices, dtype.itemsize, to_tcm=True, read=read, write=write)
-        if mask is None:
-            out[...] = gathered.reshape(addresses.shape)
-        else:
-            out[mask] = gathered
+        gathered = load_elements(self._machine, self._pe, allocation, np.dtype(dtype), indices,
+                                 label=self._kernel, program=self._program, data=not self._timing_only)
+        if not self._timing_only:
+            if mask is None:
+                out[...] = gathered.reshape(addresses.shape)
+            else:
+                out[mask] = gathered
         return out
 
     def store(self, addresses: np.ndarray, values: np.ndarray, mask: np.ndarray | None) -> None:
@@ -74,16 +67,10 @@ class SimProgramPort:
             return
         values = np.asarray(values)
         allocation, indices = self._locate(active, values.dtype.itemsize, "store")
+        self._check_working_set(active.size * values.dtype.itemsize, "a store")
         payload = (values if mask is None else values[mask]).reshape(-1)
-        view = allocation.data.view(values.dtype)
-
-        def read(lanes):
-            return payload[lanes]
-
-        def write(lanes, stored):
-            view[indices[lanes]] = stored
-
-        self._dma(allocation, indices, values.dtype.itemsize, to_tcm=False, read=read, write=write)
+        store_elements(self._machine, self._pe, allocation, indices, payload,
+                       label=self._kernel, program=self._program, data=not self._timing_only)
 
     def atomic_rmw(self, op: str, addresses, values, mask, dtype_name: str) -> np.ndarray:
         dtype = np.dtype(resolve_dtype(dtype_name).numpy) if dtype_name not in ("u16", "u32", "u64") \
@@ -106,7 +93,7 @@ class SimProgramPort:
                 old[...] = previous.reshape(addresses.shape)
             else:
                 old[mask] = previous
-        self._dma(allocation, indices, dtype.itemsize, to_tcm=False)
+        self._atomic_dma(allocation, indices, dtype.itemsize)
         return old
 
     def atomic_cas(self, addresses, compare, values, dtype_name: str) -> np.ndarray:
@@ -123,7 +110,7 @@ class SimProgramPort:
                 flat[lane] = view[index]
                 if view[index] == expected[lane]:
                     view[index] = new[lane]
-        self._dma(allocation, indices, dtype.itemsize, to_tcm=False)
+        self._atomic_dma(allocation, indices, dtype.itemsize)
         return old
 
     # ---- compute -----------------------------------------------------------------------
@@ -173,33 +160,15 @@ class SimProgramPort:
                 f"kernel '{self._kernel}' program {self._program}: {what} needs {nbytes} bytes of TCM but a PE "
                 f"has {self._tcm_bytes}; use smaller blocks (BLOCK_* constexprs)")
 
-    def _dma(self, allocation, indices: np.ndarray, itemsize: int, *, to_tcm: bool, read=None, write=None) -> None:
-        """One DMA per cube holding touched elements, between that cube's HBM and this PE's TCM.
+    def _atomic_dma(self, allocation, indices: np.ndarray, itemsize: int) -> None:
+        """The DMAs of an atomic, timed like a store; its data effect was applied at issue.
 
-        `read(lanes)` runs at each DMA's start and `write(lanes, values)` at its
-        end, for the lanes that DMA carries.
+        Atomics are not hazard-tracked: programs racing on them is what they are for.
         """
         pe = self._pe
         here = tcm(pe.sip, pe.cube, pe.pe)
-        transfers = []
         replica = self._machine.nearest_replica(allocation.placement, pe.sip, pe.cube)
-        for cube, lanes, count in _lanes_per_cube(allocation.placement, indices, replica):
-            memory = hbm(pe.sip, cube)
-            transfers.append(Transfer(
-                src=memory if to_tcm else here, dst=here if to_tcm else memory, nbytes=count * itemsize,
-                read=None if read is None else functools.partial(read, lanes),
-                write=None if write is None else functools.partial(write, lanes)))
-        self._machine.run_transfers(transfers, label=self._kernel, data=not self._timing_only,
-                                    device=f"sip{pe.sip}", unit=f"{pe.name}.dma", program=self._program,
-                                    dma_engine=pe.free_dma_engine())
-
-
-def _lanes_per_cube(placement, indices: np.ndarray, replica: int):
-    """(cube, lanes, lane count) for each cube of `replica` holding some of `indices`."""
-    if len(placement.shards) == 1:
-        return [(placement.shards[0].cube, slice(None), indices.size)]
-    owners = placement.owners(indices, replica=replica)
-    cubes = np.array([shard.cube for shard in placement.shards])[owners]
-    groups = [np.flatnonzero(cubes == cube) for cube in np.unique(cubes)]
-    return [(int(cubes[lanes[0]]), lanes, lanes.size) for lanes in groups]
-
+        transfers = [Transfer(src=here, dst=hbm(pe.sip, cube), nbytes=count * itemsize)
+                     for cube, _, count in lanes_per_cube(allocation.placement, indices, replica)]
+        self._machine.run_transfers(transfers, label=self._kernel, data=False, device=f"sip{pe.sip}",
+                                    unit=f"{pe.name}.dma", program=self._program, dma_engine=pe.free_dma_engine())

@@ -1,0 +1,266 @@
+"""IPCQ: bounded inter-PE message queues, modelled the way the hardware works.
+
+An `IpcQueue` joins one sender PE to one receiver PE: a ring buffer of
+`n_slots` slots of `slot_size` bytes at the receiver — in its TCM, in its
+cube's HBM or in its cube's shared SRAM (`buffer_kind`, each reached over its
+own channel) — with a head, a tail and credits flowing back to the sender.
+
+**send.** A message larger than a slot is cut into slot-sized chunks, each a
+hardware message of its own, sent one after another (so they pipeline over
+the route). Per chunk the sender first takes a free slot; with none left it
+waits for a credit — `sleep`: woken when the credit arrives; `poll`: it
+re-reads the credit counter every `poll_interval_ps`, so it notices the
+credit at the first poll at or after its arrival (every poll is counted).
+Then the sender's IPCQ engine moves the chunk from the sender's TCM over
+the route between the two PEs (the NoC within a SIP; across SIPs through
+each SIP's I/O cube and the inter-SIP links) into the slot, cut-through,
+once the route is free: the engine holds one message at a time. The slot's
+channel is booked when the chunk's first byte reaches it, not when the
+sender starts: under FIFO reservation (adr/0003) a booking made ahead of
+time would make the receiver's own, earlier traffic on that memory queue
+behind data still on the wire. On an idle route this is exactly one
+cut-through transfer. The chunk's data and its metadata become visible
+together, `message_overhead_ps` (the topology's doorbell and metadata cost)
+after its last byte lands.
+
+**recv.** The receiver waits for the next chunk — an engine event named for
+who waits on whom, which is what a `Deadlock` report prints — copies it from
+the slot into its TCM over the buffer's channel, frees the slot and returns
+the credit, which reaches the sender after the latency of the route back (a
+credit is a few bytes: no bandwidth is charged).
+
+The IPCQ engines are not the PE's general DMA engines (as a NIC's DMA is not
+a GPU's copy engine): queue traffic contends with loads and stores only on
+the memories and links they share. Each chunk is one `ipcq_send` and one
+`ipcq_recv` op-log entry sharing `args["flow_id"]`; a wait for a credit is
+an `ipcq_wait` entry.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import weakref
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.errors import KernbenchError
+from kernbench.machine.endpoints import Endpoint, hbm, sram
+from kernbench.machine.machine import Machine
+from kernbench.sim_engine import transfer
+from kernbench.topology import Topology
+
+BUFFER_KINDS = ("tcm", "hbm", "sram")
+BACKPRESSURE_MODES = ("poll", "sleep")
+
+_FLOW_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class IpcqError(KernbenchError):
+    """IPCQ settings the topology's queues cannot hold, or a message a slot cannot carry."""
+
+
+@dataclass(frozen=True)
+class IpcqSettings:
+    """How a collective's queues are built; `checked` validates them against the topology."""
+
+    buffer_kind: str
+    backpressure: str
+    n_slots: int
+    slot_size: int
+    poll_interval_ps: int
+
+    @classmethod
+    def checked(cls, topology: Topology, *, buffer_kind, backpressure, n_slots, slot_size, poll_interval_ps,
+                source: str = "ccl config") -> "IpcqSettings":
+        """Settings after checking each value; a bad one is an `IpcqError` naming the key and the limit."""
+        ipcq = topology.ipcq
+        if buffer_kind not in BUFFER_KINDS:
+            raise IpcqError(f"{source}: buffer_kind {buffer_kind!r} is not one of {', '.join(BUFFER_KINDS)}")
+        if backpressure not in BACKPRESSURE_MODES:
+            raise IpcqError(f"{source}: backpressure {backpressure!r} is not one of {', '.join(BACKPRESSURE_MODES)}")
+        _check_count(source, "n_slots", n_slots, ipcq.depth, "the topology's ipcq.depth")
+        _check_count(source, "slot_size", slot_size, ipcq.max_slot_bytes, "the topology's ipcq.max_slot_kib in bytes")
+        if not _is_int(poll_interval_ps) or poll_interval_ps < 1:
+            raise IpcqError(f"{source}: poll_interval_ps must be a positive integer of picoseconds, "
+                            f"got {poll_interval_ps!r}")
+        return cls(buffer_kind, backpressure, int(n_slots), int(slot_size), int(poll_interval_ps))
+
+
+class IpcQueue:
+    """The queue from one sender PE to one receiver PE (both given as TCM endpoints).
+
+    `send` is called only by the sender's process and `recv` only by the
+    receiver's; `programs` are their op-log program numbers. Without `data`
+    (timing-only runs) values are not copied but every op is timed the same.
+    """
+
+    def __init__(self, machine: Machine, sender: Endpoint, receiver: Endpoint, settings: IpcqSettings, *,
+                 label: str, programs: tuple[int | None, int | None], data: bool):
+        self.settings = settings
+        self.sender = sender
+        self.receiver = receiver
+        self._machine = machine
+        self._engine = machine.engine
+        self._label = label
+        self._programs = programs
+        self._data = data
+        self._overhead = machine.topology.ipcq.message_overhead_ps
+        buffer = {"tcm": receiver, "hbm": hbm(receiver.sip, receiver.cube),
+                  "sram": sram(receiver.sip, receiver.cube)}[settings.buffer_kind]
+        if sender == receiver:
+            raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
+        *self._network, self._buffer = machine.route(sender, buffer)
+        self._to_buffer = sum(channel.latency_ps for channel in self._network)
+        self._copy_route = machine.route(buffer, receiver)
+        self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
+        self._free_slots = settings.n_slots
+        self._credits: deque[int] = deque()  # arrival times of credits on their way back
+        self._chunks: deque[_Chunk] = deque()
+        self._chunk_landed = None
+        self._credit_returned = None
+        self.polls = 0
+        self._names = (pe_name(sender), pe_name(receiver))
+        self._units = (f"cube{sender.cube}.pe{sender.pe}.ipcq", f"cube{receiver.cube}.pe{receiver.pe}.ipcq")
+
+    @property
+    def undelivered(self) -> int:
+        """Chunks sent and not received yet."""
+        return len(self._chunks)
+
+    # ---- the sender's side -------------------------------------------------------------
+    def send(self, values: np.ndarray) -> None:
+        """Post `values` (one message, cut into slot-sized chunks); return once the last chunk is on its way."""
+        per_slot = self.settings.slot_size // values.itemsize
+        if per_slot == 0:
+            raise IpcqError(f"{self._label}: a {values.dtype} element ({values.itemsize} bytes) does not fit in an "
+                            f"IPCQ slot of slot_size = {self.settings.slot_size} bytes")
+        firsts = range(0, max(values.size, 1), per_slot)
+        for number, first in enumerate(firsts):
+            part = values[first:first + per_slot]
+            self._take_slot()
+            self._wait_for_route()
+            engine = self._engine
+            start, network_end = transfer(engine, self._network, part.nbytes)
+            chunk = _Chunk(part.copy() if self._data else part, part.nbytes, number, len(firsts), start)
+            self._chunks.append(chunk)
+            engine.timeout(start + self._to_buffer - engine.now).add_callback(
+                functools.partial(self._land, chunk, network_end))
+
+    def _land(self, chunk: "_Chunk", network_end: int, _event) -> None:
+        """The chunk's first byte reaches the slot: book the slot's channel, fix the arrival, wake the receiver."""
+        _, buffer_end = transfer(self._engine, [self._buffer], chunk.nbytes)
+        chunk.arrival = max(network_end + self._buffer.latency_ps, buffer_end) + self._overhead
+        chunk.flow_id = _next_flow_id(self._machine)
+        self._machine.oplog.append(
+            "ipcq_send", f"sip{self.sender.sip}", self._units[0], self._label, self._programs[0], chunk.nbytes, 0,
+            chunk.start, chunk.arrival, {"flow_id": chunk.flow_id, "to": self._names[1],
+                                         "buffer": self.settings.buffer_kind, "chunk": chunk.number,
+                                         "chunks": chunk.count})
+        if self._chunk_landed is not None:
+            landed, self._chunk_landed = self._chunk_landed, None
+            landed.succeed()
+
+    def _take_slot(self) -> None:
+        engine = self._engine
+        self._absorb_credits()
+        if self._free_slots == 0:
+            began = engine.now
+            if not self._credits:
+                self._credit_returned = engine.event(
+                    f"a free IPCQ slot to send from {self._names[0]} to {self._names[1]} ({self._label})")
+                engine.wait(self._credit_returned)
+            arrival = self._credits[0]
+            args = {"backpressure": self.settings.backpressure}
+            if self.settings.backpressure == "poll":
+                interval = self.settings.poll_interval_ps
+                polls = max(1, -(-(arrival - began) // interval))
+                self.polls += polls
+                args["polls"] = polls
+                engine.sleep_until(began + polls * interval)
+            else:
+                engine.sleep_until(arrival)
+            self._machine.oplog.append("ipcq_wait", f"sip{self.sender.sip}", self._units[0], self._label,
+                                       self._programs[0], 0, 0, began, engine.now, args)
+            self._absorb_credits()
+        self._free_slots -= 1
+
+    def _absorb_credits(self) -> None:
+        now = self._engine.now
+        while self._credits and self._credits[0] <= now:
+            self._credits.popleft()
+            self._free_slots += 1
+
+    def _wait_for_route(self) -> None:
+        """Sleep until every hop is free when the chunk's first byte reaches it."""
+        ready = now = self._engine.now
+        offset = 0
+        for channel in self._network:
+            ready = max(ready, channel.free_at - offset)
+            offset += channel.latency_ps
+        if ready > now:
+            self._engine.sleep_until(ready)
+
+    # ---- the receiver's side -----------------------------------------------------------
+    def recv(self) -> np.ndarray:
+        """Wait for the next message, copy each chunk out of its slot into TCM, return the values."""
+        engine = self._engine
+        parts = []
+        while True:
+            while not self._chunks or self._chunks[0].arrival is None:
+                self._chunk_landed = engine.event(f"recv on {self._names[1]} from {self._names[0]} ({self._label})")
+                engine.wait(self._chunk_landed)
+            chunk = self._chunks.popleft()
+            if chunk.arrival > engine.now:
+                engine.sleep_until(chunk.arrival)
+            start, end = transfer(engine, self._copy_route, chunk.nbytes)
+            engine.sleep_until(end)
+            self._machine.oplog.append(
+                "ipcq_recv", f"sip{self.receiver.sip}", self._units[1], self._label, self._programs[1], chunk.nbytes,
+                0, start, end, {"flow_id": chunk.flow_id, "from": self._names[0], "buffer": self.settings.buffer_kind})
+            self._credits.append(end + self._credit_latency)
+            if self._credit_returned is not None:
+                returned, self._credit_returned = self._credit_returned, None
+                returned.succeed()
+            parts.append(chunk.values)
+            if chunk.number == chunk.count - 1:
+                return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class _Chunk:
+    """One slot's worth of a message; `arrival` and `flow_id` are set when it lands."""
+
+    __slots__ = ("values", "nbytes", "number", "count", "start", "arrival", "flow_id")
+
+    def __init__(self, values: np.ndarray, nbytes: int, number: int, count: int, start: int):
+        self.values = values
+        self.nbytes = nbytes
+        self.number = number
+        self.count = count
+        self.start = start
+        self.arrival: int | None = None
+        self.flow_id: int | None = None
+
+
+def pe_name(endpoint: Endpoint) -> str:
+    """`sipS.cubeC.peP` for a PE's TCM endpoint."""
+    return f"sip{endpoint.sip}.cube{endpoint.cube}.pe{endpoint.pe}"
+
+
+def _next_flow_id(machine: Machine) -> int:
+    """Flow ids are unique per machine, so every send pairs with exactly its receive in a trace."""
+    counter = _FLOW_IDS.get(machine)
+    if counter is None:
+        counter = _FLOW_IDS[machine] = itertools.count(1)
+    return next(counter)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_count(source: str, key: str, value, limit: int, what: str) -> None:
+    if not _is_int(value) or not 1 <= value <= limit:
+        raise IpcqError(f"{source}: {key} must be an integer from 1 to {limit} ({what}), got {value!r}")
