@@ -1,0 +1,118 @@
+"""Ring: all_reduce as reduce-scatter then all-gather, 2(p−1) steps around a unidirectional ring.
+
+Rank r sends only to r+1 and receives only from r−1 (wiring `ring_1d`). In
+reduce-scatter step s, rank r receives the partial sum of chunk r−s−1, adds
+its own input of that chunk and passes it on; after p−1 steps it holds the
+full reduction of chunk r. All-gather then passes the reduced chunks p−1
+steps further. Every chunk moves in slot-sized pieces, each received,
+reduced and forwarded on its own, so the pieces of one step stream behind
+each other (and behind the previous step's) instead of a whole chunk waiting
+at every rank.
+
+The data is cut into slabs of p·n_slots pieces, one step of a slab being at
+most n_slots pieces per rank (NCCL's loop over chunks of the buffer size):
+a rank is then never more than n_slots messages ahead of what it received,
+so every ring of queues keeps a free slot and the credits never deadlock.
+
+Closed form (idle machine, one slab, each rank's chunk c = S/p bytes in one
+message): t = T_load(c) + 2(p−1)·(α + c/B) + (p−1)·T_reduce(c) + T_store(c),
+with B the slowest hop of the send route (the inter-SIP link) and α = route
+latency + message overhead + T_copy(c) (slot → TCM). With many pieces the
+link streams back to back: t → 2(p−1)·S/(p·B) plus one piece's latency per
+step boundary of the fill, i.e. bus bandwidth → B.
+"""
+
+from __future__ import annotations
+
+from kernbench.ccl.algorithms.chunking import pieces, shifted, split
+from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
+
+__all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", "send"]
+
+
+def all_reduce(ctx, request) -> None:
+    me = ctx.member
+    per_piece = ctx.slot_elements(me.input.dtype)
+    for slab in _slabs(ctx, me.input.count, per_piece):
+        chunks = [pieces(a, b, per_piece) for a, b in split(*slab, ctx.size)]
+        _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, chunks[ctx.rank], forward=True)
+        _all_gather(ctx, me.output, chunks, first_step=1)
+
+
+def reduce_scatter(ctx, request) -> None:
+    me = ctx.member
+    per_piece = ctx.slot_elements(me.input.dtype)
+    chunk = me.output.count
+    for slab in _slabs(ctx, chunk, per_piece, parts=1):
+        mine = pieces(*slab, per_piece)
+        chunks = [shifted(mine, q * chunk) for q in range(ctx.size)]
+        _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, mine, forward=False)
+
+
+def all_gather(ctx, request) -> None:
+    me, r = ctx.member, ctx.rank
+    per_piece = ctx.slot_elements(me.input.dtype)
+    chunk = me.input.count
+    for slab in _slabs(ctx, chunk, per_piece, parts=1):
+        mine = pieces(*slab, per_piece)
+        chunks = [shifted(mine, q * chunk) for q in range(ctx.size)]
+        for (a, b), (oa, ob) in zip(mine, chunks[r]):
+            values = ctx.load(me.input, a, b)
+            ctx.send(_right(ctx), values)
+            ctx.start(ctx.store, me.output, oa, ob, values)
+        _all_gather(ctx, me.output, chunks, first_step=1)
+
+
+def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: bool) -> None:
+    """Steps 0..p−1 of reduce-scatter; rank r ends with chunk r reduced, stored at `target_pieces`.
+
+    With `forward`, the reduced chunk is also sent on: the first step of the
+    all-gather. The next piece's own input is loaded while this one is
+    reduced, and stores are posted, so a rank's DMAs hide behind the link.
+    """
+    p, r = ctx.size, ctx.rank
+    right, left = _right(ctx), (r - 1) % p
+    for a, b in chunks[(r - 1) % p]:
+        ctx.send(right, ctx.load(source, a, b))
+    schedule = [(step, index, a, b) for step in range(1, p)
+                for index, (a, b) in enumerate(chunks[(r - step - 1) % p])]
+    own = _prefetch(ctx, source, schedule, 0)
+    for position, (step, index, _, _) in enumerate(schedule):
+        values = own.wait()
+        own = _prefetch(ctx, source, schedule, position + 1)
+        partial = ctx.reduce(op, ctx.recv(left), values)
+        if step < p - 1:
+            ctx.send(right, partial)
+            continue
+        final = ctx.finalize(op, partial)
+        if forward:
+            ctx.send(right, final)
+        ctx.start(ctx.store, target, *target_pieces[index], final)
+
+
+def _prefetch(ctx, source, schedule, position: int):
+    if position == len(schedule):
+        return None
+    _, _, a, b = schedule[position]
+    return ctx.start(ctx.load, source, a, b)
+
+
+def _all_gather(ctx, target, chunks, *, first_step: int) -> None:
+    """Steps first_step..p−1 of all-gather: receive chunk r−step, pass it on unless it is the last step."""
+    p, r = ctx.size, ctx.rank
+    left = (r - 1) % p
+    for step in range(first_step, p):
+        for a, b in chunks[(r - step) % p]:
+            values = ctx.recv(left)
+            if step < p - 1:
+                ctx.send(_right(ctx), values)
+            ctx.start(ctx.store, target, a, b, values)
+
+
+def _slabs(ctx, count: int, per_piece: int, parts: int | None = None):
+    """Consecutive ranges of at most parts·n_slots pieces (parts defaults to the group size)."""
+    return pieces(0, count, (parts or ctx.size) * max(1, ctx.settings.n_slots // 2) * per_piece)
+
+
+def _right(ctx) -> int:
+    return (ctx.rank + 1) % ctx.size

@@ -1,0 +1,60 @@
+"""broadcast, reduce and send: written once, re-exported by every shipped algorithm module.
+
+Their shape does not depend on the algorithm a run configures, so each is
+one-shot around its root — the root sends every slot-sized piece to each
+member in turn (broadcast), or receives each member's piece and reduces them
+in group-rank order (reduce), so the result does not depend on arrival order
+— and `send` streams member 0's input into member 1's output. Pieces are
+pipelined: piece j+1 is under way while piece j is consumed. They declare
+wiring `full` (`@uses_wiring`), so they run whichever wiring the module's
+own collectives use. Closed form on an idle machine with dedicated links,
+for S bytes in m pieces of s bytes: about α + m·s/B per destination of the
+root's link, the root's links serving destinations one after another.
+"""
+
+from __future__ import annotations
+
+from kernbench.ccl.algorithms.chunking import pieces
+from kernbench.ccl.algorithms.wiring import uses_wiring
+
+
+@uses_wiring("full")
+def broadcast(ctx, request) -> None:
+    """The root's input → every member's output."""
+    me, root = ctx.member, request.root
+    others = [(root + k) % ctx.size for k in range(1, ctx.size)]
+    for a, b in pieces(0, me.input.count, ctx.slot_elements(me.input.dtype)):
+        if ctx.rank == root:
+            values = ctx.load(me.input, a, b)
+            for peer in others:
+                ctx.send(peer, values)
+            if me.output is not me.input:
+                ctx.store(me.output, a, b, values)
+        else:
+            ctx.store(me.output, a, b, ctx.recv(root))
+
+
+@uses_wiring("full")
+def reduce(ctx, request) -> None:
+    """The reduction of every member's input → the root's output; other outputs untouched."""
+    me, root, op = ctx.member, request.root, request.reduce_op
+    for a, b in pieces(0, me.input.count, ctx.slot_elements(me.input.dtype)):
+        if ctx.rank != root:
+            ctx.send(root, ctx.load(me.input, a, b))
+            continue
+        total = None
+        for peer in range(ctx.size):
+            values = ctx.load(me.input, a, b) if peer == root else ctx.recv(peer)
+            total = values if total is None else ctx.reduce(op, total, values)
+        ctx.store(me.output, a, b, ctx.finalize(op, total))
+
+
+@uses_wiring("full")
+def send(ctx, request) -> None:
+    """Member 0's input → member 1's output."""
+    source, target = request.members
+    for a, b in pieces(0, source.input.count, ctx.slot_elements(source.input.dtype)):
+        if ctx.rank == 0:
+            ctx.send(1, ctx.load(source.input, a, b))
+        else:
+            ctx.store(target.output, a, b, ctx.recv(0))

@@ -1,0 +1,71 @@
+"""Closed forms of collective times on an idle machine, read off the topology (never off a run).
+
+Members sit on PE 0 of the I/O cube (cube 0) of their SIP, so a message
+crosses no NoC hop: its route is the sender's TCM, the inter-SIP link(s),
+and the receiver's IPCQ buffer. Every DMA of a PE goes through one of its
+DMA engines (no latency, `pe.dma` bandwidth) besides the memories it joins.
+A path of hops costs Σ latency + ceil(bytes·10¹²/bandwidth) of its slowest hop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PS_PER_S = 10**12
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Hop:
+    bandwidth: int
+    latency: int
+
+
+def path_ps(nbytes: int, hops: list[Hop]) -> int:
+    return sum(h.latency for h in hops) + max(ceil_div(nbytes * PS_PER_S, h.bandwidth) for h in hops)
+
+
+class Costs:
+    """Per-op times of one member with buffer kind `buffer_kind`, messages crossing `links` inter-SIP links."""
+
+    def __init__(self, topology, buffer_kind: str, links: int = 1):
+        pe, cube, link = topology.pe, topology.cube, topology.system.inter_sip
+        self.topology = topology
+        self.tcm = Hop(pe.tcm.bandwidth_bytes_per_s, pe.tcm.latency_ps)
+        self.hbm = Hop(cube.hbm.bandwidth_bytes_per_s, cube.hbm.latency_ps)
+        self.sram = Hop(cube.sram.bandwidth_bytes_per_s, cube.sram.latency_ps)
+        self.dma = Hop(pe.dma.bandwidth_bytes_per_s, 0)
+        self.link = Hop(link.bandwidth_bytes_per_s, link.latency_ps)
+        self.links = links
+        self.buffer = {"tcm": self.tcm, "hbm": self.hbm, "sram": self.sram}[buffer_kind]
+        # Copying a slot out: a TCM slot is read and written through the one TCM port.
+        self.copy_hops = [self.tcm] if buffer_kind == "tcm" else [self.buffer, self.tcm]
+        self.overhead = topology.ipcq.message_overhead_ps
+
+    def load(self, nbytes: int) -> int:
+        """HBM → TCM (and TCM → HBM, the same hops): DMA engine, HBM stack, TCM port."""
+        return path_ps(nbytes, [self.dma, self.hbm, self.tcm])
+
+    store = load
+
+    def message(self, nbytes: int) -> int:
+        """Send start → visible at the receiver: TCM, link(s), buffer, then the message overhead."""
+        return path_ps(nbytes, [self.tcm, *[self.link] * self.links, self.buffer]) + self.overhead
+
+    def copy(self, nbytes: int) -> int:
+        """Slot → receiver's TCM."""
+        return path_ps(nbytes, self.copy_hops)
+
+    def tcm_read(self, nbytes: int) -> int:
+        """How long one send holds the sender's TCM port (the next send from it starts after)."""
+        return ceil_div(nbytes * PS_PER_S, self.tcm.bandwidth)
+
+    def reduce(self, elements: int) -> int:
+        pe = self.topology.pe
+        return ceil_div(ceil_div(elements, pe.vector_unit.lanes) * PS_PER_S, pe.clock_hz)
+
+    def link_occupancy(self, nbytes: int) -> int:
+        return ceil_div(nbytes * PS_PER_S, self.link.bandwidth)
