@@ -17,6 +17,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kernbench import dtypes
+from kernbench.ccl.distributed import Distributed
+from kernbench.ccl.install import load_ccl_config, use_ccl_config
 from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
@@ -37,13 +39,15 @@ _FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "randn", "rand", "
 class Session:
     """A runtime context plus the `torch` namespace a bench receives."""
 
-    def __init__(self, topology: Topology | str | None = None, *, timing_only: bool = False, seed: int = 0,
+    def __init__(self, topology: Topology | str | None = None, *, ccl=None, timing_only: bool = False, seed: int = 0,
                  strict_hazards: bool = False):
+        """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default."""
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
+        self.ccl_config = load_ccl_config(ccl)
         kernel_launch.install()
         self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards)
-        self.torch = build_torch_namespace(self.ctx)
+        self.torch = build_torch_namespace(self.ctx, self.ccl_config)
 
     @property
     def engine(self):
@@ -58,6 +62,7 @@ class Session:
         a data hazard in strict mode) from device work nobody waited for, so
         it reads as itself rather than as the stream operation that died of it.
         """
+        use_ccl_config(self.ccl_config)
         process = self.engine.spawn(fn, *args, name="bench")
         try:
             self.engine.run()
@@ -69,8 +74,8 @@ class Session:
         return process.value
 
 
-def build_torch_namespace(ctx: RuntimeContext) -> SimpleNamespace:
-    """The fake `torch` module for one run."""
+def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
+    """The fake `torch` module for one run, its `distributed` using `ccl_config`."""
     factories = Factories(ctx)
     namespace = SimpleNamespace(
         spec=ctx.topology.spec,
@@ -80,6 +85,7 @@ def build_torch_namespace(ctx: RuntimeContext) -> SimpleNamespace:
         device=Device,
         DPPolicy=DPPolicy,
         ahbm=AhbmModule(ctx),
+        distributed=Distributed(ctx, ccl_config),
         multiprocessing=SimpleNamespace(
             spawn=lambda fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn":
                 spawn(ctx, fn, args, nprocs, join, daemon, start_method),

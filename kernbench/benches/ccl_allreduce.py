@@ -1,12 +1,69 @@
-"""All-reduce bench (stand-in until collectives land: prints the machine it would run on)."""
+"""All-reduce across every rank with the algorithm ccl.yaml picks, checked, and timed like nccl-tests.
+
+Each rank holds a (1, n_elem) f16 tensor filled with rank + 1 and sums it
+with every other rank's; every element must then be p(p+1)/2. With a world
+size up to the SIP count, one worker per SIP does this on its own device.
+With more ranks than SIPs (ccl.yaml's `world_size`), ranks are PEs of SIP 0:
+the single worker places a (1, p·n_elem) tensor over p PEs, chunk r holding
+rank r's values, and the all-reduce reduces across the chunks. `n_elem` is
+ccl.yaml's `defaults.n_elem`. Rank 0 prints `<algorithm> (ws=<p>): <p> OK`,
+or the ranks whose values are wrong; the run report gives the collective's
+time, algbw and busbw.
+"""
+
+import numpy as np
+
+from kernbench.ccl.install import load_ccl_config, resolve_algorithm_config
 
 
 def run(torch):
+    config = resolve_algorithm_config(load_ccl_config())
+    dist = torch.distributed
+    dist.init_process_group(backend="ahbm")
+    p = dist.get_world_size()
+    n_elem = config["n_elem"]
+    results = {}
+    if p > torch.ahbm.device_count():
+        _pe_ranks(torch, p, n_elem, results)
+    else:
+        torch.multiprocessing.spawn(_rank_per_sip, args=(torch, n_elem, results), nprocs=p)
+    dist.destroy_process_group()
+    if torch.ahbm.is_timing_only():
+        print(f"  {config['algorithm']} (ws={p}): timing only, values not checked")
+        return
+    expected = p * (p + 1) // 2
+    wrong = [rank for rank, values in sorted(results.items()) if not np.all(values == expected)]
+    if wrong:
+        raise AssertionError(f"  {config['algorithm']} (ws={p}): ranks {wrong} do not hold {expected} "
+                             f"(rank {wrong[0]} has {np.unique(results[wrong[0]])[:8]})")
+    print(f"  {config['algorithm']} (ws={p}): {p} OK")
+
+
+def _rank_per_sip(rank, torch, n_elem, results):
+    torch.ahbm.set_device(rank)
+    x = torch.full((1, n_elem), rank + 1, dtype=torch.float16)
+    torch.distributed.all_reduce(x, op="sum")
+    results[rank] = x.numpy()
+
+
+def _pe_ranks(torch, p, n_elem, results):
+    """One tensor over p PEs of SIP 0; chunk r of its last dimension is rank r's buffer."""
+    values = np.repeat(np.arange(1, p + 1, dtype=np.float16), n_elem).reshape(1, p * n_elem)
+    x = torch.tensor(values, dtype=torch.float16, dp=_over_pes(torch, p))
+    torch.distributed.all_reduce(x, op="sum")
+    out = x.numpy()
+    for rank in range(p):
+        results[rank] = out[:, rank * n_elem:(rank + 1) * n_elem]
+
+
+def _over_pes(torch, p):
+    """A placement of the last dimension over exactly p PEs: the fewest cubes whose PEs can share them evenly."""
     spec = torch.spec
-    mesh = spec["sip"]["cube_mesh"]
+    cubes = spec["sip"]["cube_mesh"]["w"] * spec["sip"]["cube_mesh"]["h"]
     layout = spec["cube"]["pe_layout"]
     pes_per_cube = len(layout["corners"]) * layout["pe_per_corner"]
-    print(
-        f"machine: {spec['system']['sips']['count']} SIPs x {mesh['w']}x{mesh['h']} cubes "
-        f"x {pes_per_cube} PEs ({spec['system']['inter_sip']['shape']} links)"
-    )
+    for num_cubes in range(1, cubes + 1):
+        if p % num_cubes == 0 and p // num_cubes <= pes_per_cube:
+            return torch.DPPolicy(cube="column_wise", pe="column_wise", num_cubes=num_cubes, num_pes=p)
+    raise ValueError(f"world_size {p} cannot be spread evenly over the PEs of a SIP "
+                     f"({cubes} cubes of {pes_per_cube} PEs)")

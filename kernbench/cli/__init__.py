@@ -30,7 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Arguments kernbench does not know are the bench's own (`kernbench run ccl_sweep --plot out.png`);
+    # only subcommands that pass them on accept them.
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "accepts_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     try:
         return args.handler(args)
     except KernbenchError as error:

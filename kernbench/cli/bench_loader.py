@@ -11,6 +11,7 @@ keeps its traceback (the CLI prints it and exits 1).
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -50,6 +51,18 @@ def load_bench(bench: str) -> Callable:
     if not callable(run):
         raise BenchError(f"{path}: a bench must define a function run(torch); none found")
     return run
+
+
+def takes_argv(run: Callable, bench: str, argv: list[str]) -> bool:
+    """Whether `run` is `run(torch, argv)`; bench arguments given to a `run(torch)` are an error."""
+    try:
+        parameters = list(inspect.signature(run).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    wants = len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    if argv and not wants:
+        raise BenchError(f"{bench}: unrecognized arguments {' '.join(argv)} (the bench's run(torch) takes none)")
+    return wants
 
 
 def _import_file(path: Path) -> ModuleType:

@@ -6,7 +6,7 @@ import json
 import traceback
 from pathlib import Path
 
-from kernbench.cli.bench_loader import load_bench
+from kernbench.cli.bench_loader import load_bench, takes_argv
 from kernbench.errors import KernbenchError
 from kernbench.report import format_report, run_report
 from kernbench.session import Session
@@ -15,9 +15,12 @@ from kernbench.sim_engine import write_chrome_trace
 BENCH_FAILED_STATUS = 1
 
 HELP = """Run BENCH (a .py file defining run(torch), or a shipped bench name) on a
-simulated machine, then print what it cost in simulated time. The bench gets a
-fake `torch` namespace: tensor factories, torch.ahbm, torch.multiprocessing.spawn
-and torch.spec (the topology as a nested dict)."""
+simulated machine, then print what it cost in simulated time, and each
+collective's time and bus bandwidth. The bench gets a fake `torch` namespace:
+tensor factories, torch.ahbm, torch.distributed (configured by --ccl),
+torch.multiprocessing.spawn and torch.spec (the topology as a nested dict).
+Arguments after BENCH that kernbench does not know go to the bench, if its
+entry point is run(torch, argv)."""
 
 
 def register(subparsers) -> None:
@@ -25,6 +28,9 @@ def register(subparsers) -> None:
     parser.add_argument("bench", metavar="BENCH", help="path to a bench .py file, or a shipped bench name")
     parser.add_argument("--topology", metavar="F", default=None,
                         help="topology file or shipped name (default, single_sip, large); default: default")
+    parser.add_argument("--ccl", metavar="F", default=None,
+                        help="collective configuration (algorithm, IPCQ parameters, world size); "
+                             "default: the shipped ccl/ccl.yaml")
     parser.add_argument("--json", metavar="FILE", type=Path, help="also write the report as JSON to FILE")
     parser.add_argument("--trace", metavar="FILE", type=Path,
                         help="write a Perfetto/Chrome trace of every op to FILE")
@@ -33,15 +39,16 @@ def register(subparsers) -> None:
     parser.add_argument("--strict-hazards", action="store_true",
                         help="stop at the first data hazard (a read racing a write) instead of reporting it")
     parser.add_argument("--seed", type=int, default=0, help="seed of torch.manual_seed at start (default 0)")
-    parser.set_defaults(handler=handle)
+    parser.set_defaults(handler=handle, accepts_extra=True)
 
 
 def handle(args) -> int:
     run = load_bench(args.bench)
-    session = Session(args.topology, timing_only=args.timing_only, seed=args.seed,
+    bench_args = (args.extra,) if takes_argv(run, args.bench, args.extra) else ()
+    session = Session(args.topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
                       strict_hazards=args.strict_hazards)
     try:
-        session.run(run, session.torch)
+        session.run(run, session.torch, *bench_args)
     except KernbenchError:
         raise
     except Exception as error:

@@ -1,4 +1,4 @@
-"""What a run cost in simulated time: totals, per device, per link class, busiest resources.
+"""What a run cost in simulated time: totals, per device, per link class, busiest resources, collectives.
 
 `run_report` builds a plain dict (what `--json` writes); `format_report` turns
 that dict, and nothing else, into text, so the two can never disagree.
@@ -7,6 +7,7 @@ that dict, and nothing else, into text, so the two can never disagree.
 from __future__ import annotations
 
 BUSIEST_SHOWN = 8
+COLLECTIVES_SHOWN = 24  # the text report's rows; --json carries every collective
 LINK_CLASSES = ("host", "hbm", "noc", "inter_sip")
 
 
@@ -35,6 +36,7 @@ def run_report(ctx) -> dict:
         "bytes_by_link_class": {kind: moved.get(kind, 0) for kind in LINK_CLASSES},
         "busiest_resources": busiest,
         "ops": len(machine.oplog),
+        "collectives": [dict(record) for record in ctx.collectives],
         "hazards": [hazard.as_dict() for hazard in ctx.hazards],
     }
 
@@ -55,6 +57,17 @@ def format_report(report: dict) -> str:
         for row in report["busiest_resources"]:
             lines.append(f"  {row['resource']:<28} busy {_time(row['busy_ps']):>12}  "
                          f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
+    if report["collectives"]:
+        lines.append("collectives (size per rank; busbw uses nccl-tests' factors):")
+        lines.append(f"  {'label':<22} {'algorithm':<17} {'ranks':>5} {'size':>14} {'type':>5} {'op':>7} "
+                     f"{'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}")
+        for row in report["collectives"][:COLLECTIVES_SHOWN]:
+            lines.append(f"  {row['label']:<22} {row['algorithm']:<17} {row['world_size']:>5} {row['bytes']:>12,d} B "
+                         f"{row['dtype']:>5} {row['op'] or '-':>7} {_time(row['time_ps']):>12} "
+                         f"{row['algbw_gb_per_s']:>11.3f} {row['busbw_gb_per_s']:>11.3f}")
+        hidden = len(report["collectives"]) - COLLECTIVES_SHOWN
+        if hidden > 0:
+            lines.append(f"  ... and {hidden} more (every one is in the --json report)")
     lines += [f"hazard: {hazard['message']}" for hazard in report.get("hazards", ())]
     return "\n".join(lines)
 

@@ -36,6 +36,7 @@ class RuntimeContext:
         self.default_streams = [Stream(self, d, name=f"ahbm:{d}.default") for d in range(topology.n_sips)]
         self._rank_state: dict[object, _RankState] = {}
         self._tensor_ids = 0
+        self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
         self.manual_seed(seed)
 
     @property
@@ -53,6 +54,13 @@ class RuntimeContext:
 
     def current_device(self) -> int:
         return self._state().device
+
+    def spawned_rank(self) -> int | None:
+        """The calling greenlet's rank under `torch.multiprocessing.spawn`; None outside spawned workers."""
+        return self._state().rank
+
+    def set_spawned_rank(self, rank: int) -> None:
+        self._state().rank = rank
 
     def set_device(self, index: int) -> None:
         self._state().device = index
@@ -119,10 +127,11 @@ class RuntimeContext:
 
 
 class _RankState:
-    """What one rank (greenlet) has selected: its current device and its current streams."""
+    """What one rank (greenlet) has selected — its current device and streams — and its spawn rank, if any."""
 
-    __slots__ = ("device", "streams")
+    __slots__ = ("device", "streams", "rank")
 
     def __init__(self):
         self.device = 0
+        self.rank: int | None = None
         self.streams: dict[int, Stream] = {}

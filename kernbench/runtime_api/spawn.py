@@ -64,7 +64,7 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
     """Call `fn(rank, *args)` for rank 0..nprocs-1, each in its own greenlet."""
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise KernbenchError(f"spawn(nprocs={nprocs!r}): expected a positive integer")
-    processes = [ctx.engine.spawn(fn, rank, *args, name=f"rank{rank}") for rank in range(nprocs)]
+    processes = [ctx.engine.spawn(_as_rank, ctx, fn, rank, args, name=f"rank{rank}") for rank in range(nprocs)]
     context = ProcessContext(ctx, processes)
     for process in processes:
         process.add_callback(_ignore)  # join() observes failures; the engine need not report them
@@ -72,6 +72,12 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
         return context
     context.join()
     return None
+
+
+def _as_rank(ctx, fn, rank: int, args):
+    """The body of rank `rank`'s greenlet: remember which rank it is (for `torch.distributed`), then run `fn`."""
+    ctx.set_spawned_rank(rank)
+    return fn(rank, *args)
 
 
 def _first_to_finish(engine, processes):

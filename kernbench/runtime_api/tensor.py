@@ -94,6 +94,11 @@ class Tensor:
         """How the tensor is spread over its SIP's cubes and PEs (None for host tensors)."""
         return None if self._allocation is None else self._allocation.placement
 
+    @property
+    def allocation(self) -> "Allocation | None":
+        """The HBM allocation holding the values (None for host tensors): what collectives address."""
+        return self._allocation
+
     def data_ptr(self) -> int:
         if self._allocation is None:
             raise TensorError(f"tensor {self.name!r} is on the host; data_ptr() is for device tensors")

@@ -1,0 +1,149 @@
+"""Tensor-parallel MLP forward, Megatron's ParallelMLP: h -> 4h (column parallel), GELU, 4h -> h (row parallel).
+
+One worker per SIP (`torch.multiprocessing.spawn`), grouped by
+`kernbench.tp.parallel_state` into tensor-parallel groups of KERNBENCH_TP
+consecutive ranks (default: every SIP in one group; a smaller size leaves
+data-parallel replicas that compute the same MLP). Sizes are the module
+constants below unless KERNBENCH_HIDDEN / KERNBENCH_TOKENS say otherwise.
+
+As in Megatron, the first linear skips its bias so that the bias is fused
+into GELU (`bias_gelu`), and the second skips its bias so it is added once,
+after the all-reduce, as the next fused op would. Each rank's output is
+checked against a numpy MLP with the same, unsharded weights (f16
+tolerance), and all ranks must agree bit for bit after the all-reduce.
+
+Rank 0 prints where its simulated time went: `torch.ahbm` events on its
+stream mark the end of each phase, and the all-reduce is bracketed from
+inside the row-parallel layer by handing rank 0's layers a `torch` whose
+`distributed.all_reduce` records an event before and after it.
+"""
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+
+from kernbench.numerics import assert_close
+from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels, parallel_state
+
+HIDDEN = 512
+TOKENS = 256
+
+
+def run(torch):
+    world_size = torch.ahbm.device_count()
+    tp = int(os.environ.get("KERNBENCH_TP", world_size))
+    hidden = int(os.environ.get("KERNBENCH_HIDDEN", HIDDEN))
+    tokens = int(os.environ.get("KERNBENCH_TOKENS", TOKENS))
+    problem = _problem(tokens, hidden)
+    outputs, phases = {}, {}
+    torch.multiprocessing.spawn(_worker, args=(torch, world_size, tp, problem, outputs, phases), nprocs=world_size)
+
+    for rank, output in sorted(outputs.items()):
+        assert_close(output, _reference(*problem), "f16")
+        assert np.array_equal(output, outputs[0]), f"rank {rank}'s output differs from rank 0's after the all-reduce"
+    _print_breakdown(torch, tokens, hidden, tp, world_size, phases)
+
+
+def _worker(rank, torch, world_size, tp, problem, outputs, phases):
+    torch.ahbm.set_device(rank)
+    torch.distributed.init_process_group(backend="ahbm")
+    timeline = _Timeline(torch, enabled=rank == 0)
+    parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented(torch))
+    x, w1, b1, w2, b2 = problem
+    tokens, hidden = x.shape
+    fc1 = ColumnParallelLinear(hidden, 4 * hidden, skip_bias_add=True)
+    fc1.load_full_weight(w1, b1)
+    fc2 = RowParallelLinear(4 * hidden, hidden, input_is_parallel=True, skip_bias_add=True)
+    fc2.load_full_weight(w2, b2)
+    activations = torch.tensor(x, dtype="f16", name="x")
+
+    timeline.mark("start")
+    intermediate, bias1 = fc1(activations)
+    timeline.mark("gemm")
+    kernels.bias_gelu(intermediate, bias1, intermediate)
+    timeline.mark("elementwise")
+    output, bias2 = fc2(intermediate)
+    timeline.mark("gemm")  # at tp 1 the row gemm; after an all-reduce, an empty interval
+    kernels.add_bias(output, bias2, output)
+    timeline.mark("elementwise")
+
+    outputs[rank] = output.numpy()
+    if rank == 0:
+        phases.update(timeline.milliseconds_by_phase())
+    parallel_state.destroy_model_parallel()
+
+
+class _Timeline:
+    """Events recorded on the rank's current stream, each closing the phase named when it was marked."""
+
+    def __init__(self, torch, enabled: bool):
+        self._torch = torch
+        self._enabled = enabled
+        self._marks = []
+
+    def mark(self, phase_that_ended: str) -> None:
+        if self._enabled:
+            event = self._torch.ahbm.Event(enable_timing=True)
+            event.record()
+            self._marks.append((phase_that_ended, event))
+
+    def instrumented(self, torch):
+        """`torch`, with every all-reduce closing a gemm phase before it and an all-reduce phase after it."""
+        if not self._enabled:
+            return torch
+        distributed = torch.distributed
+        timeline = self
+
+        class TimedDistributed:
+            def __getattr__(self, name):
+                return getattr(distributed, name)
+
+            def all_reduce(self, tensor, *args, **kwargs):
+                timeline.mark("gemm")
+                work = distributed.all_reduce(tensor, *args, **kwargs)
+                timeline.mark("all-reduce")
+                return work
+
+        return SimpleNamespace(**{**vars(torch), "distributed": TimedDistributed()})
+
+    def milliseconds_by_phase(self) -> dict:
+        totals = {"gemm": 0.0, "elementwise": 0.0, "all-reduce": 0.0}
+        for (_, start), (phase, end) in zip(self._marks, self._marks[1:]):
+            totals[phase] += start.elapsed_time(end)
+        return totals
+
+
+def _problem(tokens: int, hidden: int):
+    """Input and unsharded weights, random and non-symmetric, scaled to keep activations near 1 in fp16."""
+    rng = np.random.default_rng(0)
+
+    def f16(*shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(np.float16).astype(np.float32)
+
+    ffn = 4 * hidden
+    return (f16(tokens, hidden), f16(ffn, hidden, scale=hidden ** -0.5), f16(ffn),
+            f16(hidden, ffn, scale=ffn ** -0.5), f16(hidden))
+
+
+def _reference(x, w1, b1, w2, b2):
+    """The unsharded MLP in numpy, rounding to fp16 where the device stores a tensor."""
+    z = (x @ w1.T).astype(np.float16).astype(np.float32) + b1
+    gelu = (z * 0.5 * (1.0 + np.tanh(0.79788456 * z * (1.0 + 0.044715 * z * z)))).astype(np.float16)
+    return gelu.astype(np.float32) @ w2.T + b2
+
+
+def _print_breakdown(torch, tokens, hidden, tp, world_size, phases):
+    seconds = {phase: ms / 1e3 for phase, ms in phases.items()}
+    total = sum(seconds.values())
+    flops = 2 * 2 * tokens * hidden * 4 * hidden  # two GEMMs of the unsharded MLP
+    peak = torch.ahbm.get_device_properties(0).peak_flops["f16"]
+    print(f"tp_mlp: tokens={tokens} hidden={hidden} ffn={4 * hidden} tp={tp} dp={world_size // tp} f16")
+    print(f"{'phase (rank 0)':<16} {'time':>12} {'share':>7}")
+    for phase, s in seconds.items():
+        print(f"{phase:<16} {s * 1e6:>9.2f} us {100 * s / total:>6.1f}%")
+    print(f"{'total':<16} {total * 1e6:>9.2f} us")
+    print(f"achieved: {flops / total / 1e12:.2f} TFLOP/s for the MLP over {tp} rank(s) "
+          f"({100 * flops / total / (tp * peak):.1f}% of their f16 peak); "
+          f"{flops / tp / seconds['gemm'] / 1e12:.2f} TFLOP/s per rank inside its GEMMs")
+    print(f"check: every rank matches the unsharded numpy MLP (f16 tolerance); all {world_size} ranks agree bit for bit")

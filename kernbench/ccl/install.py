@@ -1,0 +1,198 @@
+"""`ccl.yaml`: which collective algorithm a run uses, with what IPCQ parameters, and the world size.
+
+`load_ccl_config()` returns the current run's configuration (the file given
+to `kernbench run --ccl`, else the shipped `ccl/ccl.yaml`) or loads a given
+file; `resolve_algorithm_config(cfg)` flattens it into the one dict a
+collective runs with: `defaults`, overlaid by the chosen algorithm's entry.
+Every mistake in a file — bad YAML, an unknown key or algorithm, a value of
+the wrong kind — is one `CclConfigError` naming the file, the line and the
+key path, and listing what is valid. Values that depend on the machine (slot
+counts against the topology's IPCQ depth) are checked when the process group
+is initialized, where the topology is known.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernbench.errors import KernbenchError
+from kernbench.machine.ipcq import BACKPRESSURE_MODES, BUFFER_KINDS
+from kernbench.topology.document import Document, KeyPath, dotted, parse_document
+from kernbench.topology.errors import TopologyError
+from kernbench.topology.kinds import describe, suggestion
+
+SHIPPED_CCL_PATH = Path(__file__).resolve().parent.parent / "configs" / "ccl" / "ccl.yaml"
+PS_PER_NS = 1000
+
+TOP_KEYS = ("world_size", "defaults", "algorithms")
+# Keys a `defaults` block may set; an algorithm's entry may override all but the first two.
+PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpressure", "n_slots", "slot_size",
+                  "poll_interval_ns")
+ENTRY_KEYS = ("module", "wiring", *PARAMETER_KEYS[2:])
+_CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES}
+_POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size")
+
+_current: "CclConfig | None" = None
+
+
+class CclConfigError(KernbenchError):
+    """A ccl configuration that cannot be used: the message names the file, the line and the key."""
+
+
+class CclConfig(dict):
+    """A validated ccl.yaml as plain nested data (`cfg["defaults"]["algorithm"]`); `source` says where it came from."""
+
+    def __init__(self, data: Mapping, source: str):
+        super().__init__(data)
+        self.source = source
+
+
+def load_ccl_config(path: str | os.PathLike | Mapping | None = None) -> CclConfig:
+    """The configuration in `path` (a file, or an already parsed mapping); with no argument, the current run's.
+
+    The current run's is the one its `Session` was given (`kernbench run
+    --ccl F`), else the shipped `ccl/ccl.yaml`.
+    """
+    if path is None:
+        return _current if _current is not None else _load_file(SHIPPED_CCL_PATH)
+    if isinstance(path, CclConfig):
+        return path
+    if isinstance(path, Mapping):
+        return _validated(Document("<ccl mapping>", dict(path), {(): 1}))
+    return _load_file(Path(path))
+
+
+def with_overrides(cfg: CclConfig, overrides: Mapping, source: str) -> CclConfig:
+    """`cfg` with `overrides` laid over its `defaults`, validated as a file would be (errors name `source`)."""
+    if not isinstance(overrides, Mapping):
+        raise CclConfigError(f"{source}: expected a mapping of defaults keys ({', '.join(PARAMETER_KEYS)}), "
+                             f"got {describe(overrides)}")
+    merged = {**cfg, "defaults": {**(cfg.get("defaults") or {}), **overrides}}
+    return _validated(Document(f"{source} over {cfg.source}", merged, {(): 1}))
+
+
+def use_ccl_config(cfg: CclConfig) -> None:
+    """Make `cfg` what `load_ccl_config()` returns: called by the `Session` of the run that uses it."""
+    global _current
+    _current = cfg
+
+
+def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None = None) -> dict:
+    """One flat dict: `defaults` with the algorithm's entry over it, plus `algorithm`, `module` and `wiring`.
+
+    `algorithm` picks an entry other than `defaults.algorithm` (a sweep over
+    algorithms does). `poll_interval_ns` is also given as `poll_interval_ps`,
+    the unit the engine counts in.
+    """
+    cfg = load_ccl_config(cfg)
+    defaults = dict(cfg.get("defaults") or {})
+    entries = cfg.get("algorithms") or {}
+    name = algorithm if algorithm is not None else defaults.get("algorithm")
+    if name is None:
+        raise CclConfigError(f"{cfg.source}: defaults.algorithm is not set; "
+                             f"expected one of: {', '.join(entries) or '(no algorithms listed)'}")
+    if name not in entries:
+        raise CclConfigError(f"{cfg.source}: unknown algorithm {name!r}{suggestion(str(name), list(entries))}; "
+                             f"expected one of: {', '.join(entries) or '(no algorithms listed)'}")
+    flat = {**defaults, **entries[name], "algorithm": name}
+    if "world_size" in cfg:
+        flat["world_size"] = cfg["world_size"]
+    if "poll_interval_ns" in flat:
+        flat["poll_interval_ps"] = round(flat["poll_interval_ns"] * PS_PER_NS)
+    return flat
+
+
+def world_size_of(cfg: Mapping | None, sip_count: int) -> int:
+    """The explicit `world_size`, else `defaults.world_size`, else the SIP count."""
+    cfg = load_ccl_config(cfg)
+    explicit = cfg.get("world_size") or (cfg.get("defaults") or {}).get("world_size")
+    return explicit or sip_count
+
+
+def _load_file(path: Path) -> CclConfig:
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CclConfigError(f"{source}: no such ccl file") from None
+    except UnicodeDecodeError as error:
+        raise CclConfigError(f"{source}: the file is not UTF-8 text ({error.reason})") from None
+    except OSError as error:
+        raise CclConfigError(f"{source}: cannot read the ccl file: {error.strerror or error}") from None
+    if not text.strip():
+        raise CclConfigError(f"{source}: the file is empty; expected a mapping with {', '.join(TOP_KEYS)}")
+    try:
+        document = parse_document(text, source)
+    except TopologyError as error:  # the YAML reader's message already names file and line
+        raise CclConfigError(str(error)) from None
+    return _validated(document)
+
+
+def _validated(document: Document) -> CclConfig:
+    def fail(path: KeyPath, problem: str) -> CclConfigError:
+        return CclConfigError(f"{document.source}:{document.line_of(path)}: {dotted(path)}: {problem}")
+
+    data = document.data
+    if not isinstance(data, dict):
+        raise fail((), f"found {describe(data)}; expected a mapping with {', '.join(TOP_KEYS)}")
+    _known_keys(data, (), TOP_KEYS, fail)
+    if "world_size" in data:
+        _check_value(data, ("world_size",), fail)
+    defaults = data.get("defaults", {})
+    _mapping(defaults, ("defaults",), fail)
+    _known_keys(defaults, ("defaults",), PARAMETER_KEYS, fail)
+    for key in defaults:
+        _check_value(data, ("defaults", key), fail)
+    algorithms = data.get("algorithms")
+    if algorithms is None:
+        raise fail((), "missing key 'algorithms'; expected a mapping of algorithm name to {module, wiring, ...}")
+    _mapping(algorithms, ("algorithms",), fail)
+    if not algorithms:
+        raise fail(("algorithms",), "no algorithms listed; expected at least one name: {module: ...}")
+    for name, entry in algorithms.items():
+        path = ("algorithms", name)
+        _mapping(entry, path, fail)
+        _known_keys(entry, path, ENTRY_KEYS, fail)
+        if not isinstance(entry.get("module"), str) or not entry["module"]:
+            raise fail(path + ("module",), f"found {describe(entry.get('module'))}; expected a Python module path "
+                                           "such as kernbench.ccl.algorithms.ring")
+        for key in entry:
+            _check_value(data, path + (key,), fail)
+    chosen = defaults.get("algorithm")
+    if chosen is not None and chosen not in algorithms:
+        raise fail(("defaults", "algorithm"), f"unknown algorithm {chosen!r}{suggestion(str(chosen), list(algorithms))}"
+                                              f"; expected one of: {', '.join(algorithms)}")
+    return CclConfig(data, document.source)
+
+
+def _mapping(value: Any, path: KeyPath, fail) -> None:
+    if not isinstance(value, dict):
+        raise fail(path, f"found {describe(value)}; expected a mapping")
+
+
+def _known_keys(block: dict, path: KeyPath, allowed: tuple[str, ...], fail) -> None:
+    for key in block:
+        if key not in allowed:
+            raise fail(path + (key,), f"unknown key{suggestion(str(key), allowed)}; valid keys: {', '.join(allowed)}")
+
+
+def _check_value(data: dict, path: KeyPath, fail) -> None:
+    value = data
+    for part in path:
+        value = value[part]
+    key = path[-1]
+    if key in _POSITIVE_INTS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(path, f"found {describe(value)}; expected a positive integer")
+    elif key == "poll_interval_ns":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise fail(path, f"found {describe(value)}; expected a positive number of nanoseconds")
+    elif key in _CHOICES:
+        if value not in _CHOICES[key]:
+            raise fail(path, f"found {describe(value)}; expected one of: {', '.join(_CHOICES[key])}")
+    elif key in ("algorithm", "module", "wiring"):
+        if not isinstance(value, str) or not value:
+            raise fail(path, f"found {describe(value)}; expected a name")

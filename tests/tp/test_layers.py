@@ -1,0 +1,135 @@
+"""ADR 0011: ColumnParallelLinear and RowParallelLinear partition Megatron's way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.numerics import assert_close
+from kernbench.tp import ColumnParallelLinear, ModelParallelError, RowParallelLinear
+from tests.tp.harness import TP_SIZES, needs_distributed, random_f16, run_tensor_parallel
+
+TOKENS, IN, OUT = 40, 96, 384  # no size equals another, so a transposed or wrong partition cannot pass
+
+
+def weights(seed: int, out_features: int, in_features: int):
+    """Random, non-symmetric full weights and bias scaled to keep fp16 activations near 1."""
+    rng = np.random.default_rng(seed)
+    return random_f16(rng, out_features, in_features, scale=in_features ** -0.5), random_f16(rng, out_features)
+
+
+@pytest.mark.parametrize("tp", TP_SIZES)
+def test_adr0011_t13_layer_shapes_follow_the_partitioning(tp):
+    def shapes(torch, rank):
+        x = torch.zeros(TOKENS, IN, dtype="f16")
+        column = ColumnParallelLinear(IN, OUT)
+        gathered = ColumnParallelLinear(IN, OUT, gather_output=True, skip_bias_add=True)
+        row = RowParallelLinear(OUT, IN, input_is_parallel=True)
+        out, bias = column(x)
+        full, skipped = gathered(x)
+        reduced, none = row(out)
+        return (column.weight.shape, column.bias.shape, out.shape, bias, full.shape, skipped.shape,
+                row.weight.shape, row.bias.shape, reduced.shape, none)
+
+    expected = ((OUT // tp, IN), (OUT // tp,), (TOKENS, OUT // tp), None, (TOKENS, OUT), (OUT // tp,),
+                (IN, OUT // tp), (IN,), (TOKENS, IN), None)
+    assert all(seen == expected for seen in run_tensor_parallel(tp, shapes).values())
+
+
+@pytest.mark.parametrize("tp", TP_SIZES)
+def test_adr0011_t14_seeded_weights_are_one_master_weight_whatever_the_tp_size(tp):
+    def partitions(torch, rank):
+        return ColumnParallelLinear(IN, OUT, seed=5).weight.numpy(), RowParallelLinear(OUT, IN, seed=5).weight.numpy()
+
+    master_column, master_row = run_tensor_parallel(1, partitions)[0]
+    assert 0.015 < master_column.std() < 0.025  # Megatron's default init: N(0, 0.02^2)
+    for rank, (column, row) in run_tensor_parallel(tp, partitions).items():
+        part = rank % tp
+        np.testing.assert_array_equal(column, np.split(master_column, tp, axis=0)[part])
+        np.testing.assert_array_equal(row, np.split(master_row, tp, axis=1)[part])
+
+    def other_seed(torch, rank):
+        return ColumnParallelLinear(IN, OUT, seed=6).weight.numpy()
+
+    assert not np.array_equal(run_tensor_parallel(1, other_seed)[0], master_column)
+
+
+@pytest.mark.parametrize("tp", TP_SIZES)
+@pytest.mark.parametrize("input_is_parallel", [False, True], ids=["full_input", "parallel_input"])
+def test_adr0011_t15_row_parallel_output_is_the_full_matmul(tp, input_is_parallel):
+    x = random_f16(np.random.default_rng(14), TOKENS, OUT)
+    w, b = weights(15, IN, OUT)
+
+    def row_parallel(torch, rank):
+        layer = RowParallelLinear(OUT, IN, input_is_parallel=input_is_parallel)
+        layer.load_full_weight(w, b)
+        given = np.split(x, tp, axis=1)[rank % tp] if input_is_parallel else x
+        out, bias = layer(torch.tensor(given, dtype="f16"))
+        return out.numpy(), bias
+
+    for out, bias in run_tensor_parallel(tp, row_parallel).values():
+        assert bias is None
+        assert_close(out, x @ w.T + b, "f16")
+
+
+@pytest.mark.parametrize("tp", TP_SIZES)
+@pytest.mark.parametrize("gather_output", [False, True], ids=["split_output", "gathered_output"])
+def test_adr0011_t16_column_parallel_output_is_its_columns_of_the_full_matmul(tp, gather_output):
+    x = random_f16(np.random.default_rng(16), TOKENS, IN)
+    w, b = weights(17, OUT, IN)
+
+    def column_parallel(torch, rank):
+        layer = ColumnParallelLinear(IN, OUT, gather_output=gather_output)
+        layer.load_full_weight(w, b)
+        out, bias = layer(torch.tensor(x, dtype="f16"))
+        return out.numpy(), bias
+
+    full = x @ w.T + b
+    for rank, (out, bias) in run_tensor_parallel(tp, column_parallel).items():
+        assert bias is None
+        assert_close(out, full if gather_output else np.split(full, tp, axis=1)[rank % tp], "f16")
+
+
+def test_adr0011_t17_skip_bias_add_returns_the_bias_instead_of_adding_it():
+    x = random_f16(np.random.default_rng(18), TOKENS, IN)
+    w, b = weights(19, OUT, IN)
+
+    def skipped(torch, rank):
+        column = ColumnParallelLinear(IN, OUT, skip_bias_add=True)
+        column.load_full_weight(w, b)
+        out, bias = column(torch.tensor(x, dtype="f16"))
+        row = RowParallelLinear(OUT, IN, skip_bias_add=True)
+        row.load_full_weight(w.T.copy(), b[:IN])
+        reduced, row_bias = row(out)
+        return out.numpy(), bias.numpy(), reduced.numpy(), row_bias.numpy()
+
+    out, bias, reduced, row_bias = run_tensor_parallel(1, skipped)[0]
+    assert_close(out, x @ w.T, "f16")
+    np.testing.assert_array_equal(bias, b)
+    assert_close(reduced, out @ w, "f16")
+    np.testing.assert_array_equal(row_bias, b[:IN])
+
+
+def test_adr0011_t18_weights_of_the_wrong_shape_are_named():
+    def load_wrong(torch, rank):
+        layer = ColumnParallelLinear(IN, OUT)
+        with pytest.raises(ModelParallelError, match=r"weight has shape \(96, 384\), expected .* \(384, 96\)"):
+            layer.load_full_weight(np.zeros((IN, OUT)), np.zeros(OUT))
+        with pytest.raises(ModelParallelError, match=r"built with bias=True but was given bias=False"):
+            layer.load_full_weight(np.zeros((OUT, IN)))
+        with pytest.raises(ModelParallelError, match=r"input 'x' has shape \(40, 95\), expected \(tokens, 96\)"):
+            layer(torch.zeros(TOKENS, IN - 1, dtype="f16", name="x"))
+
+    run_tensor_parallel(1, load_wrong)
+
+
+@needs_distributed
+@pytest.mark.parametrize("layer, sizes, named", [
+    (ColumnParallelLinear, (IN, 382), r"ColumnParallelLinear: output_size \(382\) is not divisible by the "
+                                      r"tensor-parallel size \(4\)"),
+    (RowParallelLinear, (382, IN), r"RowParallelLinear: input_size \(382\) is not divisible by the "
+                                   r"tensor-parallel size \(4\)"),
+], ids=["column", "row"])
+def test_adr0011_t19_a_partitioned_size_the_tp_size_does_not_divide_is_named(layer, sizes, named):
+    with pytest.raises(ModelParallelError, match=named):
+        run_tensor_parallel(4, lambda torch, rank: layer(*sizes))

@@ -1,0 +1,75 @@
+"""ADR 0011: the region mappings' forward collectives, and their one-rank fast path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.tp import ModelParallelError, mappings
+from kernbench.numerics import assert_close
+from tests.tp.harness import f16, needs_distributed, run_tensor_parallel
+
+MAPPINGS = [
+    mappings.copy_to_tensor_model_parallel_region,
+    mappings.reduce_from_tensor_model_parallel_region,
+    mappings.scatter_to_tensor_model_parallel_region,
+    mappings.gather_from_tensor_model_parallel_region,
+    mappings.reduce_scatter_to_sequence_parallel_region,
+    mappings.gather_from_sequence_parallel_region,
+]
+
+
+def test_adr0011_t10_every_mapping_returns_its_input_in_a_one_rank_group():
+    def identities(torch, rank):
+        x = torch.zeros(6, 10, dtype="f16")
+        return [mapping(x) is x for mapping in MAPPINGS]
+
+    assert run_tensor_parallel(1, identities) == {0: [True] * len(MAPPINGS)}
+
+
+def rank_input(rank: int, rows: int, cols: int) -> np.ndarray:
+    """A different, non-symmetric block per rank, so a wrong order or a wrong chunk shows."""
+    return f16(np.random.default_rng(100 + rank).standard_normal((rows, cols)))
+
+
+@needs_distributed
+@pytest.mark.parametrize("tp", [2, 4])
+def test_adr0011_t11_mappings_move_data_as_megatrons_do(tp):
+    rows, cols = 8, 6
+
+    def moved(torch, rank):
+        own = torch.tensor(rank_input(rank, rows, cols), dtype="f16")
+        group_full = np.concatenate([rank_input(r, rows, cols) for r in tensor_group(rank, tp)], axis=1)
+        out = {}  # each read at once, before the in-place all-reduce rewrites `own`
+        side_by_side = torch.tensor(group_full, dtype="f16")
+        out["scatter"] = mappings.scatter_to_tensor_model_parallel_region(side_by_side).numpy()
+        out["gather"] = mappings.gather_from_tensor_model_parallel_region(own).numpy()
+        out["sequence_gather"] = mappings.gather_from_sequence_parallel_region(own).numpy()
+        out["reduce_scatter"] = mappings.reduce_scatter_to_sequence_parallel_region(own).numpy()
+        out["reduce"] = mappings.reduce_from_tensor_model_parallel_region(own).numpy()
+        return out
+
+    for rank, out in run_tensor_parallel(tp, moved).items():
+        group = [rank_input(r, rows, cols) for r in tensor_group(rank, tp)]
+        index, height = rank % tp, rows // tp
+        # The scatter of the group's inputs side by side is this rank's own input: only the right chunk matches.
+        np.testing.assert_array_equal(out["scatter"], group[index])
+        np.testing.assert_array_equal(out["gather"], np.concatenate(group, axis=1))
+        np.testing.assert_array_equal(out["sequence_gather"], np.concatenate(group, axis=0))
+        assert_close(out["reduce_scatter"], sum(group)[index * height:(index + 1) * height], "f16")
+        assert_close(out["reduce"], sum(group), "f16")
+
+
+def tensor_group(rank: int, tp: int) -> list[int]:
+    """The ranks of `rank`'s tensor-parallel group: tp consecutive ranks."""
+    return list(range(rank - rank % tp, rank - rank % tp + tp))
+
+
+@needs_distributed
+def test_adr0011_t12_splitting_a_size_the_group_does_not_divide_is_named():
+    def split_odd(torch, rank):
+        mappings.scatter_to_tensor_model_parallel_region(torch.zeros(4, 10, dtype="f16"))
+
+    with pytest.raises(ModelParallelError, match=r"scatter_to_tensor_model_parallel_region: dim -1 .* size 10, "
+                                                 r"not divisible by the tensor-parallel size 4"):
+        run_tensor_parallel(4, split_odd)
