@@ -5,7 +5,9 @@ over cubes moves over every HBM stack and mesh link it touches, and a copy
 between two placements moves only the bytes each destination shard needs.
 Host values are captured when the copy is enqueued (the host may reuse its
 array at once); a device→device copy first waits for writes still in flight
-to its source, whichever stream they are on.
+to its source, whichever stream they are on. Each DMA names the tensor
+elements it reads and writes, so the data executor reports a copy racing a
+kernel or another copy on another stream (adr/0009).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import functools
 import numpy as np
 
 from kernbench.machine import Transfer, hbm, host
+from kernbench.machine.data_executor import Region
 from kernbench.runtime_api.errors import TensorError
 
 
@@ -64,7 +67,8 @@ def _host_to_device(dst, values: np.ndarray) -> list[Transfer]:
     sip = dst.device.index
     return [Transfer(src=host(), dst=hbm(sip, shard.cube), nbytes=shard.numel() * dst.dtype.itemsize,
                      read=functools.partial(slice_of, values, shard.index),
-                     write=functools.partial(dst._device_write, shard.index))
+                     write=functools.partial(dst._device_write, shard.index),
+                     dst_region=box_region(dst, shard.index))
             for shard in dst.placement.shards]
 
 
@@ -80,8 +84,26 @@ def _device_to_device(dst, src) -> list[Transfer]:
                 src=hbm(src.device.index, src_shard.cube), dst=hbm(dst.device.index, dst_shard.cube),
                 nbytes=count * dst.dtype.itemsize,
                 read=functools.partial(_converted_read, src, overlap, dst.dtype.numpy),
-                write=functools.partial(dst._device_write, overlap)))
+                write=functools.partial(dst._device_write, overlap),
+                src_region=box_region(src, overlap), dst_region=box_region(dst, overlap)))
     return transfers
+
+
+def box_region(tensor, index: tuple[slice, ...]) -> Region:
+    """The elements of `tensor` inside the box `index`, for hazard detection: one slice when they are contiguous."""
+    shape = tensor.shape
+    strides = tensor.stride() if shape else ()
+    first = sum(s.start * stride for s, stride in zip(index, strides))
+    extents = [s.stop - s.start for s in index]
+    partial = [axis for axis, (extent, n) in enumerate(zip(extents, shape)) if extent != n]
+    # Row-major: contiguous when every axis before the last partial one holds a single index.
+    if not partial or all(extents[axis] == 1 for axis in range(partial[-1])):
+        return Region(tensor.allocation, slice(first, first + int(np.prod(extents, dtype=np.int64))),
+                      tensor.dtype.itemsize)
+    offsets = np.zeros((), dtype=np.int64)
+    for s, stride in zip(index, strides):
+        offsets = offsets[..., None] + np.arange(s.start, s.stop, dtype=np.int64) * stride
+    return Region(tensor.allocation, offsets.reshape(-1), tensor.dtype.itemsize)
 
 
 def slice_of(values: np.ndarray, index) -> np.ndarray:

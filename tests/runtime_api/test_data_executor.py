@@ -143,3 +143,23 @@ def interleaved(x_ptr, BLOCK: tl.constexpr):
         odd = tl.load(x_ptr + evens + 1)
         tl.store(x_ptr + evens + 1, odd + 1)
 
+
+
+def test_adr0009_t11_a_copy_on_another_stream_racing_a_kernel_is_reported():
+    """A copy into `x` on a second stream does not wait for a kernel still reading `x` (no event orders them)."""
+    session = Session("default")
+    n = 1 << 16
+
+    def bench(torch):
+        x, y, out = (torch.ones(n, name=name) for name in ("x", "y", "out"))
+        torch.ahbm.synchronize()
+        add(x, y, out, block_size=1024)
+        with torch.ahbm.stream(torch.ahbm.Stream()):
+            x.copy_(torch.zeros(n, device="cpu"), non_blocking=True)
+        torch.ahbm.synchronize()
+
+    session.run(bench, session.torch)
+    assert session.ctx.hazards, "the kernel's loads of x overlap the copy's write into x"
+    hazard = session.ctx.hazards[0]
+    assert hazard.tensor == "x"
+    assert hazard.reader.label == "add_kernel" and hazard.writer.label == "copy host -> x"
