@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 import traceback
 from pathlib import Path
 
 from kernbench.cli.bench_loader import load_bench, takes_argv
 from kernbench.errors import KernbenchError
 from kernbench.report import format_report, run_report
+from kernbench.runtime_api.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
 
@@ -49,6 +51,11 @@ def handle(args) -> int:
                       strict_hazards=args.strict_hazards)
     try:
         session.run(run, session.torch, *bench_args)
+    except SpawnException as error:
+        if error.user_errors_only:
+            raise
+        print(error, file=sys.stderr)  # a rank's own bug: its traceback is the message
+        return BENCH_FAILED_STATUS
     except KernbenchError:
         raise
     except Exception as error:

@@ -21,15 +21,25 @@ class RankAborted(Exception):
 
 class SpawnException(KernbenchError):
     """One or more ranks raised. `error_index` is the lowest failing rank, as in PyTorch's
-    `ProcessRaisedException`; `failures` maps each root-cause rank to its exception."""
+    `ProcessRaisedException`; `failures` maps each root-cause rank to its exception.
+
+    A rank's user error (a `KernbenchError`: a mismatched collective, a
+    kernel fault, a tensor that does not fit) is shown as its one-line
+    message; any other exception is the bench's own bug and keeps its
+    traceback. `user_errors_only` tells the command line which it is.
+    """
 
     def __init__(self, failures: dict[int, BaseException]):
         self.failures = dict(sorted(failures.items()))
         self.error_index = min(self.failures)
+        self.user_errors_only = all(isinstance(exc, KernbenchError) for exc in self.failures.values())
         parts = [f"{len(self.failures)} rank(s) raised: {', '.join(f'rank {r}' for r in self.failures)}"]
         for rank, exc in self.failures.items():
-            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-            parts.append(f"\n-- Process {rank} terminated with the following error:\n{text}")
+            if isinstance(exc, KernbenchError):
+                parts.append(f"-- rank {rank}: {exc}")
+            else:
+                text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+                parts.append(f"\n-- Process {rank} terminated with the following error:\n{text}")
         super().__init__("\n".join(parts))
 
 

@@ -126,7 +126,9 @@ def run_bench_file(tmp_path, body: str) -> subprocess.CompletedProcess:
     ("def run(torch):\n    raise ValueError('my bug')\n", 1, "ValueError: my bug"),
     ("def run(torch):\n    torch.empty(1, 1 << 40, dtype='f16', name='w')\n", 2, "cannot allocate tensor 'w'"),
     ("def run(torch):\n    torch.empty(1, 30, dp=torch.DPPolicy(num_cubes=4, num_pes=4))\n", 2, "does not split"),
-    ("def run(torch):\n    torch.multiprocessing.spawn(lambda r: 1 / (r - 1), nprocs=3)\n", 2, "rank 1"),
+    ("def run(torch):\n    torch.multiprocessing.spawn(lambda r: 1 / (r - 1), nprocs=3)\n", 1, "ZeroDivisionError"),
+    ("def run(torch):\n    torch.multiprocessing.spawn(lambda r: r and torch.empty(1 << 40, name='w'), nprocs=2)\n",
+     2, "-- rank 1: sip0: cannot allocate tensor 'w'"),
 ])
 def test_adr0006_t7_bench_failures_are_one_message_or_the_bench_traceback(tmp_path, body, status, needle):
     result = run_bench_file(tmp_path, body)
