@@ -464,27 +464,20 @@ def _member(group_rank: int, tensor, source: Region, target: Region) -> Member:
 
 
 def _collectives_differ(a: Entry, b: Entry) -> str:
-    if a.kind != b.kind:
-        return "a different collective"
-    if a.dtype != b.dtype:
-        return "different dtypes"
-    if a.input_count != b.input_count or a.output_count != b.output_count:
-        return "different sizes"
-    if a.reduce_op != b.reduce_op:
-        return "different reduce ops"
-    if a.root != b.root:
-        return "different roots"
-    return ""
+    return _first_difference(a, b, ("kind", "a different collective"), ("dtype", "different dtypes"),
+                             ("input_count", "different sizes"), ("output_count", "different sizes"),
+                             ("reduce_op", "different reduce ops"), ("root", "different roots"))
 
 
 def _p2p_differ(a: Entry, b: Entry) -> str:
     if a.kind == b.kind:
         return f"both sides called {a.kind}"
-    if a.dtype != b.dtype:
-        return "different dtypes"
-    if a.input_count != b.input_count:
-        return "different sizes"
-    return ""
+    return _first_difference(a, b, ("dtype", "different dtypes"), ("input_count", "different sizes"))
+
+
+def _first_difference(a: Entry, b: Entry, *checks: tuple[str, str]) -> str:
+    """The message of the first field on which two ranks' calls differ, or '' when they match."""
+    return next((problem for name, problem in checks if getattr(a, name) != getattr(b, name)), "")
 
 
 def _never_differ(a: Entry, b: Entry) -> str:

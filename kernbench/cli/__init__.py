@@ -9,6 +9,7 @@ with exit status 2 — never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from kernbench.cli import run_cmd, topo_cmd
@@ -41,3 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     except KernbenchError as error:
         print(f"kernbench: error: {error}", file=sys.stderr)
         return USER_ERROR_STATUS
+    except BrokenPipeError:  # the reader stopped early (`kernbench run ... | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -90,24 +90,19 @@ class Machine:
         return channel
 
     def hbm_channel(self, sip: int, cube: int) -> Channel:
-        name = f"sip{sip}.cube{cube}.hbm"
-        channel = self.channels.get(name)
-        if channel is None:
-            spec = self.topology.cube.hbm
-            channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
-            self.channels[name] = channel
-            self._channel_kind[name] = "hbm"
-        return channel
+        return self._memory_channel("hbm", sip, cube, self.topology.cube.hbm)
 
     def sram_channel(self, sip: int, cube: int) -> Channel:
         """The cube-shared SRAM on the base die (an IPCQ buffer kind), one channel per cube."""
-        name = f"sip{sip}.cube{cube}.sram"
+        return self._memory_channel("sram", sip, cube, self.topology.cube.sram)
+
+    def _memory_channel(self, kind: str, sip: int, cube: int, spec) -> Channel:
+        name = f"sip{sip}.cube{cube}.{kind}"
         channel = self.channels.get(name)
         if channel is None:
-            spec = self.topology.cube.sram
             channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
             self.channels[name] = channel
-            self._channel_kind[name] = "sram"
+            self._channel_kind[name] = kind
         return channel
 
     def _noc(self, sip: int, src_cube: int, dst_cube: int) -> list[Channel]:
