@@ -18,13 +18,14 @@ from types import SimpleNamespace
 
 from kernbench import dtypes
 from kernbench.ccl.distributed import Distributed
-from kernbench.ccl.install import load_ccl_config, use_ccl_config
+from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, use_ccl_config
 from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
 from kernbench.runtime_api import kernel_launch
 from kernbench.runtime_api.ahbm import AhbmModule
 from kernbench.runtime_api.context import RuntimeContext
+from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
@@ -44,7 +45,7 @@ class Session:
         """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default."""
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
-        self.ccl_config = load_ccl_config(ccl)
+        self.ccl_config = load_ccl_config(SHIPPED_CCL_PATH if ccl is None else ccl)
         kernel_launch.install()
         self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards)
         self.torch = build_torch_namespace(self.ctx, self.ccl_config)
@@ -63,6 +64,7 @@ class Session:
         it reads as itself rather than as the stream operation that died of it.
         """
         use_ccl_config(self.ccl_config)
+        set_current_torch(self.torch)
         process = self.engine.spawn(fn, *args, name="bench")
         try:
             self.engine.run()

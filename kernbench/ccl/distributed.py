@@ -39,6 +39,7 @@ from kernbench.machine.ipcq import IpcqSettings
 
 BACKEND = "ahbm"
 _REDUCING = ("all_reduce", "reduce_scatter", "reduce")
+_IPCQ_KEYS = ("buffer_kind", "backpressure", "n_slots", "slot_size", "poll_interval_ns")
 
 
 class ReduceOp(str, enum.Enum):
@@ -367,6 +368,7 @@ class Distributed:
         inputs = _chunks(input, n, kind)
         outputs = inputs if output is input else _chunks(output, n, kind)
         members = [_member(r, input, inputs[r], outputs[r]) for r in range(n)]
+        _check_own_pes(members, input, kind)
         entry = Entry(0, 0, kind, reduce_op, root, input.dtype.name, inputs[0].count, outputs[0].count, input, output)
 
         def operation():
@@ -397,6 +399,11 @@ class _GroupNamespace:
 
 def _check_config(config: dict, cfg, topology) -> None:
     """What only the machine can tell: the IPCQ settings fit its queues, the algorithm's module imports."""
+    missing = [key for key in _IPCQ_KEYS if key not in config]
+    if missing:
+        raise CclConfigError(f"{cfg.source}: {', '.join(f'defaults.{key}' for key in missing)}: not set (nor in "
+                             f"algorithms.{config['algorithm']}); every collective's queues need "
+                             f"{', '.join(_IPCQ_KEYS)}")
     IpcqSettings.checked(topology, buffer_kind=config.get("buffer_kind"), backpressure=config.get("backpressure"),
                          n_slots=config.get("n_slots"), slot_size=config.get("slot_size"),
                          poll_interval_ps=config.get("poll_interval_ps"), source=f"{cfg.source}")
@@ -461,6 +468,19 @@ def _member(group_rank: int, tensor, source: Region, target: Region) -> Member:
     first = source.indices[:1] if source.count else np.zeros(1, dtype=np.int64)
     shard = placement.shards[int(placement.owners(first)[0])]
     return Member(group_rank, tensor.device.index, shard.cube, shard.pe, source, target)
+
+
+def _check_own_pes(members: list[Member], tensor, kind: str) -> None:
+    """Each PE rank needs a PE of its own: the queues of a collective join two different PEs."""
+    holders = {}
+    for m in members:
+        if (m.cube, m.pe) in holders:
+            raise CollectiveError(
+                f"{kind}: chunks {holders[m.cube, m.pe]} and {m.rank} of tensor {tensor.name!r} (one per PE rank) both "
+                f"start on cube {m.cube} PE {m.pe}, but each PE rank needs a PE of its own; place the tensor's last "
+                f"dimension over {len(members)} PEs, e.g. dp=torch.DPPolicy(cube='column_wise', pe='column_wise', "
+                f"num_cubes=k, num_pes={len(members)}) with k cubes sharing them evenly")
+        holders[m.cube, m.pe] = m.rank
 
 
 def _collectives_differ(a: Entry, b: Entry) -> str:

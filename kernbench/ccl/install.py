@@ -61,7 +61,7 @@ def load_ccl_config(path: str | os.PathLike | Mapping | None = None) -> CclConfi
     if isinstance(path, CclConfig):
         return path
     if isinstance(path, Mapping):
-        return _validated(Document("<ccl mapping>", dict(path), {(): 1}))
+        return _validated(Document("<ccl mapping>", dict(path), {}))
     return _load_file(Path(path))
 
 
@@ -71,7 +71,7 @@ def with_overrides(cfg: CclConfig, overrides: Mapping, source: str) -> CclConfig
         raise CclConfigError(f"{source}: expected a mapping of defaults keys ({', '.join(PARAMETER_KEYS)}), "
                              f"got {describe(overrides)}")
     merged = {**cfg, "defaults": {**(cfg.get("defaults") or {}), **overrides}}
-    return _validated(Document(f"{source} over {cfg.source}", merged, {(): 1}))
+    return _validated(Document(f"{source} over {cfg.source}", merged, {}))
 
 
 def use_ccl_config(cfg: CclConfig) -> None:
@@ -122,7 +122,7 @@ def _load_file(path: Path) -> CclConfig:
         raise CclConfigError(f"{source}: the file is not UTF-8 text ({error.reason})") from None
     except OSError as error:
         raise CclConfigError(f"{source}: cannot read the ccl file: {error.strerror or error}") from None
-    if not text.strip():
+    if _blank(text):
         raise CclConfigError(f"{source}: the file is empty; expected a mapping with {', '.join(TOP_KEYS)}")
     try:
         document = parse_document(text, source)
@@ -131,9 +131,15 @@ def _load_file(path: Path) -> CclConfig:
     return _validated(document)
 
 
+def _blank(text: str) -> bool:
+    """Only whitespace and comments: no YAML document (the YAML reader would call it an empty topology)."""
+    return all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
+
+
 def _validated(document: Document) -> CclConfig:
     def fail(path: KeyPath, problem: str) -> CclConfigError:
-        return CclConfigError(f"{document.source}:{document.line_of(path)}: {dotted(path)}: {problem}")
+        line = f":{document.line_of(path)}" if document.lines else ""  # a mapping, not a file, has no lines
+        return CclConfigError(f"{document.source}{line}: {dotted(path)}: {problem}")
 
     data = document.data
     if not isinstance(data, dict):

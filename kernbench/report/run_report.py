@@ -59,10 +59,12 @@ def format_report(report: dict) -> str:
                          f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
     if report["collectives"]:
         lines.append("collectives (size per rank; busbw uses nccl-tests' factors):")
-        lines.append(f"  {'label':<22} {'algorithm':<17} {'ranks':>5} {'size':>14} {'type':>5} {'op':>7} "
+        shown = report["collectives"][:COLLECTIVES_SHOWN]
+        width = max(len("label"), *(len(row["label"]) for row in shown))
+        lines.append(f"  {'label':<{width}} {'algorithm':<17} {'ranks':>5} {'size':>14} {'type':>5} {'op':>7} "
                      f"{'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}")
-        for row in report["collectives"][:COLLECTIVES_SHOWN]:
-            lines.append(f"  {row['label']:<22} {row['algorithm']:<17} {row['world_size']:>5} {row['bytes']:>12,d} B "
+        for row in shown:
+            lines.append(f"  {row['label']:<{width}} {row['algorithm']:<17} {row['world_size']:>5} {row['bytes']:>12,d} B "
                          f"{row['dtype']:>5} {row['op'] or '-':>7} {_time(row['time_ps']):>12} "
                          f"{row['algbw_gb_per_s']:>11.3f} {row['busbw_gb_per_s']:>11.3f}")
         hidden = len(report["collectives"]) - COLLECTIVES_SHOWN

@@ -100,13 +100,18 @@ def copy_chunks_kernel(
 
 
 def linear(x, weight, bias, out, block_m: int = 64, block_n: int = 64, block_k: int = 32):
-    """out[M, N] = x[M, K] @ weight[N, K].T (+ bias[N] when bias is not None); returns out."""
-    M, K = x.shape
+    """out[..., N] = x[..., K] @ weight[N, K].T (+ bias[N] when bias is not None); returns out.
+
+    x and out are contiguous with any number of leading dims (Megatron's [sequence, batch, hidden]),
+    read as (M, K) and (M, N) matrices with M the product of the leading dims.
+    """
+    K = x.shape[-1]
+    M = x.numel() // K
     N = weight.shape[0]
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
     linear_kernel[grid](
         x, weight, bias, out, M, N, K,
-        x.stride(0), x.stride(1), weight.stride(0), weight.stride(1), out.stride(0), out.stride(1),
+        K * x.stride(-1), x.stride(-1), weight.stride(0), weight.stride(1), N * out.stride(-1), out.stride(-1),
         HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
     )
     return out

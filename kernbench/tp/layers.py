@@ -13,28 +13,40 @@ it is split one of two ways:
   `Y`; an all-reduce completes it. The bias is added once, after the
   all-reduce, or it would be counted once per rank.
 
+With sequence parallelism (`config.sequence_parallel`, tp > 1) activations
+outside the region are split along the sequence (first) dim: the column
+layer all-gathers its input along it first, and the row layer reduce-scatters
+its output along it instead of all-reducing.
+
 The layers compose `kernbench.tp.mappings` and ask `parallel_state` for their
 rank and group. Weights are device tensors on the rank's current device.
 They are initialized as Megatron's CPU initialization does: the full master
 weight is drawn on the host (numpy, from `seed`) and each rank keeps its
 partition, so a layer's weights are the same whatever the tensor-parallel
 size; biases start at zero. `load_full_weight` partitions given arrays the
-same way. Activations are 2-D (tokens, features); the matmul, bias and GELU
-are the Triton kernels of `kernbench.tp.kernels`. Forward only.
+same way. Activations are contiguous device tensors of any number of dims,
+the last being the features (Megatron's [sequence, batch, hidden]); the
+matmul, bias and GELU are the Triton kernels of `kernbench.tp.kernels`.
+Forward only.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import numpy as np
 
+from kernbench.dtypes import resolve_dtype
 from kernbench.tp import kernels, parallel_state
+from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.mappings import (
     copy_to_tensor_model_parallel_region,
+    gather_from_sequence_parallel_region,
     gather_from_tensor_model_parallel_region,
     reduce_from_tensor_model_parallel_region,
+    reduce_scatter_to_sequence_parallel_region,
     scatter_to_tensor_model_parallel_region,
 )
 
@@ -50,31 +62,57 @@ def init_method_normal(sigma: float) -> InitMethod:
     return init_
 
 
+def scaled_init_method_normal(sigma: float, num_layers: int) -> InitMethod:
+    """Megatron's `scaled_init_method_normal`: N(0, (sigma / sqrt(2 num_layers))^2), for output layers."""
+    return init_method_normal(sigma / np.sqrt(2.0 * num_layers))
+
+
 class _ParallelLinear:
     """What both layers share: the master weight's partition along one axis, and its loading."""
 
     partition_axis: int  # 0: output features (column parallel); 1: input features (row parallel)
 
-    def __init__(self, input_size: int, output_size: int, bias: bool, skip_bias_add: bool,
-                 init_method: InitMethod | None, params_dtype, seed: int):
+    def __init__(self, input_size: int, output_size: int, *, config, init_method: InitMethod | None, bias: bool,
+                 skip_bias_add: bool, stride: int, keep_master_weight_for_test: bool, is_expert: bool,
+                 params_dtype, seed: int):
+        name = type(self).__name__
+        if stride != 1:
+            raise ModelParallelError(f"{name}(stride={stride!r}): only stride 1 (contiguous partitions) is implemented")
+        if is_expert:
+            raise ModelParallelError(f"{name}(is_expert=True): expert parallelism is not implemented in kernbench.tp")
         self._torch = parallel_state.get_torch_namespace()
+        self.config = config
         self.input_size, self.output_size = input_size, output_size
         self.skip_bias_add = skip_bias_add
         self.tensor_model_parallel_size = parallel_state.get_tensor_model_parallel_world_size()
         self.tensor_model_parallel_rank = parallel_state.get_tensor_model_parallel_rank()
+        self.sequence_parallel = bool(config_value(config, "sequence_parallel"))
+        if self.sequence_parallel and self.tensor_model_parallel_size == 1:
+            warnings.warn(f"{name}: `sequence_parallel` is set to True, but the tensor model parallel size is 1. "
+                          f"Disabling sequence parallel.", stacklevel=3)
+            self.sequence_parallel = False
+        if params_dtype is None:
+            params_dtype = "f16" if config is None else config_value(config, "params_dtype")
+        self.params_dtype = resolve_dtype(params_dtype)
+
         full_shape = (output_size, input_size)
         split = _divide(full_shape[self.partition_axis], self.tensor_model_parallel_size,
-                        f"{type(self).__name__}: {('output_size', 'input_size')[self.partition_axis]}")
+                        f"{name}: {('output_size', 'input_size')[self.partition_axis]}")
         shape = list(full_shape)
         shape[self.partition_axis] = split
-        self.weight = self._torch.empty(*shape, dtype=params_dtype, name=f"{type(self).__name__}.weight")
+        self.weight = self._torch.empty(*shape, dtype=self.params_dtype, name=f"{name}.weight")
         bias_size = split if self.partition_axis == 0 else output_size
-        self.bias = (self._torch.empty(bias_size, dtype=params_dtype, name=f"{type(self).__name__}.bias")
-                     if bias else None)
+        self.bias = self._torch.empty(bias_size, dtype=self.params_dtype, name=f"{name}.bias") if bias else None
 
-        master = np.empty(full_shape, dtype=np.float32)
-        (init_method or init_method_normal(0.02))(master, np.random.default_rng(seed))
-        self.load_full_weight(master, np.zeros(output_size, dtype=np.float32) if bias else None)
+        self.master_weight = None
+        if config_value(config, "perform_initialization"):
+            master = np.empty(full_shape, dtype=np.float32)
+            (init_method or init_method_normal(0.02))(master, np.random.default_rng(seed))
+            self.load_full_weight(master, np.zeros(output_size, dtype=np.float32) if bias else None)
+            if keep_master_weight_for_test:
+                # Megatron returns the master weight in the parameters' dtype: the values the ranks hold.
+                self.master_weight = self._torch.from_numpy(master.astype(self.params_dtype.numpy),
+                                                            name=f"{name}.master_weight")
 
     def load_full_weight(self, weight: np.ndarray, bias: np.ndarray | None = None) -> None:
         """Load unpartitioned `weight` (output_size, input_size) and `bias` (output_size,); keep this rank's part."""
@@ -88,23 +126,25 @@ class _ParallelLinear:
                                      f"but was given bias={bias is not None}")
         if bias is not None and bias.shape != (self.output_size,):
             raise ModelParallelError(f"{what}: bias has shape {bias.shape}, expected ({self.output_size},)")
-        self.weight.copy_(self._partition(weight, self.partition_axis), non_blocking=True)
+        self.weight.copy_(self._partition(weight, self.partition_axis).astype(self.params_dtype.numpy),
+                          non_blocking=True)
         if bias is not None:
             # A row-parallel layer adds its whole bias once, after the all-reduce.
-            self.bias.copy_(self._partition(bias, 0) if self.partition_axis == 0 else bias, non_blocking=True)
+            part = self._partition(bias, 0) if self.partition_axis == 0 else bias
+            self.bias.copy_(part.astype(self.params_dtype.numpy), non_blocking=True)
 
     def _partition(self, array: np.ndarray, axis: int) -> np.ndarray:
         return np.split(array, self.tensor_model_parallel_size, axis=axis)[self.tensor_model_parallel_rank]
 
     def _check_input(self, input_, features: int) -> None:
-        if input_.ndim != 2 or input_.shape[1] != features:
+        if input_.ndim < 1 or input_.shape[-1] != features:
             raise ModelParallelError(f"{type(self).__name__}: input {input_.name!r} has shape {input_.shape}, "
-                                     f"expected (tokens, {features})")
+                                     f"expected (..., {features}): features last")
 
     def _matmul(self, input_, bias):
         """This rank's `input_ @ weight.T (+ bias)` into a new tensor on the input's device."""
-        output = self._torch.empty(input_.shape[0], self.weight.shape[0], dtype=input_.dtype, device=input_.device,
-                                   name=f"{input_.name}.{type(self).__name__}")
+        output = self._torch.empty(*input_.shape[:-1], self.weight.shape[0], dtype=input_.dtype,
+                                   device=input_.device, name=f"{input_.name}.{type(self).__name__}")
         return kernels.linear(input_, self.weight, bias, output)
 
 
@@ -115,20 +155,37 @@ class ColumnParallelLinear(_ParallelLinear):
     fused into the matmul), or all of `Y` with `gather_output=True`. With
     `skip_bias_add=True` the bias is not added but returned, for the caller
     to fuse into its next kernel (as Megatron's MLP fuses it into GELU).
+    With sequence parallelism the input is this rank's slice of the sequence
+    (first) dim, all-gathered before the matmul.
+
+    Megatron's keywords; `params_dtype` (default: `config.params_dtype`, or
+    f16 without a config) and `seed` are kernbench's, `init_method` defaults
+    to `init_method_normal(0.02)`, and `tp_comm_buffer_name` is unused, as in
+    Megatron's own non-Transformer-Engine layers.
     """
 
     partition_axis = 0
 
     def __init__(self, input_size: int, output_size: int, bias: bool = True, gather_output: bool = False,
-                 init_method: InitMethod | None = None, skip_bias_add: bool = False, params_dtype="f16",
-                 seed: int = 0):
-        super().__init__(input_size, output_size, bias, skip_bias_add, init_method, params_dtype, seed)
+                 init_method: InitMethod | None = None, skip_bias_add: bool = False, params_dtype=None,
+                 seed: int = 0, *, config=None, stride: int = 1, keep_master_weight_for_test: bool = False,
+                 is_expert: bool = False, tp_comm_buffer_name: str | None = None):
+        super().__init__(input_size, output_size, config=config, init_method=init_method, bias=bias,
+                         skip_bias_add=skip_bias_add, stride=stride,
+                         keep_master_weight_for_test=keep_master_weight_for_test, is_expert=is_expert,
+                         params_dtype=params_dtype, seed=seed)
+        if gather_output and self.sequence_parallel:
+            raise ModelParallelError("ColumnParallelLinear: gather_output=True and sequence parallelism exclude each "
+                                     "other (the output would be gathered along both dims)")
         self.gather_output = gather_output
         self.output_size_per_partition = self.weight.shape[0]
 
     def forward(self, input_):
         self._check_input(input_, self.input_size)
-        input_parallel = copy_to_tensor_model_parallel_region(input_)
+        if self.sequence_parallel:
+            input_parallel = gather_from_sequence_parallel_region(input_)
+        else:
+            input_parallel = copy_to_tensor_model_parallel_region(input_)
         output_parallel = self._matmul(input_parallel, None if self.skip_bias_add else self.bias)
         output = gather_from_tensor_model_parallel_region(output_parallel) if self.gather_output else output_parallel
         return output, (self.bias if self.skip_bias_add else None)
@@ -143,22 +200,37 @@ class RowParallelLinear(_ParallelLinear):
     `input_is_parallel=True` (the output of a column-parallel layer), else the
     whole `X`, split here. Every rank's output is all of `Y`, completed by an
     all-reduce, with the (unpartitioned) bias added after it — or returned
-    instead with `skip_bias_add=True`.
+    instead with `skip_bias_add=True`. With sequence parallelism the
+    all-reduce is a reduce-scatter along the sequence (first) dim: each rank
+    keeps its slice of `Y`, and the input must be parallel.
+
+    Keywords as `ColumnParallelLinear`'s.
     """
 
     partition_axis = 1
 
     def __init__(self, input_size: int, output_size: int, bias: bool = True, input_is_parallel: bool = False,
-                 init_method: InitMethod | None = None, skip_bias_add: bool = False, params_dtype="f16",
-                 seed: int = 0):
-        super().__init__(input_size, output_size, bias, skip_bias_add, init_method, params_dtype, seed)
+                 init_method: InitMethod | None = None, skip_bias_add: bool = False, params_dtype=None,
+                 seed: int = 0, *, config=None, stride: int = 1, keep_master_weight_for_test: bool = False,
+                 is_expert: bool = False, tp_comm_buffer_name: str | None = None):
+        super().__init__(input_size, output_size, config=config, init_method=init_method, bias=bias,
+                         skip_bias_add=skip_bias_add, stride=stride,
+                         keep_master_weight_for_test=keep_master_weight_for_test, is_expert=is_expert,
+                         params_dtype=params_dtype, seed=seed)
+        if self.sequence_parallel and not input_is_parallel:
+            raise ModelParallelError("RowParallelLinear: to enable sequence parallelism, input_is_parallel must be "
+                                     "True (the input is a column-parallel layer's output)")
         self.input_is_parallel = input_is_parallel
         self.input_size_per_partition = self.weight.shape[1]
 
     def forward(self, input_):
         self._check_input(input_, self.input_size_per_partition if self.input_is_parallel else self.input_size)
         input_parallel = input_ if self.input_is_parallel else scatter_to_tensor_model_parallel_region(input_)
-        output = reduce_from_tensor_model_parallel_region(self._matmul(input_parallel, None))
+        output_parallel = self._matmul(input_parallel, None)
+        if self.sequence_parallel:
+            output = reduce_scatter_to_sequence_parallel_region(output_parallel)
+        else:
+            output = reduce_from_tensor_model_parallel_region(output_parallel)
         if self.skip_bias_add or self.bias is None:
             return output, (self.bias if self.skip_bias_add else None)
         return kernels.add_bias(output, self.bias, output), None

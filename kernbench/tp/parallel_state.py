@@ -16,15 +16,19 @@ As in Megatron, every rank calls `initialize_model_parallel` itself.
 
 **The run's `torch`.** kernbench's `torch` is a namespace bound to one run,
 not an importable module, and layers and mappings need it (to allocate
-tensors and call collectives). `initialize_model_parallel(..., torch=torch)`
-stores the namespace the bench received; `get_torch_namespace()` gives it
-back to them.
+tensors and call collectives). `initialize_model_parallel` keeps the one it
+is given (`torch=`), or else the namespace of the run in progress
+(`kernbench.runtime_api.current_run`), as `import torch` would give
+Megatron's code one module, so a Megatron script runs with only its
+imports changed. `get_torch_namespace()` gives it back to layers and
+mappings.
 
 **A world of one.** Without `torch.distributed.init_process_group` the world
 is the calling rank alone: every group is that rank, there is nothing to
 create, and the groups are None (which `torch.distributed` reads as the
 whole world, the same single rank). Mappings never communicate in one-rank
-groups, so a one-SIP bench needs no process group.
+groups, so a one-SIP bench needs no process group. Asking for more than one
+rank per group without a process group is an error that says to create one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from kernbench.runtime_api.current_run import current_torch
 from kernbench.tp.errors import ModelParallelError
 
 
@@ -89,24 +94,57 @@ class _ModelParallelState:
 _STATE: ContextVar[_ModelParallelState | None] = ContextVar("kernbench_model_parallel_state", default=None)
 
 
-def initialize_model_parallel(tensor_model_parallel_size: int = 1, pipeline_model_parallel_size: int = 1,
-                              *, torch) -> None:
-    """Create this rank's tensor, data and pipeline groups; `torch` is the run's namespace.
+def initialize_model_parallel(tensor_model_parallel_size: int = 1, pipeline_model_parallel_size: int = 1, *,
+                              context_parallel_size: int = 1, expert_model_parallel_size: int = 1,
+                              distributed_timeout_minutes: int = 30, torch=None) -> None:
+    """Create this rank's tensor, data and pipeline groups (Megatron's signature, plus `torch=`).
 
     Every rank of the world must call it with the same sizes: each calls
     `torch.distributed.new_group` for every group, in the same order, as
-    PyTorch requires. Raises `ModelParallelError` for sizes that do not divide
-    the world, or when this rank is already initialized.
+    PyTorch requires. `torch` is the run's namespace; when omitted, the one
+    the caller sees as `torch` (module docstring). Context and expert
+    parallelism are not implemented, so their sizes must be 1;
+    `distributed_timeout_minutes` is accepted and unused (a simulated rank
+    that never arrives is reported as a deadlock, not timed out).
+
+    Raises `ModelParallelError` for sizes that do not divide the world, for
+    more than one rank per group without a process group, for a world of PE
+    ranks (more ranks than SIPs: one worker drives them all, so no rank has a
+    worker of its own to run its layers), when no `torch` is given or found,
+    or when this rank is already initialized.
     """
     if _STATE.get() is not None:
         raise ModelParallelError("model parallel state is already initialized on this rank; "
                                  "call destroy_model_parallel() before initializing it again")
-    rank, world_size = _rank_and_world_size(torch)
+    for name, size in (("context_parallel_size", context_parallel_size),
+                       ("expert_model_parallel_size", expert_model_parallel_size)):
+        if size != 1:
+            raise ModelParallelError(f"{name}={size!r}: kernbench.tp implements tensor, data and pipeline groups; "
+                                     f"context and expert parallelism are not implemented (their sizes must be 1)")
+    if torch is None:
+        torch = current_torch()
+    dist = torch.distributed
+    if dist.is_initialized():
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        if world_size > torch.ahbm.device_count():
+            raise ModelParallelError(
+                f"initialize_model_parallel: the world has {world_size} ranks but the machine has "
+                f"{torch.ahbm.device_count()} SIPs, so its ranks are PEs driven by one worker; model parallelism "
+                f"needs one worker per rank (a world size of at most the SIP count)")
+    else:
+        rank, world_size = 0, 1
+        if _positive_ints(tensor_model_parallel_size, pipeline_model_parallel_size) and \
+                tensor_model_parallel_size * pipeline_model_parallel_size > 1:
+            raise ModelParallelError(
+                f"initialize_model_parallel(tensor_model_parallel_size={tensor_model_parallel_size}, "
+                f"pipeline_model_parallel_size={pipeline_model_parallel_size}): torch.distributed is not initialized, "
+                f"so the world is this rank alone; call torch.distributed.init_process_group(backend='ahbm') on "
+                f"every rank first")
     layout = rank_groups(world_size, tensor_model_parallel_size, pipeline_model_parallel_size)
     # Megatron's creation order: data, tensor, pipeline (new_group must be called in one order on every rank).
-    data = _join(torch, layout.data, rank)
-    tensor = _join(torch, layout.tensor, rank)
-    pipeline = _join(torch, layout.pipeline, rank)
+    data = _join(dist, layout.data, rank)
+    tensor = _join(dist, layout.tensor, rank)
+    pipeline = _join(dist, layout.pipeline, rank)
     _STATE.set(_ModelParallelState(torch=torch, tensor=tensor, data=data, pipeline=pipeline))
 
 
@@ -137,15 +175,21 @@ def get_tensor_model_parallel_rank() -> int:
     return _state().tensor.rank
 
 
-def get_data_parallel_group():
+def get_tensor_model_parallel_src_rank() -> int:
+    """The global rank of the first rank of this rank's tensor-parallel group (the one that broadcasts to it)."""
+    return _state().tensor.ranks[0]
+
+
+# `with_context_parallel` is Megatron's keyword; with a context-parallel size of 1 both answers are the same.
+def get_data_parallel_group(with_context_parallel: bool = False):
     return _state().data.group
 
 
-def get_data_parallel_world_size() -> int:
+def get_data_parallel_world_size(with_context_parallel: bool = False) -> int:
     return len(_state().data.ranks)
 
 
-def get_data_parallel_rank() -> int:
+def get_data_parallel_rank(with_context_parallel: bool = False) -> int:
     return _state().data.rank
 
 
@@ -164,24 +208,23 @@ def get_pipeline_model_parallel_rank() -> int:
 def _state() -> _ModelParallelState:
     state = _STATE.get()
     if state is None:
-        raise ModelParallelError("model parallel state is not initialized on this rank: call "
-                                 "kernbench.tp.parallel_state.initialize_model_parallel(..., torch=torch) first")
+        raise ModelParallelError("model parallel state is not initialized on this rank: call kernbench.tp."
+                                 "parallel_state.initialize_model_parallel(tensor_model_parallel_size=...) first")
     return state
 
 
-def _rank_and_world_size(torch) -> tuple[int, int]:
-    dist = getattr(torch, "distributed", None)
-    if dist is None or not dist.is_initialized():
-        return 0, 1
-    return dist.get_rank(), dist.get_world_size()
+def _positive_ints(*sizes) -> bool:
+    return all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in sizes)
 
 
-def _join(torch, groups: tuple[tuple[int, ...], ...], rank: int) -> _Membership:
-    """Create every group of one kind (collectively) and keep the one holding `rank`."""
-    dist = getattr(torch, "distributed", None)
+def _join(dist, groups: tuple[tuple[int, ...], ...], rank: int) -> _Membership:
+    """Create every group of one kind (collectively) and keep the one holding `rank`.
+
+    In a world of one (no process group) nothing is created: the group is None, `torch.distributed`'s default.
+    """
     created = None
     own = next(ranks for ranks in groups if rank in ranks)
-    if dist is not None and dist.is_initialized():
+    if dist.is_initialized():
         for ranks in groups:
             group = dist.new_group(ranks=list(ranks))
             if ranks == own:

@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from kernbench.runtime_api.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.tp import parallel_state
 
-HAS_DISTRIBUTED = hasattr(Session("single_sip").torch, "distributed")
-needs_distributed = pytest.mark.skipif(not HAS_DISTRIBUTED, reason="torch.distributed (kernbench.ccl) has not landed")
-
 # tp 1 runs on one SIP as a world of one (no process group); 2 and 4 on the default machine's 4 SIPs,
 # where tp 2 leaves two data-parallel replicas.
-TP_SIZES = [1, pytest.param(2, marks=needs_distributed), pytest.param(4, marks=needs_distributed)]
+TP_SIZES = [1, 2, 4]
 
 
-def run_tensor_parallel(tp: int, fn, *args, topology: str | None = None) -> dict:
+def run_tensor_parallel(tp: int, fn, *args) -> dict:
     """`fn(torch, rank, *args)` on every rank after `initialize_model_parallel(tp)`; its results by rank.
 
     A rank's exception is re-raised as itself (the root cause of the spawn failure), so tests can
     `pytest.raises` the error a rank met.
     """
-    session = Session(topology or ("single_sip" if tp == 1 else "default"))
+    session = Session("single_sip" if tp == 1 else "default")
     torch = session.torch
     results = {}
 

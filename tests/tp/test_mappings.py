@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.tp import ModelParallelError, mappings
+from kernbench.tp import ModelParallelError, mappings, parallel_state
 from kernbench.numerics import assert_close
-from tests.tp.harness import f16, needs_distributed, run_tensor_parallel
+from tests.tp.harness import f16, run_tensor_parallel
 
 MAPPINGS = [
     mappings.copy_to_tensor_model_parallel_region,
@@ -32,7 +32,6 @@ def rank_input(rank: int, rows: int, cols: int) -> np.ndarray:
     return f16(np.random.default_rng(100 + rank).standard_normal((rows, cols)))
 
 
-@needs_distributed
 @pytest.mark.parametrize("tp", [2, 4])
 def test_adr0011_t11_mappings_move_data_as_megatrons_do(tp):
     rows, cols = 8, 6
@@ -65,7 +64,6 @@ def tensor_group(rank: int, tp: int) -> list[int]:
     return list(range(rank - rank % tp, rank - rank % tp + tp))
 
 
-@needs_distributed
 def test_adr0011_t12_splitting_a_size_the_group_does_not_divide_is_named():
     def split_odd(torch, rank):
         mappings.scatter_to_tensor_model_parallel_region(torch.zeros(4, 10, dtype="f16"))
@@ -73,3 +71,20 @@ def test_adr0011_t12_splitting_a_size_the_group_does_not_divide_is_named():
     with pytest.raises(ModelParallelError, match=r"scatter_to_tensor_model_parallel_region: dim -1 .* size 10, "
                                                  r"not divisible by the tensor-parallel size 4"):
         run_tensor_parallel(4, split_odd)
+
+
+def test_adr0011_t27_a_mapping_given_a_group_works_in_that_group():
+    rows, cols = 4, 6
+
+    def in_data_parallel_group(torch, rank):
+        own = torch.tensor(rank_input(rank, rows, cols), dtype="f16")
+        gathered = mappings.gather_from_sequence_parallel_region(own, group=parallel_state.get_data_parallel_group())
+        others = torch.distributed.new_group([r for r in range(4) if r not in tensor_group(rank, 2)])
+        with pytest.raises(ModelParallelError, match=r"does not hold the calling rank"):
+            mappings.reduce_from_tensor_model_parallel_region(own, group=others)
+        return gathered.numpy()
+
+    # world 4, tp 2: data-parallel groups (0, 2) and (1, 3).
+    for rank, gathered in run_tensor_parallel(2, in_data_parallel_group).items():
+        data_group = [rank % 2, rank % 2 + 2]
+        np.testing.assert_array_equal(gathered, np.concatenate([rank_input(r, rows, cols) for r in data_group]))

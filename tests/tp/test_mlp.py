@@ -8,7 +8,7 @@ import pytest
 from kernbench.numerics import assert_close
 from kernbench.session import Session
 from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels
-from tests.tp.harness import TP_SIZES, mlp_reference, needs_distributed, random_f16, run_tensor_parallel
+from tests.tp.harness import TP_SIZES, mlp_reference, random_f16, run_tensor_parallel
 
 TOKENS, HIDDEN, FFN = 40, 96, 384
 
@@ -41,7 +41,6 @@ def test_adr0011_t20_mlp_matches_the_unsharded_numpy_mlp(tp):
         assert_close(output, expected, "f16")
 
 
-@needs_distributed
 @pytest.mark.parametrize("tp", [2, 4])
 def test_adr0011_t21_ranks_agree_bit_for_bit_after_the_all_reduce(tp):
     outputs = run_mlp(tp)
@@ -50,7 +49,6 @@ def test_adr0011_t21_ranks_agree_bit_for_bit_after_the_all_reduce(tp):
         np.testing.assert_array_equal(output, outputs[0], err_msg=f"rank {rank}")
 
 
-@needs_distributed
 def test_adr0011_t22_bench_checks_itself_and_prints_the_breakdown(monkeypatch, capsys):
     from kernbench.benches import tp_mlp
 
@@ -62,3 +60,15 @@ def test_adr0011_t22_bench_checks_itself_and_prints_the_breakdown(monkeypatch, c
     assert "tokens=32 hidden=64 ffn=256 tp=4 dp=1" in printed
     for phase in ("gemm", "elementwise", "all-reduce", "total", "TFLOP/s", "all 4 ranks agree"):
         assert phase in printed
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_adr0011_t28_the_benchs_all_reduce_time_is_the_collectives_own(tp):
+    from kernbench.benches import tp_mlp
+
+    session = Session("default")
+    phases = session.run(tp_mlp.mlp_phases, session.torch, tp, 32, 64)
+    # Rank 0's all-reduce: the one collective of its tensor-parallel group (ranks 0..tp-1), of tokens x hidden f16.
+    rank0 = [row for row in session.ctx.collectives if row["ranks"] == list(range(tp))]
+    assert [(row["collective"], row["bytes"]) for row in rank0] == [("all_reduce", 32 * 64 * 2)]
+    assert phases["all-reduce"] == rank0[0]["time_ps"] == rank0[0]["end_ps"] - rank0[0]["start_ps"] > 0

@@ -1,0 +1,26 @@
+"""The `torch` namespace of the run in progress, for library code written as if `torch` were importable.
+
+Megatron-style code (`kernbench.tp`) calls `initialize_model_parallel(...)`
+without handing over a `torch`, because in PyTorch it is a module. Here each
+run has its own namespace; `Session.run` records it so such code can find
+it. One run at a time per process, as `kernbench run` and the tests use it.
+"""
+
+from __future__ import annotations
+
+from kernbench.runtime_api.errors import RuntimeUsageError
+
+_current = None
+
+
+def set_current_torch(namespace) -> None:
+    global _current
+    _current = namespace
+
+
+def current_torch():
+    """The namespace of the run `Session.run` is running (or ran last)."""
+    if _current is None:
+        raise RuntimeUsageError("no kernbench run is in progress: run the code through kernbench run or "
+                                "Session.run, or pass the bench's torch explicitly (torch=torch)")
+    return _current

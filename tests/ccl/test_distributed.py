@@ -1,0 +1,515 @@
+"""ADR 0012: `torch.distributed` gives numpy's answer on both rank paths, the way PyTorch's API promises.
+
+Rank-per-SIP worlds (world size up to the SIP count) spawn one worker per
+rank, each on `ahbm:rank`; PE-rank worlds (ccl.yaml's `world_size` above the
+SIP count) run one worker holding a tensor whose last dimension is one chunk
+per rank, spread over that many PEs. Inputs are small integers in f16/bf16
+(every sum of up to 16 of them is exact, whatever the reduction order) and
+uniform floats in f32; products use ±½, ±1, ±2. Results are compared with
+`assert_close` and must be bitwise equal on every rank.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+
+import numpy as np
+import pytest
+
+from kernbench.ccl import install
+from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
+from kernbench.dtypes import resolve_dtype
+from kernbench.numerics import assert_close
+from kernbench.report import format_report, run_report
+from kernbench.runtime_api.spawn import SpawnException
+from kernbench.session import Session
+from kernbench.topology import load_topology
+
+ALGORITHMS = ["ring", "tree", "direct", "halving_doubling"]
+DTYPES = ["f16", "bf16", "f32"]
+OPS = ["sum", "avg", "min", "max", "product"]
+REFERENCE = {"sum": np.sum, "avg": np.mean, "min": np.min, "max": np.max, "product": np.prod}
+
+
+# ---- harness -------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def restore_current_ccl(monkeypatch):
+    """A Session's run makes its ccl config the process's current one; it must not outlive the test."""
+    monkeypatch.setattr(install, "_current", install._current)
+
+
+def ccl(algorithm: str = "ring", world_size: int | None = None, **defaults) -> dict:
+    """The shipped ccl.yaml as a mapping: `algorithm`, an explicit `world_size` and `defaults` keys laid over it."""
+    data = copy.deepcopy(dict(load_ccl_config(SHIPPED_CCL_PATH)))
+    data["defaults"].update(algorithm=algorithm, **defaults)
+    if world_size is not None:
+        data["world_size"] = world_size
+    return data
+
+
+def run_world(session: Session, fn) -> dict:
+    """`fn(torch, rank)` on every rank after `init_process_group`; its results by rank.
+
+    Up to the SIP count one spawned worker per rank, on `ahbm:rank`, each
+    calling `init_process_group` itself as PyTorch processes do; beyond it the
+    single worker (rank 0). A rank's error is re-raised as itself.
+    """
+    torch = session.torch
+    results = {}
+
+    def worker(rank: int) -> None:
+        torch.ahbm.set_device(rank)
+        torch.distributed.init_process_group(backend="ahbm")
+        results[rank] = fn(torch, rank)
+
+    def bench(torch) -> None:
+        torch.distributed.init_process_group(backend="ahbm")
+        world_size = torch.distributed.get_world_size()
+        if world_size > torch.ahbm.device_count():
+            results[0] = fn(torch, 0)
+        else:
+            torch.multiprocessing.spawn(worker, nprocs=world_size)
+
+    try:
+        session.run(bench, torch)
+    except SpawnException as failure:
+        raise failure.failures[failure.error_index] from failure
+    return results
+
+
+def over_pes(torch, n: int):
+    """A placement of the last dimension over exactly n PEs of one SIP: the fewest cubes sharing them evenly."""
+    layout = torch.spec["cube"]["pe_layout"]
+    pes_per_cube = len(layout["corners"]) * layout["pe_per_corner"]
+    cubes = torch.spec["sip"]["cube_mesh"]["w"] * torch.spec["sip"]["cube_mesh"]["h"]
+    num_cubes = next(k for k in range(1, cubes + 1) if n % k == 0 and n // k <= pes_per_cube)
+    return torch.DPPolicy(cube="column_wise", pe="column_wise", num_cubes=num_cubes, num_pes=n)
+
+
+@functools.cache
+def sip_count(topology: str) -> int:
+    return load_topology(topology).n_sips
+
+
+def is_pe_world(topology: str, world_size: int) -> bool:
+    return world_size > sip_count(topology)
+
+
+def rank_inputs(n: int, shape: tuple[int, ...], dtype: str, op: str = "sum", seed: int = 0) -> list[np.ndarray]:
+    """One array per rank: ±½/±1/±2 for products, small integers in f16/bf16, uniform floats in f32."""
+    rng = np.random.default_rng([seed, n, *shape])
+    if op == "product":
+        return [rng.choice([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0], shape) for _ in range(n)]
+    if dtype == "f32":
+        return [rng.uniform(-1.0, 1.0, shape) for _ in range(n)]
+    return [rng.integers(-8, 9, shape).astype(np.float64) for _ in range(n)]
+
+
+def as_stored(values: np.ndarray, dtype: str) -> np.ndarray:
+    """`values` rounded to `dtype` as the device holds them, back in float64 (the reference computes from these)."""
+    return values.astype(resolve_dtype(dtype).numpy).astype(np.float64)
+
+
+def all_reduce_everywhere(topology: str, algorithm: str, n: int, dtype: str, shape: tuple[int, int], op: str = "sum",
+                          **defaults) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """All-reduce rank r's array r over a world of n ranks; (each rank's result, the inputs as stored)."""
+    session = Session(topology, ccl=ccl(algorithm, world_size=n, **defaults))
+    data = [as_stored(x, dtype) for x in rank_inputs(n, shape, dtype, op)]
+    if is_pe_world(topology, n):
+        def fn(torch, rank):
+            x = torch.tensor(np.concatenate(data, axis=-1), dtype=dtype, dp=over_pes(torch, n))
+            torch.distributed.all_reduce(x, op=op)
+            return np.split(x.numpy(), n, axis=-1)
+
+        return run_world(session, fn)[0], data
+
+    def fn(torch, rank):
+        x = torch.tensor(data[rank], dtype=dtype)
+        torch.distributed.all_reduce(x, op=op)
+        return x.numpy()
+
+    results = run_world(session, fn)
+    return [results[r] for r in range(n)], data
+
+
+def assert_ranks_agree(outputs: list[np.ndarray], expected: np.ndarray, dtype: str) -> None:
+    for output in outputs:
+        assert_close(output, expected, dtype)
+        assert output.tobytes() == outputs[0].tobytes()
+
+
+# ---- the all_reduce matrix -----------------------------------------------------------------
+
+# (topology, world size): rank per SIP up to the SIP count (default: 4, single_sip: 1, large: 32), PE ranks above.
+LAYOUTS = [("default", 1), ("default", 2), ("default", 3), ("default", 4), ("single_sip", 1),
+           ("large", 7), ("large", 8), ("large", 16),
+           ("single_sip", 3), ("single_sip", 7), ("single_sip", 8), ("single_sip", 16),
+           ("default", 7), ("default", 8), ("default", 16)]
+# Per-rank (rows, columns): one element, 1001 (odd, under one 64 KiB slot), 40 000 (several slots in every dtype).
+SHAPES = [(1, 1), (7, 143), (4, 10_000)]
+
+
+def covering_design() -> list[tuple[str, str, int, str, tuple[int, int]]]:
+    """Every (algorithm, layout) pair once; dtype and size rotate so that every pair of factor levels meets.
+
+    Case (layout i, algorithm a) takes dtype (i + a) mod 3 and size (i + 2a) mod 3: for a fixed layout the
+    four algorithms reach all three dtypes and sizes, for a fixed algorithm the fifteen layouts do, and
+    (i + a, i + 2a) mod 3 is invertible in (i, a) mod 3, so every dtype meets every size.
+    """
+    return [(algorithm, topology, n, DTYPES[(i + a) % 3], SHAPES[(i + 2 * a) % 3])
+            for i, (topology, n) in enumerate(LAYOUTS) for a, algorithm in enumerate(ALGORITHMS)]
+
+
+def case_id(case) -> str:
+    algorithm, topology, n, dtype, (rows, cols) = case
+    return f"{algorithm}-{topology}-ws{n}-{dtype}-{rows * cols}"
+
+
+@pytest.mark.parametrize("case", covering_design(), ids=case_id)
+def test_adr0012_t1_all_reduce_matches_numpy_over_the_covering_matrix(case):
+    algorithm, topology, n, dtype, shape = case
+    outputs, data = all_reduce_everywhere(topology, algorithm, n, dtype, shape)
+    assert len(outputs) == n
+    assert_ranks_agree(outputs, np.sum(data, axis=0), dtype)
+
+
+def test_adr0012_t2_the_matrix_covers_every_pair_of_factor_levels():
+    design = covering_design()
+    factors = [[c[0] for c in design], [c[1:3] for c in design], [c[3] for c in design], [c[4] for c in design]]
+    levels = [ALGORITHMS, LAYOUTS, DTYPES, SHAPES]
+    for (i, column_i), (j, column_j) in itertools.combinations(enumerate(factors), 2):
+        met = set(zip(column_i, column_j))
+        missing = [(x, y) for x in levels[i] for y in levels[j] if (x, y) not in met]
+        assert not missing, f"factors {i} and {j} never meet at {missing[:4]}"
+    # Both rank paths on every topology that has them, odd world sizes included.
+    assert {(t, is_pe_world(t, n)) for t, n in LAYOUTS} == {("default", False), ("default", True),
+                                                            ("single_sip", False), ("single_sip", True),
+                                                            ("large", False)}
+    assert {n for _, n in LAYOUTS} >= {1, 2, 3, 4, 7, 8, 16}
+
+
+MEBIBYTE_CASES = [  # (algorithm, topology, world size, dtype, per-rank shape of 1 MiB)
+    ("ring", "default", 4, "f16", (8, 65_536)),
+    ("tree", "large", 7, "bf16", (8, 65_536)),
+    ("halving_doubling", "single_sip", 8, "f32", (4, 65_536)),
+    ("direct", "default", 5, "f16", (8, 65_536)),
+]
+
+
+@pytest.mark.parametrize("case", MEBIBYTE_CASES, ids=case_id)
+def test_adr0012_t3_mebibyte_all_reduces_are_exact_on_both_rank_paths(case):
+    algorithm, topology, n, dtype, shape = case
+    assert shape[0] * shape[1] * resolve_dtype(dtype).itemsize == 1 << 20
+    outputs, data = all_reduce_everywhere(topology, algorithm, n, dtype, shape)
+    assert_ranks_agree(outputs, np.sum(data, axis=0), dtype)
+
+
+# ---- reduce ops, gathers, rooted and point-to-point calls ----------------------------------
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("op", OPS)
+def test_adr0012_t4_every_reduce_op_matches_numpy_on_both_rank_paths(algorithm, op):
+    """3 ranks on 3 SIPs of default.yaml, and 5 PE ranks of single_sip.yaml; 257 elements (odd)."""
+    dtype = DTYPES[(ALGORITHMS.index(algorithm) + OPS.index(op)) % 3]
+    for topology, n in [("default", 3), ("single_sip", 5)]:
+        outputs, data = all_reduce_everywhere(topology, algorithm, n, dtype, (1, 257), op)
+        assert_ranks_agree(outputs, REFERENCE[op](np.array(data), axis=0), dtype)
+
+
+def gather_and_scatter(topology: str, algorithm: str, n: int, dtype: str, count: int):
+    """all_gather_into_tensor of `count` and reduce_scatter_tensor of n·count per rank: (gathered, scattered, data)."""
+    session = Session(topology, ccl=ccl(algorithm, world_size=n))
+    data = [as_stored(x, dtype) for x in rank_inputs(n, (n * count,), dtype)]
+    pe_world = is_pe_world(topology, n)
+
+    def fn(torch, rank):
+        if pe_world:  # chunk r of each tensor is rank r's buffer
+            shard = torch.tensor(np.concatenate([x[:count] for x in data])[None], dtype=dtype, dp=over_pes(torch, n))
+            gathered = torch.empty(1, n * n * count, dtype=dtype, dp=over_pes(torch, n))
+            full = torch.tensor(np.concatenate(data)[None], dtype=dtype, dp=over_pes(torch, n))
+            scattered = torch.empty(1, n * count, dtype=dtype, dp=over_pes(torch, n))
+        else:
+            shard = torch.tensor(data[rank][:count], dtype=dtype)
+            gathered = torch.empty(n * count, dtype=dtype)
+            full = torch.tensor(data[rank], dtype=dtype)
+            scattered = torch.empty(count, dtype=dtype)
+        torch.distributed.all_gather_into_tensor(gathered, shard)
+        torch.distributed.reduce_scatter_tensor(scattered, full, op="sum")
+        if pe_world:
+            return np.split(gathered.numpy()[0], n), np.split(scattered.numpy()[0], n)
+        return gathered.numpy(), scattered.numpy()
+
+    results = run_world(session, fn)
+    if pe_world:
+        gathered, scattered = results[0]
+    else:
+        gathered, scattered = [results[r][0] for r in range(n)], [results[r][1] for r in range(n)]
+    return gathered, scattered, data
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "direct"])
+@pytest.mark.parametrize("topology, n", [("default", 3), ("default", 4), ("single_sip", 7), ("default", 8)])
+@pytest.mark.parametrize("count", [1, 333])
+def test_adr0012_t5_all_gather_and_reduce_scatter_match_numpy(algorithm, topology, n, count):
+    dtype = DTYPES[(n + count) % 3]
+    gathered, scattered, data = gather_and_scatter(topology, algorithm, n, dtype, count)
+    assert_ranks_agree(gathered, np.concatenate([x[:count] for x in data]), dtype)
+    total = np.sum(data, axis=0)
+    for rank, out in enumerate(scattered):
+        assert_close(out, total[rank * count:(rank + 1) * count], dtype)
+
+
+@pytest.mark.parametrize("algorithm", ["tree", "halving_doubling"])
+@pytest.mark.parametrize("topology, n", [("default", 4), ("single_sip", 4)])
+def test_adr0012_t6_algorithms_without_gathers_refuse_them_naming_direct_and_ring(algorithm, topology, n):
+    with pytest.raises(Exception) as error:
+        gather_and_scatter(topology, algorithm, n, "f32", 3)
+    message = str(error.value)
+    assert f"'{algorithm}'" in message and "all_gather" in message and "direct, ring" in message
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_adr0012_t7_broadcast_and_reduce_honour_src_and_dst_on_both_rank_paths(algorithm):
+    """Global src/dst on the world; group_src/group_dst in a subgroup; reduce leaves non-roots untouched."""
+    count = 129
+    session = Session("default", ccl=ccl(algorithm))
+    data = [as_stored(x, "bf16") for x in rank_inputs(4, (count,), "bf16")]
+
+    def fn(torch, rank):
+        dist = torch.distributed
+        sent = torch.tensor(data[rank], dtype="bf16")
+        dist.broadcast(sent, src=2)
+        summed = torch.tensor(data[rank], dtype="bf16")
+        dist.reduce(summed, dst=1, op="max")
+        pair = dist.new_group([1, 3])
+        from_group = torch.tensor(data[rank], dtype="bf16")
+        if rank in (1, 3):
+            dist.broadcast(from_group, group=pair, group_src=1)  # group rank 1 is global rank 3
+        return sent.numpy(), summed.numpy(), from_group.numpy()
+
+    results = run_world(session, fn)
+    assert_ranks_agree([results[r][0] for r in range(4)], data[2], "bf16")
+    assert_close(results[1][1], np.max(data, axis=0), "bf16")
+    for rank in (0, 2, 3):
+        assert_close(results[rank][1], data[rank], "bf16")
+    assert_close(results[1][2], data[3], "bf16")
+    assert_close(results[0][2], data[0], "bf16")
+
+    n = 7  # PE ranks of one SIP: chunk r is rank r's buffer
+    session = Session("single_sip", ccl=ccl(algorithm, world_size=n))
+    chunks = [as_stored(x, "f32") for x in rank_inputs(n, (1, 5), "f32")]
+
+    def pe_fn(torch, rank):
+        sent = torch.tensor(np.concatenate(chunks, axis=1), dtype="f32", dp=over_pes(torch, n))
+        torch.distributed.broadcast(sent, src=4)
+        averaged = torch.tensor(np.concatenate(chunks, axis=1), dtype="f32", dp=over_pes(torch, n))
+        torch.distributed.reduce(averaged, dst=6, op="avg")
+        return np.split(sent.numpy(), n, axis=1), np.split(averaged.numpy(), n, axis=1)
+
+    sent, averaged = run_world(session, pe_fn)[0]
+    assert_ranks_agree(sent, chunks[4], "f32")
+    assert_close(averaged[6], np.mean(chunks, axis=0), "f32")
+    for rank in range(6):
+        assert_close(averaged[rank], chunks[rank], "f32")
+
+
+def test_adr0012_t8_send_recv_isend_irecv_deliver_between_any_two_ranks():
+    session = Session("default", ccl=ccl("ring"))
+    data = [as_stored(x, "f16") for x in rank_inputs(4, (1000,), "f16")]
+
+    def fn(torch, rank):
+        dist = torch.distributed
+        got = {}
+        if rank == 0:
+            dist.send(torch.tensor(data[0], dtype="f16"), dst=2)  # two links away on the ring
+        elif rank == 2:
+            inbox = torch.zeros(1000, dtype="f16")
+            got["src"] = dist.recv(inbox, src=0)
+            got["recv"] = inbox.numpy()
+        if rank == 3:
+            work = dist.isend(torch.tensor(data[3], dtype="f16"), dst=1)
+            work.wait()
+            got["isend_done"] = work.is_completed()
+        elif rank == 1:
+            inbox = torch.zeros(1000, dtype="f16")
+            work = dist.irecv(inbox, src=3)
+            work.wait()
+            got["irecv"] = inbox.numpy()
+        return got
+
+    results = run_world(session, fn)
+    assert results[2]["src"] == 0
+    assert_close(results[2]["recv"], data[0], "f16")
+    assert_close(results[1]["irecv"], data[3], "f16")
+    assert results[3]["isend_done"] is True
+    records = {record["label"]: record for record in session.ctx.collectives}
+    assert set(records) == {"send#0[0->2]", "send#0[3->1]"}
+    assert records["send#0[0->2]"]["ranks"] == [0, 2] and records["send#0[0->2]"]["bytes"] == 2000
+
+
+def test_adr0012_t9_new_group_subsets_reduce_among_their_members_only():
+    session = Session("default", ccl=ccl("halving_doubling"))
+    data = [as_stored(x, "f32") for x in rank_inputs(4, (77,), "f32")]
+
+    def fn(torch, rank):
+        dist = torch.distributed
+        odd = dist.new_group([3, 1])  # sorted, as PyTorch does
+        x = torch.tensor(data[rank], dtype="f32")
+        if rank in (1, 3):
+            dist.all_reduce(x, group=odd)
+        facts = (dist.get_rank(odd), dist.get_world_size(odd), dist.get_process_group_ranks(odd))
+        return x.numpy(), facts
+
+    results = run_world(session, fn)
+    assert_ranks_agree([results[1][0], results[3][0]], data[1] + data[3], "f32")
+    for rank in (0, 2):
+        assert results[rank][0].tobytes() == data[rank].astype(np.float32).tobytes()
+    assert [results[r][1] for r in range(4)] == [(-1, 2, [1, 3]), (0, 2, [1, 3]), (-1, 2, [1, 3]), (1, 2, [1, 3])]
+    [record] = session.ctx.collectives
+    assert record["label"] == "all_reduce#0[group[1, 3]]" and record["ranks"] == [1, 3]
+
+
+def test_adr0012_t10_collectives_are_stream_ordered_and_async_like_nccl():
+    """The call returns at once; Work.wait() blocks until done; a host read of the output waits without it."""
+    session = Session("default", ccl=ccl("ring"))
+    engine = session.engine
+    seen = {}
+
+    def fn(torch, rank):
+        x = torch.full((4096,), float(rank + 1), dtype="f32")
+        torch.ahbm.synchronize()
+        called = engine.now
+        work = torch.distributed.all_reduce(x, async_op=True)
+        seen[rank, "returned"] = (engine.now - called, work.is_completed())
+        assert work.wait() is True
+        seen[rank, "waited"] = (engine.now, work.is_completed())
+        y = torch.full((4096,), float(rank + 1), dtype="f32")
+        assert torch.distributed.all_reduce(y) is None
+        return x.numpy(), y.numpy(), engine.now
+
+    results = run_world(session, fn)
+    first, second = session.ctx.collectives
+    for rank in range(4):
+        assert seen[rank, "returned"] == (0, False)
+        assert seen[rank, "waited"] == (first["end_ps"], True)
+        x, y, read_at = results[rank]
+        assert np.all(x == 10) and np.all(y == 10)
+        assert read_at >= second["end_ps"] > second["start_ps"] >= first["end_ps"]
+
+    n = 4  # PE ranks: the one worker's call is just as asynchronous
+    session = Session("single_sip", ccl=ccl("tree", world_size=n))
+    engine = session.engine
+
+    def pe_fn(torch, rank):
+        x = torch.tensor(np.repeat(np.arange(1.0, n + 1), 8)[None], dtype="f16", dp=over_pes(torch, n))
+        torch.ahbm.synchronize()
+        called = engine.now
+        work = torch.distributed.all_reduce(x, async_op=True)
+        returned = (engine.now - called, work.is_completed())
+        work.wait()
+        return returned, work.is_completed(), x.numpy()
+
+    returned, completed, values = run_world(session, pe_fn)[0]
+    assert returned == (0, False) and completed
+    assert np.all(values == n * (n + 1) / 2)
+
+
+def test_adr0012_t11_barrier_waits_for_the_ranks_device_work_then_for_every_rank_at_no_cost():
+    session = Session("default", ccl=ccl("ring"))
+    engine = session.engine
+
+    def fn(torch, rank):
+        if rank == 2:
+            torch.zeros(1 << 20, dtype="f32")  # device work only rank 2 has
+        torch.distributed.barrier()
+        return engine.now
+
+    results = run_world(session, fn)
+    fill_end = max(record.end for record in session.ctx.machine.oplog)
+    assert fill_end > 0
+    assert set(results.values()) == {fill_end}
+    assert session.ctx.collectives == []  # a host rendezvous: no collective runs, nothing is timed
+
+
+def test_adr0012_t12_a_pe_ranks_chunk_is_moved_by_the_pe_holding_its_first_element():
+    """4 PE ranks over a tensor placed on 8 PEs: chunk r spans PEs 2r and 2r+1 and runs on PE 2r."""
+    n = 4
+    session = Session("single_sip", ccl=ccl("ring", world_size=n))
+    data = [as_stored(x, "f32") for x in rank_inputs(n, (3, 6), "f32")]
+
+    def fn(torch, rank):
+        x = torch.tensor(np.concatenate(data, axis=1), dtype="f32",
+                         dp=torch.DPPolicy(cube="column_wise", pe="column_wise", num_cubes=1, num_pes=2 * n))
+        torch.distributed.all_reduce(x)
+        return np.split(x.numpy(), n, axis=1)
+
+    outputs = run_world(session, fn)[0]
+    assert_ranks_agree(outputs, np.sum(data, axis=0), "f32")
+    units = {record.unit for record in session.ctx.machine.oplog.select(kind="ipcq_send", label="all_reduce#0")}
+    assert units == {f"cube0.pe{2 * r}.ipcq" for r in range(n)}
+
+
+# ---- the run report and repeatability ------------------------------------------------------
+
+def bus_factor(kind: str, n: int) -> float:
+    """nccl-tests' doc/PERFORMANCE.md: the share of the buffer each rank's link carries."""
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n}.get(kind, 1.0)
+
+
+def test_adr0012_t13_report_rows_use_nccl_tests_sizes_and_bus_bandwidth_factors():
+    count, n = 3000, 4
+    session = Session("default", ccl=ccl("direct"))
+
+    def fn(torch, rank):
+        dist = torch.distributed
+        x = torch.ones(count, dtype="f32")
+        dist.all_reduce(x)
+        dist.all_gather_into_tensor(torch.empty(n * count, dtype="f32"), torch.ones(count, dtype="f32"))
+        dist.reduce_scatter_tensor(torch.empty(count, dtype="f32"), torch.ones(n * count, dtype="f32"))
+        dist.broadcast(x, src=0)
+        dist.reduce(x, dst=3)
+        if rank in (0, 1):
+            (dist.send if rank == 0 else dist.recv)(x, 1 - rank)
+        torch.ahbm.synchronize()
+
+    run_world(session, fn)
+    rows = session.ctx.collectives
+    # The size is the per-rank buffer nccl-tests names: the gathered output, the scattered input, else the tensor.
+    expected_bytes = {"all_reduce": 4 * count, "all_gather": 4 * n * count, "reduce_scatter": 4 * n * count,
+                      "broadcast": 4 * count, "reduce": 4 * count, "send": 4 * count}
+    assert [row["collective"] for row in rows] == list(expected_bytes)
+    for row in rows:
+        assert row["bytes"] == expected_bytes[row["collective"]]
+        assert row["algorithm"] == "direct" and row["dtype"] == "f32"
+        assert row["time_ps"] == row["end_ps"] - row["start_ps"] > 0
+        assert row["algbw_gb_per_s"] == pytest.approx(row["bytes"] / (row["time_ps"] * 1e-12) / 1e9)
+        factor = bus_factor(row["collective"], row["world_size"])
+        assert row["busbw_gb_per_s"] == pytest.approx(row["algbw_gb_per_s"] * factor)
+        assert row["world_size"] == len(row["ranks"]) == (2 if row["collective"] == "send" else n)
+    report = run_report(session.ctx)
+    assert report["collectives"] == rows
+    text = format_report(report)
+    assert "busbw" in text and all(row["label"] in text for row in rows)
+
+
+def test_adr0012_t14_identical_runs_give_identical_times_and_values():
+    def one_run():
+        session = Session("default", ccl=ccl("direct", world_size=3))
+        data = rank_inputs(3, (5000,), "f32")
+
+        def fn(torch, rank):
+            x = torch.tensor(data[rank], dtype="f32")
+            torch.distributed.all_reduce(x)
+            y = torch.empty(3 * 5000, dtype="f32")
+            torch.distributed.all_gather_into_tensor(y, x)
+            return x.numpy().tobytes() + y.numpy().tobytes()
+
+        values = run_world(session, fn)
+        return [(r["label"], r["start_ps"], r["end_ps"]) for r in session.ctx.collectives], values
+
+    first, second = one_run(), one_run()
+    assert first == second
+    assert len(first[0]) == 2 and all(end > start for _, start, end in first[0])
