@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli import run_kernbench
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernbench"
 
@@ -65,19 +64,14 @@ def test_adr0001_t1_no_module_imports_a_higher_layer():
     assert not violations, "\n".join(violations)
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernbench", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
-
-
 def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):
-    result = run_cli("run", "ccl_allreduce", cwd=tmp_path)
+    result = run_kernbench("run", "ccl_allreduce", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "ring (ws=4): 4 OK" in result.stdout
 
 
 def test_adr0001_t3_user_error_is_one_message_with_status_2(tmp_path):
-    result = run_cli("run", str(tmp_path / "missing_bench.py"), cwd=tmp_path)
+    result = run_kernbench("run", str(tmp_path / "missing_bench.py"), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0
@@ -89,6 +83,6 @@ def test_adr0001_t4_module_and_script_entry_points_agree(tmp_path):
 
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
     assert scripts.get("kernbench") == "kernbench.cli:main"
-    result = run_cli("--help", cwd=tmp_path)
+    result = run_kernbench("--help", cwd=tmp_path)
     assert result.returncode == 0
     assert result.stdout.startswith("usage: kernbench")

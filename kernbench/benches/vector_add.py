@@ -6,8 +6,6 @@ HBM; the result is checked against numpy with the f32 tolerance (skipped in
 a timing-only run, which computes no values).
 """
 
-import numpy as np
-
 from kernbench.kernels.library.vector_add import add
 from kernbench.numerics import assert_close
 

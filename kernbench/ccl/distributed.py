@@ -32,12 +32,14 @@ import numpy as np
 
 from kernbench.ccl.collective import CollectiveRequest, Member, Region, run_collective
 from kernbench.ccl.errors import CollectiveError
-from kernbench.ccl.install import CclConfigError, load_ccl_config, resolve_algorithm_config, with_overrides, world_size_of
+from kernbench.ccl.install import CclConfigError, resolve_algorithm_config, with_overrides, world_size_of
 from kernbench.ccl.records import collective_record
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.machine.ipcq import IpcqSettings
 
 BACKEND = "ahbm"
+# A script written for GPUs names these; on the simulated device they can only mean its own backend.
+_GPU_BACKENDS = ("nccl", "gloo", "cpu:gloo,cuda:nccl")
 _REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 _IPCQ_KEYS = ("buffer_kind", "backpressure", "n_slots", "slot_size", "poll_interval_ns")
 
@@ -150,9 +152,9 @@ class Distributed:
         calling rank; `pg_options` is a mapping of `defaults` keys overriding
         ccl.yaml for this process group (e.g. `{"algorithm": "tree"}`).
         """
-        if backend not in (None, BACKEND):
+        if backend not in (None, BACKEND, *_GPU_BACKENDS):
             raise CollectiveError(f"init_process_group(backend={backend!r}): the simulated device's backend is "
-                                  f"{BACKEND!r}")
+                                  f"{BACKEND!r} (a GPU script's {' or '.join(map(repr, _GPU_BACKENDS))} means it too)")
         cfg = self._ccl if not pg_options else with_overrides(self._ccl, pg_options, "init_process_group(pg_options)")
         topology = self._ctx.topology
         size = world_size_of(cfg, topology.n_sips)

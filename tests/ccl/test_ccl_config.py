@@ -9,9 +9,6 @@ and the key path and listing what is valid; what only the machine can judge
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +21,7 @@ from kernbench.errors import KernbenchError
 from kernbench.session import Session
 from kernbench.topology import load_topology
 from tests.ccl.test_distributed import ccl, restore_current_ccl, run_world  # noqa: F401 (autouse fixture)
+from tests.cli import run_kernbench
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = SHIPPED_CCL_PATH.read_text()
@@ -251,16 +249,11 @@ def test_adr0012_t36_every_rank_may_call_init_process_group_but_not_with_other_o
 
 # ---- the command line ----------------------------------------------------------------------
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernbench", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
 def test_adr0012_t37_kernbench_run_takes_the_world_size_from_the_ccl_file_and_reports_each_collective(tmp_path):
     path, _ = shipped_with(tmp_path, "defaults:", "world_size: 7\ndefaults:")
     path.write_text(path.read_text().replace("n_elem: 32", "n_elem: 48"))
     out = tmp_path / "report.json"
-    result = run_cli("run", str(ROOT / "benches" / "ccl_allreduce.py"), "--ccl", str(path), "--json", str(out),
+    result = run_kernbench("run", str(ROOT / "benches" / "ccl_allreduce.py"), "--ccl", str(path), "--json", str(out),
                      cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "  ring (ws=7): 7 OK" in result.stdout.splitlines()
@@ -274,7 +267,7 @@ def test_adr0012_t37_kernbench_run_takes_the_world_size_from_the_ccl_file_and_re
 
 def test_adr0012_t38_a_bad_ccl_file_is_one_line_with_exit_status_2(tmp_path):
     path, line = shipped_with(tmp_path, "backpressure: sleep", "backpressure: nap")
-    result = run_cli("run", "ccl_allreduce", "--ccl", str(path), cwd=tmp_path)
+    result = run_kernbench("run", "ccl_allreduce", "--ccl", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr == (f"kernbench: error: {path}:{line}: defaults.backpressure: found 'nap' (a string); "

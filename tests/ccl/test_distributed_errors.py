@@ -189,6 +189,8 @@ def test_adr0012_t23_unknown_reduce_ops_roots_and_backends_are_named():
                               lambda torch, rank: torch.distributed.broadcast(torch.ones(4), src=7), 2)
     assert failures[0] == "broadcast: src=7 is not a rank of group WORLD (ranks [0, 1])"
     session = Session("default", ccl=ccl())
-    with pytest.raises(CollectiveError, match="init_process_group\\(backend='nccl'\\): the simulated device's "
+    with pytest.raises(CollectiveError, match="init_process_group\\(backend='mpi'\\): the simulated device's "
                                               "backend is 'ahbm'"):
-        session.run(lambda torch: torch.distributed.init_process_group(backend="nccl"), session.torch)
+        session.run(lambda torch: torch.distributed.init_process_group(backend="mpi"), session.torch)
+    session = Session("default", ccl=ccl())
+    session.run(lambda torch: torch.distributed.init_process_group(backend="nccl"), session.torch)  # a GPU script's

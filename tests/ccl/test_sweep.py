@@ -12,9 +12,6 @@ import contextlib
 import importlib
 import importlib.util
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, resolve_alg
 from kernbench.ccl.records import bus_factor
 from kernbench.errors import KernbenchError
 from kernbench.session import Session
+from tests.cli import run_kernbench
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "kernbench" / "benches" / "ccl_sweep.py"
@@ -216,17 +214,12 @@ def test_adr0012_t71_bad_options_are_one_line_user_errors(argv, says):
     assert session.ctx.collectives == []
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernbench", "run", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
 def test_adr0012_t72_kernbench_run_passes_the_sweep_options():
-    result = run_cli("benches/ccl_sweep.py", "--algorithms", "ring", "--collectives", "all_reduce",
-                     "--max-bytes", "32", "--timing-only")
+    result = run_kernbench("run", "benches/ccl_sweep.py", "--algorithms", "ring", "--collectives", "all_reduce",
+                           "--max-bytes", "32", "--timing-only", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "# ring all_reduce, 4 ranks (one per SIP), f16" in result.stdout
     assert [line[0] for line in table_lines(result.stdout)] == ["8", "32"]
-    refused = run_cli("ccl_sweep", "--factor", "0")
+    refused = run_kernbench("run", "ccl_sweep", "--factor", "0", cwd=ROOT)
     assert refused.returncode == 2
     assert refused.stderr.startswith("kernbench: error: ccl_sweep: --factor 0: must be at least 2")

@@ -1,4 +1,4 @@
-"""ADR 0007 T-gpu: the same kernel files on a real GPU (torch + Triton) and on kernbench agree.
+"""ADR 0007 T90-T92: the same kernel files on a real GPU (torch + Triton) and on kernbench agree.
 
 Skips cleanly where torch or a CUDA device is absent (as in CI); on a machine
 with an NVIDIA GPU it runs the library kernels on both and compares the
@@ -14,6 +14,7 @@ from kernbench.kernels.library.matmul import matmul
 from kernbench.kernels.library.vector_add import add
 from kernbench.numerics import assert_close
 from kernbench.session import Session
+from kernbench.tp import kernels as tp_kernels
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -62,3 +63,21 @@ def test_adr0007_t91_gemm_matches_the_gpu(dtype_name, m, n, k):
     matmul(on_gpu(a), on_gpu(b), gpu_c)
     simulated = run_on_kernbench(matmul, [a, b], (m, n), dtype_name)
     assert_close(simulated, gpu_c.cpu().numpy(), dtype_name)
+
+
+@pytest.mark.parametrize("m, n, k", [(64, 96, 80), (256, 512, 128)])
+def test_adr0007_t92_tensor_parallel_kernels_match_the_gpu(m, n, k):
+    """The TP layers' own kernels: linear with bias (Megatron's (out, in) weight), then bias + GELU, f16."""
+    rng = np.random.default_rng(m + n + k)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    weight = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float16)
+    gpu_y = torch.empty(m, n, dtype=torch.float16, device="cuda")
+    tp_kernels.linear(on_gpu(x), on_gpu(weight), on_gpu(bias), gpu_y)
+    simulated = run_on_kernbench(tp_kernels.linear, [x, weight, bias], (m, n), "f16")
+    assert_close(simulated, gpu_y.cpu().numpy(), "f16")
+
+    gpu_h = torch.empty(m, n, dtype=torch.float16, device="cuda")
+    tp_kernels.bias_gelu(gpu_y, on_gpu(bias), gpu_h)
+    simulated = run_on_kernbench(tp_kernels.bias_gelu, [gpu_y.cpu().numpy(), bias], (m, n), "f16")
+    assert_close(simulated, gpu_h.cpu().numpy(), "f16")

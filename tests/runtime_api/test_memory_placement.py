@@ -9,7 +9,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kernbench.machine import OutOfMemoryError
 from kernbench.policy import DPPolicy, PlacementError
 from kernbench.policy.placement import MODES
 from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, host_to_cube_path, staircase_copy_ps

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from kernbench.runtime_api.spawn import SpawnException
