@@ -49,21 +49,8 @@ def _rank_per_sip(rank, torch, n_elem, results):
 def _pe_ranks(torch, p, n_elem, results):
     """One tensor over p PEs of SIP 0; chunk r of its last dimension is rank r's buffer."""
     values = np.repeat(np.arange(1, p + 1, dtype=np.float16), n_elem).reshape(1, p * n_elem)
-    x = torch.tensor(values, dtype=torch.float16, dp=_over_pes(torch, p))
+    x = torch.tensor(values, dtype=torch.float16, dp=torch.distributed.pe_rank_policy())
     torch.distributed.all_reduce(x, op="sum")
     out = x.numpy()
     for rank in range(p):
         results[rank] = out[:, rank * n_elem:(rank + 1) * n_elem]
-
-
-def _over_pes(torch, p):
-    """A placement of the last dimension over exactly p PEs: the fewest cubes whose PEs can share them evenly."""
-    spec = torch.spec
-    cubes = spec["sip"]["cube_mesh"]["w"] * spec["sip"]["cube_mesh"]["h"]
-    layout = spec["cube"]["pe_layout"]
-    pes_per_cube = len(layout["corners"]) * layout["pe_per_corner"]
-    for num_cubes in range(1, cubes + 1):
-        if p % num_cubes == 0 and p // num_cubes <= pes_per_cube:
-            return torch.DPPolicy(cube="column_wise", pe="column_wise", num_cubes=num_cubes, num_pes=p)
-    raise ValueError(f"world_size {p} cannot be spread evenly over the PEs of a SIP "
-                     f"({cubes} cubes of {pes_per_cube} PEs)")

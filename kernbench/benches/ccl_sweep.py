@@ -278,7 +278,7 @@ def _rank_worker(rank, torch, plan: _Plan) -> None:
 def _pe_rank_worker(torch, plan: _Plan) -> None:
     """Ranks are PEs of SIP 0: one tensor per buffer, spread over p PEs, chunk r of it being rank r's."""
     p = plan.p
-    dp = _over_pes(torch, p)
+    dp = torch.distributed.pe_rank_policy()
     for kind in plan.collectives:
         for nbytes, count in plan.steps(kind):
             inputs, outputs = _shapes(kind, count, p)
@@ -339,20 +339,6 @@ def _expected(kind: str, count: int, p: int, dtype) -> list[np.ndarray]:
         share = count // p
         return [total[r * share:(r + 1) * share] for r in range(p)]
     return [total] * p
-
-
-def _over_pes(torch, p: int):
-    """A placement of the last dimension over exactly p PEs: the fewest cubes whose PEs can share them evenly
-    (as `ccl_allreduce` places its PE-rank tensor)."""
-    spec = torch.spec
-    cubes = spec["sip"]["cube_mesh"]["w"] * spec["sip"]["cube_mesh"]["h"]
-    layout = spec["cube"]["pe_layout"]
-    pes_per_cube = len(layout["corners"]) * layout["pe_per_corner"]
-    for num_cubes in range(1, cubes + 1):
-        if p % num_cubes == 0 and p // num_cubes <= pes_per_cube:
-            return torch.DPPolicy(cube="column_wise", pe="column_wise", num_cubes=num_cubes, num_pes=p)
-    raise SweepUsageError(f"ccl_sweep: world_size {p} cannot be spread evenly over the PEs of a SIP "
-                          f"({cubes} cubes of {pes_per_cube} PEs)")
 
 
 # ---- rows, tables and the plot -------------------------------------------------------------------

@@ -36,6 +36,7 @@ from kernbench.ccl.install import CclConfigError, resolve_algorithm_config, with
 from kernbench.ccl.records import collective_record
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.machine.ipcq import IpcqSettings
+from kernbench.policy import DPPolicy
 
 BACKEND = "ahbm"
 # A script written for GPUs names these; on the simulated device they can only mean its own backend.
@@ -218,6 +219,13 @@ class Distributed:
 
     def get_group_rank(self, group: ProcessGroup, global_rank: int) -> int:
         return group.ranks.index(global_rank)
+
+    def pe_rank_policy(self, group: ProcessGroup | None = None) -> DPPolicy:
+        """kernbench's own: a placement putting chunk r of a tensor's last dimension on its own PE, for each
+        rank r of the group — the layout a PE-rank collective (world size above the SIP count) works on."""
+        world = self._require("pe_rank_policy")
+        topology = self._ctx.topology
+        return DPPolicy.over_pes((group or world.group).size(), topology.cubes_per_sip, topology.pes_per_cube)
 
     # ---- collectives ---------------------------------------------------------------------
     def all_reduce(self, tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -480,8 +488,7 @@ def _check_own_pes(members: list[Member], tensor, kind: str) -> None:
             raise CollectiveError(
                 f"{kind}: chunks {holders[m.cube, m.pe]} and {m.rank} of tensor {tensor.name!r} (one per PE rank) both "
                 f"start on cube {m.cube} PE {m.pe}, but each PE rank needs a PE of its own; place the tensor's last "
-                f"dimension over {len(members)} PEs, e.g. dp=torch.DPPolicy(cube='column_wise', pe='column_wise', "
-                f"num_cubes=k, num_pes={len(members)}) with k cubes sharing them evenly")
+                f"dimension over {len(members)} PEs, e.g. dp=torch.distributed.pe_rank_policy()")
         holders[m.cube, m.pe] = m.rank
 
 

@@ -56,7 +56,7 @@ def handle(args) -> int:
             raise
         print(error, file=sys.stderr)  # a rank's own bug: its traceback is the message
         return BENCH_FAILED_STATUS
-    except KernbenchError:
+    except (KernbenchError, BrokenPipeError):
         raise
     except Exception as error:
         traceback.print_exception(error)

@@ -22,6 +22,7 @@ from kernbench.ccl import install
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.dtypes import resolve_dtype
 from kernbench.numerics import assert_close
+from kernbench.policy import DPPolicy, PlacementError
 from kernbench.report import format_report, run_report
 from kernbench.runtime_api.spawn import SpawnException
 from kernbench.session import Session
@@ -81,12 +82,10 @@ def run_world(session: Session, fn) -> dict:
 
 
 def over_pes(torch, n: int):
-    """A placement of the last dimension over exactly n PEs of one SIP: the fewest cubes sharing them evenly."""
+    """A placement of the last dimension over exactly n PEs of one SIP (n need not be the world size)."""
     layout = torch.spec["cube"]["pe_layout"]
-    pes_per_cube = len(layout["corners"]) * layout["pe_per_corner"]
     cubes = torch.spec["sip"]["cube_mesh"]["w"] * torch.spec["sip"]["cube_mesh"]["h"]
-    num_cubes = next(k for k in range(1, cubes + 1) if n % k == 0 and n // k <= pes_per_cube)
-    return torch.DPPolicy(cube="column_wise", pe="column_wise", num_cubes=num_cubes, num_pes=n)
+    return torch.DPPolicy.over_pes(n, cubes, len(layout["corners"]) * layout["pe_per_corner"])
 
 
 @functools.cache
@@ -513,3 +512,26 @@ def test_adr0012_t14_identical_runs_give_identical_times_and_values():
     first, second = one_run(), one_run()
     assert first == second
     assert len(first[0]) == 2 and all(end > start for _, start, end in first[0])
+
+
+@pytest.mark.parametrize("topology, world_size, cubes", [("single_sip", 7, 1), ("default", 16, 2), ("default", 9, 3)])
+def test_adr0012_t42_pe_rank_policy_gives_each_rank_its_own_pe_on_the_fewest_cubes(topology, world_size, cubes):
+    session = Session(topology, ccl=ccl(world_size=world_size))
+    seen = {}
+
+    def bench(torch):
+        torch.distributed.init_process_group()
+        policy = torch.distributed.pe_rank_policy()
+        seen["placement"] = torch.empty(2, 3 * world_size, dp=policy).placement
+
+    session.run(bench, session.torch)
+    placement = seen["placement"]
+    assert len({(s.cube, s.pe) for s in placement.shards}) == world_size == len(placement.shards)
+    assert len(placement.cubes()) == cubes
+    assert [s.index[-1].start for s in placement.shards] == [3 * r for r in range(world_size)]
+
+
+def test_adr0012_t43_a_world_no_cubes_share_evenly_is_refused_with_the_machine_named():
+    with pytest.raises(PlacementError, match=r"13 PEs cannot be spread evenly over the cubes of one SIP \(4 cubes of "
+                                             r"8 PEs\)"):
+        DPPolicy.over_pes(13, 4, 8)

@@ -47,6 +47,18 @@ class DPPolicy:
             if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
                 raise PlacementError(f"DPPolicy({field}={count!r}): expected a positive integer or None")
 
+    @classmethod
+    def over_pes(cls, num_pes: int, cubes_per_sip: int, pes_per_cube: int) -> "DPPolicy":
+        """The last dimension split over exactly `num_pes` PEs, on the fewest cubes that share them evenly.
+
+        What a PE-rank collective wants: chunk r of the last dimension on PE r.
+        """
+        for num_cubes in range(1, cubes_per_sip + 1):
+            if num_pes % num_cubes == 0 and num_pes // num_cubes <= pes_per_cube:
+                return cls(cube="column_wise", pe="column_wise", num_cubes=num_cubes, num_pes=num_pes)
+        raise PlacementError(f"{num_pes} PEs cannot be spread evenly over the cubes of one SIP ({cubes_per_sip} "
+                             f"cubes of {pes_per_cube} PEs): no number of cubes shares them evenly")
+
     def place(self, shape: tuple[int, ...], cubes_per_sip: int, pes_per_cube: int) -> "Placement":
         """Bind the policy to a tensor shape and a SIP; refuses what does not fit or split."""
         num_cubes = cubes_per_sip if self.num_cubes is None else self.num_cubes
