@@ -44,16 +44,23 @@ SHIPPED_ALGORITHMS = {
 class Region:
     """Where one member's data lives: elements `indices` (flat, logical order) of `allocation` viewed as `dtype`.
 
-    Compared by identity: an in-place collective passes the same object as input and output.
+    `indices` is an array, or a `range` for a contiguous run (a whole tensor:
+    no index array as large as the tensor is ever built). Compared by
+    identity: an in-place collective passes the same object as input and output.
     """
 
     allocation: Allocation
     dtype: np.dtype
-    indices: np.ndarray
+    indices: np.ndarray | range
 
     @property
     def count(self) -> int:
-        return int(self.indices.size)
+        return len(self.indices)
+
+    def elements(self, start: int, stop: int) -> np.ndarray:
+        """The flat element indices of positions [start, stop) of the region, as an array."""
+        piece = self.indices[start:stop]
+        return np.arange(piece.start, piece.stop, dtype=np.int64) if isinstance(piece, range) else piece
 
 
 @dataclass(frozen=True)

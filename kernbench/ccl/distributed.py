@@ -456,7 +456,7 @@ def _check_device_tensor(tensor, call: str) -> None:
 
 
 def _whole(tensor) -> Region:
-    return Region(tensor.allocation, tensor.dtype.numpy, np.arange(tensor.numel(), dtype=np.int64))
+    return Region(tensor.allocation, tensor.dtype.numpy, range(tensor.numel()))
 
 
 def _chunks(tensor, n: int, kind: str) -> list[Region]:
@@ -467,7 +467,10 @@ def _chunks(tensor, n: int, kind: str) -> list[Region]:
         raise CollectiveError(f"{kind}: tensor {tensor.name!r} of shape {tuple(tensor.shape)} has a last dimension "
                               f"of {last}, which does not split into {n} equal chunks (one per PE rank)")
     width = last // n
-    grid = np.arange(prod(shape), dtype=np.int64).reshape(-1, last)
+    rows = prod(shape) // last if last else 1
+    if rows == 1:  # one row: each chunk is a contiguous run
+        return [Region(tensor.allocation, tensor.dtype.numpy, range(r * width, (r + 1) * width)) for r in range(n)]
+    grid = np.arange(prod(shape), dtype=np.int64).reshape(rows, last)
     return [Region(tensor.allocation, tensor.dtype.numpy, np.ascontiguousarray(grid[:, r * width:(r + 1) * width])
                    .reshape(-1)) for r in range(n)]
 
@@ -475,7 +478,7 @@ def _chunks(tensor, n: int, kind: str) -> list[Region]:
 def _member(group_rank: int, tensor, source: Region, target: Region) -> Member:
     """The member whose program runs on the PE holding the first element of its input."""
     placement = tensor.placement
-    first = source.indices[:1] if source.count else np.zeros(1, dtype=np.int64)
+    first = source.elements(0, 1) if source.count else np.zeros(1, dtype=np.int64)
     shard = placement.shards[int(placement.owners(first)[0])]
     return Member(group_rank, tensor.device.index, shard.cube, shard.pe, source, target)
 

@@ -50,7 +50,7 @@ class PeProgram:
     # ---- memory ------------------------------------------------------------------------
     def load(self, region, start: int, stop: int) -> np.ndarray:
         """HBM → TCM: elements `region.indices[start:stop]`, in that order."""
-        return load_elements(self._machine, self._pe, region.allocation, region.dtype, region.indices[start:stop],
+        return load_elements(self._machine, self._pe, region.allocation, region.dtype, region.elements(start, stop),
                              label=self._label, program=self.rank, data=self._data)
 
     def store(self, region, start: int, stop: int, values: np.ndarray) -> None:
@@ -58,7 +58,7 @@ class PeProgram:
         if values.size != stop - start or values.dtype != region.dtype:
             raise CollectiveError(f"{self.name}: store of {values.size} {values.dtype} values into elements "
                                   f"[{start}, {stop}) of a {region.dtype} region")
-        store_elements(self._machine, self._pe, region.allocation, region.indices[start:stop], values,
+        store_elements(self._machine, self._pe, region.allocation, region.elements(start, stop), values,
                        label=self._label, program=self.rank, data=self._data)
 
     # ---- compute -----------------------------------------------------------------------
