@@ -31,7 +31,8 @@ TOP_KEYS = ("world_size", "defaults", "algorithms")
 # Keys a `defaults` block may set; an algorithm's entry may override all but the first two.
 PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpressure", "n_slots", "slot_size",
                   "poll_interval_ns")
-ENTRY_KEYS = ("module", "wiring", *PARAMETER_KEYS[2:])
+# `params`: the algorithm's own keys, free-form (a user's algorithm reads them from its config).
+ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:])
 _CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES}
 _POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size")
 
@@ -81,7 +82,7 @@ def use_ccl_config(cfg: CclConfig) -> None:
 
 
 def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None = None) -> dict:
-    """One flat dict: `defaults` with the algorithm's entry over it, plus `algorithm`, `module` and `wiring`.
+    """One flat dict: `defaults` with the algorithm's entry over it (its `params` flattened in), plus `algorithm`.
 
     `algorithm` picks an entry other than `defaults.algorithm` (a sweep over
     algorithms does). `poll_interval_ns` is also given as `poll_interval_ps`,
@@ -97,7 +98,8 @@ def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None =
     if name not in entries:
         raise CclConfigError(f"{cfg.source}: unknown algorithm {name!r}{suggestion(str(name), list(entries))}; "
                              f"expected one of: {', '.join(entries) or '(no algorithms listed)'}")
-    flat = {**defaults, **entries[name], "algorithm": name}
+    entry = dict(entries[name])
+    flat = {**defaults, **entry.pop("params", {}), **entry, "algorithm": name}
     if "world_size" in cfg:
         flat["world_size"] = cfg["world_size"]
     if "poll_interval_ns" in flat:
@@ -167,6 +169,12 @@ def _validated(document: Document) -> CclConfig:
                                            "such as kernbench.ccl.algorithms.ring")
         for key in entry:
             _check_value(data, path + (key,), fail)
+        params = entry.get("params", {})
+        _mapping(params, path + ("params",), fail)
+        for key in params:
+            if key in ENTRY_KEYS or key == "algorithm":
+                raise fail(path + ("params", key), f"{key!r} is a framework key; set it beside `params`, "
+                                                    "not inside it")
     chosen = defaults.get("algorithm")
     if chosen is not None and chosen not in algorithms:
         raise fail(("defaults", "algorithm"), f"unknown algorithm {chosen!r}{suggestion(str(chosen), list(algorithms))}"

@@ -67,7 +67,7 @@ def test_adr0012_t24_an_unknown_algorithm_lists_the_valid_ones(tmp_path):
     ("defaults:", "world_sise: 3\ndefaults:", "world_sise",
      "(did you mean 'world_size'?); valid keys: world_size, defaults, algorithms"),
     ("    wiring: binary_tree", "    wirng: binary_tree", "algorithms.tree.wirng",
-     "(did you mean 'wiring'?); valid keys: module, wiring, n_elem, buffer_kind, backpressure, n_slots, slot_size, "
+     "(did you mean 'wiring'?); valid keys: module, wiring, params, n_elem, buffer_kind, backpressure, n_slots, slot_size, "
      "poll_interval_ns"),
 ])
 def test_adr0012_t25_an_unknown_key_lists_the_valid_keys_and_suggests_the_closest(tmp_path, old, new, key_path, valid):
@@ -272,3 +272,26 @@ def test_adr0012_t38_a_bad_ccl_file_is_one_line_with_exit_status_2(tmp_path):
     assert "Traceback" not in result.stderr
     assert result.stderr == (f"kernbench: error: {path}:{line}: defaults.backpressure: found 'nap' (a string); "
                              f"expected one of: poll, sleep\n")
+
+
+def test_adr0012_t44_an_algorithms_own_params_reach_its_config(tmp_path, monkeypatch):
+    (tmp_path / "my_algorithm.py").write_text(
+        "from kernbench.ccl.algorithms import direct\n"
+        "SEEN = []\n\n"
+        "def all_reduce(ctx, request):\n"
+        "    SEEN.append((ctx.rank, ctx.config['fan_out'], ctx.config['n_slots']))\n"
+        "    direct.all_reduce(ctx, request)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = ccl("mine")
+    cfg["algorithms"]["mine"] = {"module": "my_algorithm", "wiring": "full", "n_slots": 4, "params": {"fan_out": 3}}
+    assert resolve_algorithm_config(cfg)["fan_out"] == 3
+    results = run_world(Session("default", ccl=cfg),
+                        lambda torch, rank: torch.distributed.all_reduce(x := torch.ones(8)) or x.numpy())
+    assert all((values == 4).all() for values in results.values())
+    import my_algorithm
+
+    assert sorted(my_algorithm.SEEN) == [(rank, 3, 4) for rank in range(4)]
+
+    cfg["algorithms"]["mine"]["params"] = {"n_slots": 2}
+    with pytest.raises(CclConfigError, match=r"algorithms\.mine\.params\.n_slots: 'n_slots' is a framework key"):
+        load_ccl_config(cfg)
