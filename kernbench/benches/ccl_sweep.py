@@ -70,6 +70,7 @@ for scripts and tests driving it through `Session.run`.
 import argparse
 import importlib
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -204,20 +205,21 @@ def _implemented(cfg, algorithm: str, collectives: list[str]) -> list[str]:
 
 # ---- running -------------------------------------------------------------------------------------
 
+@dataclass
 class _Plan:
     """What one algorithm's workers run, and where rank 0 puts the rows."""
 
-    def __init__(self, algorithm, collectives, sizes, dtype, world_size, pe_ranks, timing_only, rows):
-        self.algorithm = algorithm
-        self.collectives = collectives
-        self.sizes = sizes
-        self.dtype = dtype
-        self.p = world_size
-        self.pe_ranks = pe_ranks
-        self.timing_only = timing_only
-        self.rows = rows
-        self.pending = {}  # (collective, count) -> row waiting for every rank's #wrong
-        self._expected = (None, None)  # the last (collective, count) checked, and every rank's expected output
+    algorithm: str
+    collectives: list
+    sizes: list
+    dtype: object
+    p: int  # the world size
+    pe_ranks: bool
+    timing_only: bool
+    rows: list
+    pending: dict = field(default_factory=dict)  # (collective, count) -> row waiting for every rank's #wrong
+    # the last (collective, count) checked, and every rank's expected output
+    _expected: tuple = (None, None)
 
     def steps(self, kind: str):
         """(bytes, count) of each size this collective runs: count divisible by p where shares must be whole."""
