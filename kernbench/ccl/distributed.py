@@ -123,6 +123,12 @@ class _World:
     config: dict  # the resolved ccl config collectives run with
     group: ProcessGroup | None = None
     groups: dict = field(default_factory=dict)  # sorted ranks -> ProcessGroup
+    holders: set = field(default_factory=set)  # greenlets that called init_process_group and not yet destroy
+
+    def held(self) -> bool:
+        """Whether a greenlet that joined is still running and has not left (a finished worker has left)."""
+        self.holders = {p for p in self.holders if p is None or p.is_alive}
+        return bool(self.holders)
 
 
 class Distributed:
@@ -137,6 +143,7 @@ class Distributed:
         self._ctx = ctx
         self._ccl = ccl_config
         self._world: _World | None = None
+        self._last_world: _World | None = None  # rejoined by a rank that initializes it again, options unchanged
 
     # ---- setup ---------------------------------------------------------------------------
     def is_available(self) -> bool:
@@ -159,27 +166,46 @@ class Distributed:
         cfg = self._ccl if not pg_options else with_overrides(self._ccl, pg_options, "init_process_group(pg_options)")
         topology = self._ctx.topology
         size = world_size_of(cfg, topology.n_sips)
+        if self._world is not None and not self._world.held():
+            self._world = None  # everyone who joined it has finished: an exited process's group is gone
         if self._world is not None:
             if pg_options and resolve_algorithm_config(cfg) != self._world.config:
                 raise CollectiveError("init_process_group: already initialized with other options; call "
                                       "destroy_process_group() first")
         else:
             config = resolve_algorithm_config(cfg)
-            _check_config(config, cfg, topology)
-            if size > topology.pes_per_sip:
-                raise CclConfigError(f"{cfg.source}: world_size {size} exceeds both the {topology.n_sips} SIPs and "
-                                     f"the {topology.pes_per_sip} PEs of one SIP")
-            self._world = _World(size, size > topology.n_sips, config)
-            self._world.group = self._group(tuple(range(size)), "WORLD")
+            last = self._last_world
+            if last is not None and (last.size, last.config) == (size, config):
+                self._world = last
+            else:
+                _check_config(config, cfg, topology)
+                if size > topology.pes_per_sip:
+                    raise CclConfigError(f"{cfg.source}: world_size {size} exceeds both the {topology.n_sips} SIPs "
+                                         f"and the {topology.pes_per_sip} PEs of one SIP")
+                self._world = self._last_world = _World(size, size > topology.n_sips, config)
+                self._world.group = self._group(tuple(range(size)), "WORLD")
         if world_size not in (-1, None) and world_size != size:
             raise CollectiveError(f"init_process_group(world_size={world_size}): {cfg.source} gives a world size of "
                                   f"{size}")
         if rank not in (-1, None) and rank != self.get_rank():
             raise CollectiveError(f"init_process_group(rank={rank}) called by rank {self.get_rank()}")
+        self._world.holders.add(self._ctx.engine.current_process)
 
     def destroy_process_group(self, group: ProcessGroup | None = None) -> None:
-        """Forget the world (or, given a group, nothing: groups live as long as the world)."""
-        if group is None:
+        """Leave the world; it ends once every greenlet that initialized it has left or finished (or, given
+        a group, nothing: groups live as long as the world).
+
+        Each PyTorch process destroys its own process group when it is done
+        (or exits); here ranks share one world, so a rank that finishes first
+        must not take it away from ranks still using it. A rank that
+        initializes after the world ended with the same options rejoins it
+        (its calls still match its peers' by number); other options start a
+        new world.
+        """
+        if group is not None or self._world is None:
+            return
+        self._world.holders.discard(self._ctx.engine.current_process)
+        if not self._world.held():
             self._world = None
 
     def new_group(self, ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,

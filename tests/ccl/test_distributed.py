@@ -535,3 +535,26 @@ def test_adr0012_t43_a_world_no_cubes_share_evenly_is_refused_with_the_machine_n
     with pytest.raises(PlacementError, match=r"13 PEs cannot be spread evenly over the cubes of one SIP \(4 cubes of "
                                              r"8 PEs\)"):
         DPPolicy.over_pes(13, 4, 8)
+
+
+def test_adr0012_t45_workers_that_init_and_destroy_their_own_group_still_meet():
+    """The PyTorch script shape: each worker inits, all-reduces, destroys; rank 2 reaches its call last."""
+    session = Session("default", ccl=ccl())
+    results = {}
+
+    def worker(rank, torch):
+        dist = torch.distributed
+        torch.ahbm.set_device(rank)
+        dist.init_process_group(backend="nccl")
+        if rank == 2:
+            torch.ones(1 << 16).numpy()  # host time passes: every other rank has destroyed its group by now
+        x = torch.full((1, 16), rank + 1, dtype="f16")
+        dist.all_reduce(x)
+        dist.destroy_process_group()
+        results[rank] = (x.numpy(), dist.is_initialized())
+
+    session.run(lambda torch: torch.multiprocessing.spawn(worker, args=(torch,), nprocs=4), session.torch)
+    assert sorted(results) == [0, 1, 2, 3]
+    assert all((values == 10).all() for values, _ in results.values())
+    assert not results[2][1], "the last rank to leave ends the world"
+    assert len(session.ctx.collectives) == 1
