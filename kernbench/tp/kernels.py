@@ -99,7 +99,7 @@ def copy_chunks_kernel(
         tl.store(dst_base + cols[None, :], values, mask=mask)
 
 
-def linear(x, weight, bias, out, block_m: int = 64, block_n: int = 64, block_k: int = 32):
+def linear(x, weight, bias, out, block_m: int = 64, block_n: int = 128, block_k: int = 64):
     """out[..., N] = x[..., K] @ weight[N, K].T (+ bias[N] when bias is not None); returns out.
 
     x and out are contiguous with any number of leading dims (Megatron's [sequence, batch, hidden]),
