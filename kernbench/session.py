@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 from kernbench import dtypes
 from kernbench.ccl.distributed import Distributed
-from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, use_ccl_config
+from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
@@ -63,7 +63,6 @@ class Session:
         a data hazard in strict mode) from device work nobody waited for, so
         it reads as itself rather than as the stream operation that died of it.
         """
-        use_ccl_config(self.ccl_config)
         set_current_torch(self.torch)
         process = self.engine.spawn(fn, *args, name="bench")
         try:

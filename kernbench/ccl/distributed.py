@@ -141,7 +141,7 @@ class Distributed:
 
     def __init__(self, ctx, ccl_config):
         self._ctx = ctx
-        self._ccl = ccl_config
+        self.ccl_config = ccl_config  # the run's (what `load_ccl_config()` returns during it)
         self._world: _World | None = None
         self._last_world: _World | None = None  # rejoined by a rank that initializes it again, options unchanged
 
@@ -163,7 +163,8 @@ class Distributed:
         if backend not in (None, BACKEND, *_GPU_BACKENDS):
             raise CollectiveError(f"init_process_group(backend={backend!r}): the simulated device's backend is "
                                   f"{BACKEND!r} (a GPU script's {' or '.join(map(repr, _GPU_BACKENDS))} means it too)")
-        cfg = self._ccl if not pg_options else with_overrides(self._ccl, pg_options, "init_process_group(pg_options)")
+        cfg = self.ccl_config if not pg_options else with_overrides(self.ccl_config, pg_options,
+                                                                    "init_process_group(pg_options)")
         topology = self._ctx.topology
         size = world_size_of(cfg, topology.n_sips)
         if self._world is not None and not self._world.held():

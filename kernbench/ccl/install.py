@@ -20,6 +20,7 @@ from typing import Any
 
 from kernbench.errors import KernbenchError
 from kernbench.machine.ipcq import BACKPRESSURE_MODES, BUFFER_KINDS
+from kernbench.runtime_api import current_run
 from kernbench.topology.document import Document, KeyPath, dotted, parse_document
 from kernbench.topology.errors import TopologyError
 from kernbench.topology.kinds import describe, suggestion
@@ -35,9 +36,6 @@ PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpress
 ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:])
 _CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES}
 _POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size")
-
-_current: "CclConfig | None" = None
-
 
 class CclConfigError(KernbenchError):
     """A ccl configuration that cannot be used: the message names the file, the line and the key."""
@@ -58,7 +56,9 @@ def load_ccl_config(path: str | os.PathLike | Mapping | None = None) -> CclConfi
     --ccl F`), else the shipped `ccl/ccl.yaml`.
     """
     if path is None:
-        return _current if _current is not None else _load_file(SHIPPED_CCL_PATH)
+        if current_run.has_current_run():
+            return current_run.current_torch().distributed.ccl_config
+        return _load_file(SHIPPED_CCL_PATH)
     if isinstance(path, CclConfig):
         return path
     if isinstance(path, Mapping):
@@ -73,12 +73,6 @@ def with_overrides(cfg: CclConfig, overrides: Mapping, source: str) -> CclConfig
                              f"got {describe(overrides)}")
     merged = {**cfg, "defaults": {**(cfg.get("defaults") or {}), **overrides}}
     return _validated(Document(f"{source} over {cfg.source}", merged, {}))
-
-
-def use_ccl_config(cfg: CclConfig) -> None:
-    """Make `cfg` what `load_ccl_config()` returns: called by the `Session` of the run that uses it."""
-    global _current
-    _current = cfg
 
 
 def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None = None) -> dict:

@@ -3,7 +3,8 @@
 Megatron-style code (`kernbench.tp`) calls `initialize_model_parallel(...)`
 without handing over a `torch`, because in PyTorch it is a module. Here each
 run has its own namespace; `Session.run` records it so such code can find
-it. One run at a time per process, as `kernbench run` and the tests use it.
+it, and `load_ccl_config()` finds the run's ccl configuration through it.
+One run at a time per process, as `kernbench run` and the tests use it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ _current = None
 def set_current_torch(namespace) -> None:
     global _current
     _current = namespace
+
+
+def has_current_run() -> bool:
+    return _current is not None
 
 
 def current_torch():

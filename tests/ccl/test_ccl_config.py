@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernbench.ccl import install
+from kernbench.runtime_api import current_run
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.install import (SHIPPED_CCL_PATH, CclConfigError, load_ccl_config, resolve_algorithm_config,
                                    world_size_of)
@@ -167,7 +167,7 @@ def test_adr0012_t31_a_missing_queue_setting_or_an_impossible_world_size_is_name
 # ---- what a run is configured with ---------------------------------------------------------
 
 def test_adr0012_t32_load_ccl_config_gives_the_current_runs_file_else_the_shipped_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(install, "_current", None)
+    monkeypatch.setattr(current_run, "_current", None)
     assert load_ccl_config().source == str(SHIPPED_CCL_PATH)
     path, _ = shipped_with(tmp_path, "n_elem: 32", "n_elem: 4242")
     session = Session("single_sip", ccl=path)

@@ -18,7 +18,7 @@ import itertools
 import numpy as np
 import pytest
 
-from kernbench.ccl import install
+from kernbench.runtime_api import current_run
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.dtypes import resolve_dtype
 from kernbench.numerics import assert_close
@@ -38,8 +38,9 @@ REFERENCE = {"sum": np.sum, "avg": np.mean, "min": np.min, "max": np.max, "produ
 
 @pytest.fixture(autouse=True)
 def restore_current_ccl(monkeypatch):
-    """A Session's run makes its ccl config the process's current one; it must not outlive the test."""
-    monkeypatch.setattr(install, "_current", install._current)
+    """A Session's run becomes the process's current run (whose ccl config `load_ccl_config()` gives); it must
+    not outlive the test."""
+    monkeypatch.setattr(current_run, "_current", current_run._current)
 
 
 def ccl(algorithm: str = "ring", world_size: int | None = None, **defaults) -> dict:

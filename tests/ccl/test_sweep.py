@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, resolve_algorithm_config, use_ccl_config
+from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, resolve_algorithm_config
+from kernbench.runtime_api import current_run
 from kernbench.ccl.records import bus_factor
 from kernbench.errors import KernbenchError
 from kernbench.session import Session
@@ -39,12 +40,10 @@ SWEEP = load_sweep()
 
 
 @pytest.fixture(autouse=True)
-def keep_the_current_ccl_config():
-    """A Session given no ccl file takes the last run's, not the shipped one (`load_ccl_config()` falls back to
-    the config the last `Session.run` installed), so a test that runs another file must not leave it behind."""
-    before = load_ccl_config()
-    yield
-    use_ccl_config(before)
+def keep_the_current_run(monkeypatch):
+    """`load_ccl_config()` gives the last run's config (the last `Session.run` becomes the current run), so a
+    test that runs another file must not leave it behind."""
+    monkeypatch.setattr(current_run, "_current", current_run._current)
 
 
 def sweep(argv, *, topology="default", ccl=SHIPPED_CCL_PATH, timing_only=False):

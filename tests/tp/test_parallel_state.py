@@ -136,7 +136,7 @@ def test_adr0011_t23_worlds_model_parallelism_cannot_use_are_named(monkeypatch):
     session.run(no_process_group, session.torch)
 
     # ccl.yaml's world_size above the SIP count: ranks are PEs, all driven by one worker.
-    monkeypatch.setattr(install, "_current", install._current)  # the Session's run makes its ccl config current
+    monkeypatch.setattr(current_run, "_current", current_run._current)  # the Session's run becomes current
     pe_ranks = Session("default", ccl={**install.load_ccl_config(install.SHIPPED_CCL_PATH), "world_size": 8})
 
     def pe_world(torch):
