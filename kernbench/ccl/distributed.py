@@ -343,13 +343,13 @@ class Distributed:
         if world.pe_ranks:
             return self._pe_rank_collective(world, group, kind, reduce_op, root, input, output, label, async_op)
         me = self._member_rank(world, group, kind)
+        self._check_on_own_device(world, me, kind, input, output)
         group_rank = group.ranks.index(me)
         meeting = group.rendezvous("collective", me, label, group.size(), group.ranks, _collectives_differ)
         meeting.register(Entry(group_rank, me, kind, reduce_op, root, input.dtype.name, input.numel(),
                                output.numel(), input, output))
-        self._check_on_own_device(world, me, kind, input, output)
         run = functools.partial(self._run_sip_ranks, world, kind, reduce_op, root)
-        return self._enqueue(meeting, group_rank, run, output, async_op)
+        return self._arrive_in_stream_order(meeting, group_rank, run, output, async_op)
 
     def _p2p(self, role: str, tensor, peer, group, tag, *, async_op: bool):
         world = self._require(role)
@@ -362,23 +362,27 @@ class Distributed:
         if peer is None or peer not in group.ranks or peer == me:
             raise CollectiveError(f"{role} on rank {me}: peer rank {peer!r} is not another rank of group {group.name} "
                                   f"(ranks {list(group.ranks)}); receiving from any source is not supported")
+        self._check_on_own_device(world, me, role, tensor)
         sender, receiver = (me, peer) if role == "send" else (peer, me)
         label = f"send#{{seq}}[{sender}->{receiver}" + (f", tag {tag}]" if tag else "]")
         meeting = group.rendezvous(("p2p", sender, receiver, tag), me, label, 2, (sender, receiver), _p2p_differ)
         side = 0 if role == "send" else 1
         meeting.register(Entry(side, me, role, None, None, tensor.dtype.name, tensor.numel(), tensor.numel(),
                                tensor, tensor))
-        self._check_on_own_device(world, me, role, tensor, tensor)
         run = functools.partial(self._run_sip_ranks, world, "send", None, None)
-        return self._enqueue(meeting, side, run, tensor if role == "recv" else None, async_op)
+        return self._arrive_in_stream_order(meeting, side, run, tensor if role == "recv" else None, async_op)
 
-    def _enqueue(self, meeting: Rendezvous, group_rank: int, run, written, async_op: bool):
-        entry = meeting.entries[group_rank]
-        stream = self._ctx.current_stream(entry.output.device.index)
-        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, group_rank, run))
+    def _arrive_in_stream_order(self, meeting: Rendezvous, group_rank: int, run, written, async_op: bool):
+        operation = functools.partial(meeting.arrive, group_rank, run)
+        return self._enqueue(meeting.entries[group_rank].output.device.index, meeting.label, operation, written,
+                             async_op)
+
+    def _enqueue(self, device_index: int, label: str, operation, written, async_op: bool):
+        """Run `operation` on the calling rank's current stream of the device; `written` (if any) waits for it."""
+        handle = self._ctx.current_stream(device_index).enqueue(label, operation)
         if written is not None:
             written._pending_writes.append(handle)
-        return Work(self._ctx, handle, meeting.label) if async_op else None
+        return Work(self._ctx, handle, label) if async_op else None
 
     def _check_on_own_device(self, world: _World, me: int, call: str, *tensors) -> None:
         for tensor in tensors:
@@ -408,12 +412,8 @@ class Distributed:
         _check_own_pes(members, input, kind)
         entry = Entry(0, 0, kind, reduce_op, root, input.dtype.name, inputs[0].count, outputs[0].count, input, output)
 
-        def operation():
-            self._run(world, kind, reduce_op, root, members, label, group.ranks, entry)
-
-        handle = self._ctx.current_stream(input.device.index).enqueue(label, operation)
-        output._pending_writes.append(handle)
-        return Work(self._ctx, handle, label) if async_op else None
+        operation = functools.partial(self._run, world, kind, reduce_op, root, members, label, group.ranks, entry)
+        return self._enqueue(input.device.index, label, operation, output, async_op)
 
     def _run(self, world: _World, kind, reduce_op, root, members, label, ranks, entry: Entry) -> None:
         request = CollectiveRequest(kind, reduce_op, tuple(members), root, world.config, label, self._ctx.timing_only)
