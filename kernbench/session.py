@@ -78,6 +78,7 @@ class Session:
 def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
     """The fake `torch` module for one run, its `distributed` using `ccl_config`."""
     factories = Factories(ctx)
+    ahbm = AhbmModule(ctx)
     namespace = SimpleNamespace(
         spec=ctx.topology.spec,
         Tensor=Tensor,
@@ -85,7 +86,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
         Size=tuple,
         device=Device,
         DPPolicy=DPPolicy,
-        ahbm=AhbmModule(ctx),
+        ahbm=ahbm,
+        is_timing_only=ahbm.is_timing_only,
         distributed=Distributed(ctx, ccl_config),
         multiprocessing=SimpleNamespace(
             spawn=lambda fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn":

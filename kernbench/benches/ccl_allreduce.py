@@ -28,7 +28,7 @@ def run(torch):
     else:
         torch.multiprocessing.spawn(_rank_per_sip, args=(torch, n_elem, results), nprocs=p)
     dist.destroy_process_group()
-    if torch.ahbm.is_timing_only():
+    if torch.is_timing_only():
         print(f"  {config['algorithm']} (ws={p}): timing only, values not checked")
         return
     expected = p * (p + 1) // 2
@@ -43,7 +43,8 @@ def _rank_per_sip(rank, torch, n_elem, results):
     torch.ahbm.set_device(rank)
     x = torch.full((1, n_elem), rank + 1, dtype=torch.float16)
     torch.distributed.all_reduce(x, op="sum")
-    results[rank] = x.numpy()
+    if not torch.is_timing_only():
+        results[rank] = x.numpy()
 
 
 def _pe_ranks(torch, p, n_elem, results):
@@ -51,6 +52,8 @@ def _pe_ranks(torch, p, n_elem, results):
     values = np.repeat(np.arange(1, p + 1, dtype=np.float16), n_elem).reshape(1, p * n_elem)
     x = torch.tensor(values, dtype=torch.float16, dp=torch.distributed.pe_rank_policy())
     torch.distributed.all_reduce(x, op="sum")
+    if torch.is_timing_only():
+        return
     out = x.numpy()
     for rank in range(p):
         results[rank] = out[:, rank * n_elem:(rank + 1) * n_elem]

@@ -94,7 +94,7 @@ class SweepUsageError(KernbenchError):
 
 def run(torch, argv=()):
     options = _parse(list(argv))
-    timing_only = torch.ahbm.is_timing_only()
+    timing_only = torch.is_timing_only()
     cfg = load_ccl_config()
     algorithms = _chosen(options.algorithms, list(cfg["algorithms"]), "--algorithms", f"{cfg.source} lists")
     collectives = _chosen(options.collectives, list(COLLECTIVES), "--collectives", "the sweep runs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -10,6 +11,7 @@ from pathlib import Path
 from kernbench.cli.bench_loader import load_bench, takes_argv
 from kernbench.errors import KernbenchError
 from kernbench.report import format_report, run_report
+from kernbench.report.progress import ProgressLine
 from kernbench.runtime_api.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
@@ -38,6 +40,9 @@ def register(subparsers) -> None:
                         help="write a Perfetto/Chrome trace of every op to FILE")
     parser.add_argument("--timing-only", action="store_true",
                         help="skip the data work (copied and computed values); times are unchanged")
+    parser.add_argument("--progress", action="store_true",
+                        help="show simulated time, events and kernel programs done on stderr while the run goes "
+                             "(the default when stderr is a terminal)")
     parser.add_argument("--strict-hazards", action="store_true",
                         help="stop at the first data hazard (a read racing a write) instead of reporting it")
     parser.add_argument("--seed", type=int, default=0, help="seed of torch.manual_seed at start (default 0)")
@@ -49,8 +54,12 @@ def handle(args) -> int:
     bench_args = (args.extra,) if takes_argv(run, args.bench, args.extra) else ()
     session = Session(args.topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
                       strict_hazards=args.strict_hazards)
+    on_terminal = sys.stderr.isatty()
+    progress = (ProgressLine(session.ctx, sys.stderr, interval_s=0.5 if on_terminal else 2.0)
+                if args.progress or on_terminal else contextlib.nullcontext())
     try:
-        session.run(run, session.torch, *bench_args)
+        with progress:
+            session.run(run, session.torch, *bench_args)
     except SpawnException as error:
         if error.user_errors_only:
             raise

@@ -53,13 +53,15 @@ class Transfer:
 class Machine:
     """The simulated hardware of one run."""
 
-    def __init__(self, topology: Topology, engine):
+    def __init__(self, topology: Topology, engine, *, backed: bool = True):
+        """`backed=False` (timing-only runs): memories keep no values, only capacity."""
         self.topology = topology
         self.engine = engine
         self.oplog = OpLog()
         self.hazards = HazardDetector()
         capacity = topology.cube.hbm.capacity_bytes
-        self.memory = [DeviceMemory(s, topology.cubes_per_sip, capacity) for s in range(topology.n_sips)]
+        self.memory = [DeviceMemory(s, topology.cubes_per_sip, capacity, backed=backed)
+                       for s in range(topology.n_sips)]
         self.channels: dict[str, Channel] = {}
         self._channel_kind: dict[str, str] = {}
         self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = {}

@@ -8,9 +8,13 @@ reading its neighbour. Capacity is charged per cube from the tensor's
 placement; an allocation that does not fit raises `OutOfMemoryError` and
 changes nothing.
 
-The store keeps one logical copy of each tensor's bytes, even when its
-placement replicates it over cubes: replicas are always written together, so
-their values never differ, and the cost model charges each replica's HBM.
+Capacity is checked before anything else happens, so a tensor that does not
+fit never costs host memory. The store keeps one logical copy of each
+tensor's bytes, even when its placement replicates it over cubes: replicas
+are always written together, so their values never differ, and the cost
+model charges each replica's HBM. Those bytes are a lazily backed `Storage`
+(adr/0013-storage.md); a memory that is not `backed` (timing-only runs) keeps
+none.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from kernbench.errors import KernbenchError
+from kernbench.machine.storage import Storage
 from kernbench.policy import Placement
 
 DEVICE_WINDOW_BITS = 44  # 16 TiB of virtual space per SIP, far above any HBM capacity
@@ -34,7 +37,7 @@ class OutOfMemoryError(KernbenchError):
 
 @dataclass(eq=False)
 class Allocation:
-    """One tensor's memory: where it is, what it is called, and its bytes."""
+    """One tensor's memory: where it is, what it is called, and its bytes (`storage`; None when not backed)."""
 
     name: str
     sip: int
@@ -42,7 +45,7 @@ class Allocation:
     nbytes: int
     placement: Placement
     itemsize: int
-    data: np.ndarray = field(repr=False)
+    storage: Storage | None = field(repr=False)
     charged: dict[int, int] = field(repr=False)  # cube -> HBM bytes held
 
     @property
@@ -53,8 +56,9 @@ class Allocation:
 class DeviceMemory:
     """The HBM of one SIP: a bump allocator over its address window and per-cube capacity."""
 
-    def __init__(self, sip: int, cubes: int, capacity_per_cube: int):
+    def __init__(self, sip: int, cubes: int, capacity_per_cube: int, *, backed: bool = True):
         self.sip = sip
+        self.backed = backed
         self.capacity_per_cube = capacity_per_cube
         self.used = [0] * cubes
         self.peak_total = 0
@@ -80,8 +84,8 @@ class DeviceMemory:
                 f"free HBM per cube: {free} (capacity {_size(self.capacity_per_cube)} each)")
         base = self._next
         self._next = _align(base + max(nbytes, 1) + GUARD_BYTES)
-        allocation = Allocation(name, self.sip, base, nbytes, placement, itemsize,
-                                np.zeros(nbytes, dtype=np.uint8), charged)
+        storage = Storage(nbytes, name) if self.backed else None
+        allocation = Allocation(name, self.sip, base, nbytes, placement, itemsize, storage, charged)
         for cube, nbytes_on_cube in charged.items():
             self.used[cube] += nbytes_on_cube
         self.peak_total = max(self.peak_total, self.allocated)

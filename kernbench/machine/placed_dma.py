@@ -30,11 +30,12 @@ def load_elements(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: 
     """
     out = np.empty(indices.size, dtype=dtype)
     if indices.size:
-        view = allocation.data.view(dtype)
+        storage = allocation.storage
 
         def read(lanes, selector):
             # A slice is a view of memory: copy it now, or a store landing before this DMA's end would show.
-            return view[selector].copy() if isinstance(selector, slice) else view[selector]
+            values = storage.typed(dtype, selector)[selector]
+            return values.copy() if isinstance(selector, slice) else values
 
         def write(lanes, selector, values):
             out[lanes] = values
@@ -49,13 +50,13 @@ def store_elements(machine: Machine, pe: PeUnits, allocation: Allocation, indice
     """TCM → HBM: `values` into the elements `indices` of `allocation` (viewed as `values.dtype`)."""
     if not indices.size:
         return
-    view = allocation.data.view(values.dtype)
+    storage = allocation.storage
 
     def read(lanes, selector):
         return values[lanes]
 
     def write(lanes, selector, stored):
-        view[selector] = stored
+        storage.typed(values.dtype, selector)[selector] = stored
 
     _dma(machine, pe, allocation, indices, values.dtype.itemsize, to_tcm=False, read=read, write=write,
          label=label, program=program, data=data)

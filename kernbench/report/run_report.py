@@ -42,12 +42,12 @@ def run_report(ctx) -> dict:
 
 
 def format_report(report: dict) -> str:
-    lines = [f"simulated time: {_time(report['total_time_ps'])}  ({report['ops']} ops"
+    lines = [f"simulated time: {format_ps(report['total_time_ps'])}  ({report['ops']} ops"
              + (", timing only)" if report["timing_only"] else ")")]
     if report["devices"]:
         lines.append("per device:")
         for name, entry in report["devices"].items():
-            lines.append(f"  {name:<8} busy from {_time(entry['first_ps'])} to {_time(entry['last_ps'])}"
+            lines.append(f"  {name:<8} busy from {format_ps(entry['first_ps'])} to {format_ps(entry['last_ps'])}"
                          f"  ({entry['ops']} ops)")
     lines.append("bytes moved per link class:")
     for kind, nbytes in report["bytes_by_link_class"].items():
@@ -55,7 +55,7 @@ def format_report(report: dict) -> str:
     if report["busiest_resources"]:
         lines.append("busiest resources:")
         for row in report["busiest_resources"]:
-            lines.append(f"  {row['resource']:<28} busy {_time(row['busy_ps']):>12}  "
+            lines.append(f"  {row['resource']:<28} busy {format_ps(row['busy_ps']):>12}  "
                          f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
     if report["collectives"]:
         lines.append("collectives (size per rank; busbw uses nccl-tests' factors):")
@@ -65,7 +65,7 @@ def format_report(report: dict) -> str:
                      f"{'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}")
         for row in shown:
             lines.append(f"  {row['label']:<{width}} {row['algorithm']:<17} {row['world_size']:>5} {row['bytes']:>12,d} B "
-                         f"{row['dtype']:>5} {row['op'] or '-':>7} {_time(row['time_ps']):>12} "
+                         f"{row['dtype']:>5} {row['op'] or '-':>7} {format_ps(row['time_ps']):>12} "
                          f"{row['algbw_gb_per_s']:>11.3f} {row['busbw_gb_per_s']:>11.3f}")
         hidden = len(report["collectives"]) - COLLECTIVES_SHOWN
         if hidden > 0:
@@ -74,7 +74,8 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _time(ps: int) -> str:
+def format_ps(ps: int) -> str:
+    """A simulated duration in picoseconds, in the largest unit it reaches (3 decimals)."""
     for unit, scale in (("s", 10**12), ("ms", 10**9), ("us", 10**6), ("ns", 10**3)):
         if ps >= scale:
             return f"{ps / scale:.3f} {unit}"

@@ -30,13 +30,14 @@ class RuntimeContext:
         self.topology = topology
         self.timing_only = timing_only
         self.engine = Engine()
-        self.machine = Machine(topology, self.engine)
+        self.machine = Machine(topology, self.engine, backed=not timing_only)
         self.machine.hazards.strict = strict_hazards
         self.streams: list[Stream] = []
         self.default_streams = [Stream(self, d, name=f"ahbm:{d}.default") for d in range(topology.n_sips)]
         self._rank_state: dict[object, _RankState] = {}
         self._tensor_ids = 0
         self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
+        self.programs_done = 0  # kernel programs finished so far, for the progress line
         self.manual_seed(seed)
 
     @property

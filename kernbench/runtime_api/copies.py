@@ -18,6 +18,7 @@ import numpy as np
 
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.data_executor import Region
+from kernbench.runtime_api.boxes import box_span, row_major_strides
 from kernbench.runtime_api.errors import TensorError
 
 
@@ -91,15 +92,10 @@ def _device_to_device(dst, src) -> list[Transfer]:
 
 def box_region(tensor, index: tuple[slice, ...]) -> Region:
     """The elements of `tensor` inside the box `index`, for hazard detection: one slice when they are contiguous."""
-    shape = tensor.shape
-    strides = tensor.stride() if shape else ()
-    first = sum(s.start * stride for s, stride in zip(index, strides))
-    extents = [s.stop - s.start for s in index]
-    partial = [axis for axis, (extent, n) in enumerate(zip(extents, shape)) if extent != n]
-    # Row-major: contiguous when every axis before the last partial one holds a single index.
-    if not partial or all(extents[axis] == 1 for axis in range(partial[-1])):
-        return Region(tensor.allocation, slice(first, first + int(np.prod(extents, dtype=np.int64))),
-                      tensor.dtype.itemsize)
+    first, stop, contiguous = box_span(tensor.shape, index)
+    if contiguous:
+        return Region(tensor.allocation, slice(first, stop), tensor.dtype.itemsize)
+    strides = row_major_strides(tensor.shape)
     offsets = np.zeros((), dtype=np.int64)
     for s, stride in zip(index, strides):
         offsets = offsets[..., None] + np.arange(s.start, s.stop, dtype=np.int64) * stride

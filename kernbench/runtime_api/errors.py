@@ -11,5 +11,9 @@ class RuntimeUsageError(KernbenchError):
     """A runtime call made out of order or with arguments that do not fit (e.g. an unrecorded event)."""
 
 
+class ValuesNotComputed(KernbenchError):
+    """A host read of device values in a timing-only run, where no value is computed."""
+
+
 class WorkingSetTooLarge(KernbenchError):
     """A kernel op whose operands do not fit in its PE's TCM (no spill is modelled; see ADR 0008)."""

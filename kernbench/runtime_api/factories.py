@@ -7,16 +7,23 @@ numbers) are written by an HBM fill enqueued on the current stream; values
 that come from the host (`tensor(data)`) cross the host link as a copy.
 Random numbers come from the run's seeded generator (`manual_seed`), so a
 run's data is as repeatable as its timing.
+
+Capacity comes first: a device tensor is allocated (and refused, if it does
+not fit) before any host memory is spent on its values. A constant fill
+stays a constant in the tensor's storage until it is written (adr/0013), and
+in a timing-only run no values are made at all.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
 from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtype
 from kernbench.machine import Transfer, hbm
+from kernbench.machine.storage import HostMemoryError
 from kernbench.policy import DPPolicy
 from kernbench.runtime_api.copies import slice_of
 from kernbench.runtime_api.device import CPU
@@ -46,24 +53,29 @@ class Factories:
     def full(self, size, fill_value, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         shape = _shape((size,))
         dtype = resolve_dtype(dtype, default=_default_for(fill_value))
-        return self._generated(np.full(shape, fill_value, dtype=dtype.numpy), dtype, device, dp, name)
+        constant = np.asarray(fill_value, dtype=dtype.numpy)
+        return self._generated(shape, dtype, device, dp, name, lambda: constant, constant=True)
 
     def arange(self, start, end=None, step=1, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         if end is None:
             start, end = 0, start
-        values = np.arange(start, end, step)
-        dtype = resolve_dtype(dtype, default=float32 if values.dtype.kind == "f" else int64)
-        return self._generated(values.astype(dtype.numpy), dtype, device, dp, name)
+        if step == 0:
+            raise TensorError("arange: step must be nonzero")
+        is_float = any(isinstance(x, (float, np.floating)) for x in (start, end, step))
+        dtype = resolve_dtype(dtype, default=float32 if is_float else int64)
+        count = max(0, math.ceil((end - start) / step)) if is_float else len(range(start, end, step))
+        return self._generated((count,), dtype, device, dp, name,
+                               lambda: np.arange(start, end, step)[:count].astype(dtype.numpy))
 
     def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
-        dtype = resolve_dtype(dtype)
-        values = self._ctx.rng.standard_normal(_shape(size)).astype(dtype.numpy)
-        return self._generated(values, dtype, device, dp, name)
+        dtype, shape = resolve_dtype(dtype), _shape(size)
+        return self._generated(shape, dtype, device, dp, name,
+                               lambda: self._ctx.rng.standard_normal(shape).astype(dtype.numpy))
 
     def rand(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
-        dtype = resolve_dtype(dtype)
-        values = self._ctx.rng.random(_shape(size)).astype(dtype.numpy)
-        return self._generated(values, dtype, device, dp, name)
+        dtype, shape = resolve_dtype(dtype), _shape(size)
+        return self._generated(shape, dtype, device, dp, name,
+                               lambda: self._ctx.rng.random(shape).astype(dtype.numpy))
 
     def tensor(self, data, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         values = np.asarray(data.numpy() if isinstance(data, Tensor) else data)
@@ -102,25 +114,33 @@ class Factories:
         if target.is_host:
             if dp is not None:
                 raise TensorError("dp= places a tensor on a device's cubes; it has no meaning for device='cpu'")
-            return Tensor(ctx, shape, dtype, CPU, name or ctx.next_tensor_name("host"),
-                          host_array=np.empty(shape, dtype=dtype.numpy))
+            name = name or ctx.next_tensor_name("host")
+            return Tensor(ctx, shape, dtype, CPU, name,
+                          host_array=_host_values(name, shape, dtype, lambda: np.empty(shape, dtype=dtype.numpy)))
         if dp is not None and not isinstance(dp, DPPolicy):
             raise TensorError(f"dp= expects a DPPolicy, got {dp!r}")
         return device_tensor(ctx, shape, dtype, target.index, dp or DEFAULT_POLICY, name or ctx.next_tensor_name())
 
-    def _generated(self, values: np.ndarray, dtype: DType, device, dp, name) -> Tensor:
-        """A tensor whose values the device writes itself: one HBM fill per shard, enqueued."""
-        out = self._new(values.shape, dtype, device, dp, name)
-        if out.device.is_host:
-            out._host_array[...] = values
-            return out
+    def _generated(self, shape, dtype: DType, device, dp, name, make_values, *, constant: bool = False) -> Tensor:
+        """A tensor whose values the device writes itself: one HBM fill per shard, enqueued.
+
+        The tensor is allocated first; `make_values()` (the whole array, or
+        one element when `constant`) runs only after, and not at all in a
+        timing-only run.
+        """
+        out = self._new(shape, dtype, device, dp, name)
         ctx = self._ctx
-        sip = out.device.index
-        fills = [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * dtype.itemsize,
-                          read=functools.partial(slice_of, values, shard.index),
-                          write=functools.partial(out._device_write, shard.index))
-                 for shard in out.placement.shards]
+        if out.device.is_host:
+            out._host_array[...] = make_values()
+            return out
         data = not ctx.timing_only
+        values = _host_values(out.name, shape, dtype, make_values) if data else None
+        sip = out.device.index
+        write = out._device_fill if constant else out._device_write
+        fills = [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * dtype.itemsize,
+                          read=functools.partial(_the, values) if constant else functools.partial(slice_of, values, shard.index),
+                          write=functools.partial(write, shard.index))
+                 for shard in out.placement.shards]
         handle = ctx.current_stream(sip).enqueue(
             f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data))
         out._pending_writes.append(handle)
@@ -135,6 +155,22 @@ def _shape(size: tuple) -> tuple[int, ...]:
     if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in shape):
         raise TensorError(f"a tensor size must be non-negative integers, got {shape}")
     return tuple(int(n) for n in shape)
+
+
+def _host_values(name: str, shape, dtype: DType, make) -> np.ndarray:
+    """`make()`, with a host that cannot hold the values said in one line instead of numpy's MemoryError."""
+    try:
+        return make()
+    except (MemoryError, ValueError) as error:
+        if isinstance(error, ValueError) and "too big" not in str(error):
+            raise  # numpy's words for a size beyond any host; other ValueErrors are the caller's
+        nbytes = math.prod(shape) * dtype.itemsize
+        raise HostMemoryError(f"tensor {name!r}: the host cannot hold its values ({nbytes} bytes of {dtype.name}, "
+                              f"shape {tuple(shape)}); run with --timing-only, which keeps no values") from None
+
+
+def _the(value):
+    return value
 
 
 def _default_for(value) -> DType:

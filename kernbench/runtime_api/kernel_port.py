@@ -83,7 +83,7 @@ class SimProgramPort:
         new = np.asarray(values, dtype=dtype)
         new = (new if mask is None else new[mask]).reshape(-1)
         if not self._timing_only:
-            view = allocation.data.view(dtype)
+            view = allocation.storage.typed(dtype, indices)
             previous = np.empty(indices.size, dtype=dtype)
             # Lanes apply one after another, so lanes that hit the same address see each other.
             for lane, index in enumerate(indices):
@@ -102,7 +102,7 @@ class SimProgramPort:
         allocation, indices = self._locate(addresses.reshape(-1), dtype.itemsize, "atomic_cas")
         old = np.zeros(addresses.shape, dtype=dtype)
         if not self._timing_only:
-            view = allocation.data.view(dtype)
+            view = allocation.storage.typed(dtype, indices)
             expected = np.asarray(compare, dtype=dtype).reshape(-1)
             new = np.asarray(values, dtype=dtype).reshape(-1)
             flat = old.reshape(-1)

@@ -7,7 +7,9 @@ values is a *host-read barrier*: it waits for those writes, then moves the
 bytes to the host with a timed DMA. The barrier methods are listed in
 `HOST_READS` (filled by the `@host_read` decorator), and all of them reach the
 device bytes only through `_read_to_host`; `tests/runtime_api` checks that no
-other method of this class touches them.
+other method of this class touches them. With `--timing-only` no values
+exist, and every host read is a `ValuesNotComputed` error naming the tensor
+and the call, never stale bytes.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import numpy as np
 
 from kernbench.dtypes import DType
 from kernbench.machine import Transfer, hbm, host
+from kernbench.runtime_api.boxes import box_span, row_major_strides
 from kernbench.runtime_api.copies import copy_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
-from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 
 if TYPE_CHECKING:
     from kernbench.machine.memory import Allocation
@@ -75,11 +78,7 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         """Element strides of the (always contiguous, row-major) layout, as torch reports them."""
-        strides, step = [], 1
-        for n in reversed(self.shape):
-            strides.append(step)
-            step *= n
-        strides = tuple(reversed(strides))
+        strides = row_major_strides(self.shape)
         return strides if dim is None else strides[dim]
 
     def is_contiguous(self) -> bool:
@@ -117,24 +116,24 @@ class Tensor:
     @host_read
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (a copy, for a device tensor)."""
-        return self._read_to_host()
+        return self._read_to_host("numpy()")
 
     @property
     @host_read
     def data(self) -> np.ndarray:
         """The values as a numpy array, like `numpy()`."""
-        return self._read_to_host()
+        return self._read_to_host(".data")
 
     @host_read
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """The values for `np.asarray(tensor)`."""
-        values = self._read_to_host()
+        values = self._read_to_host("np.asarray()")
         return values if dtype is None else values.astype(dtype)
 
     @host_read
     def __getitem__(self, index) -> "Tensor":
         """The indexed values, as a new host tensor."""
-        values = np.ascontiguousarray(self._read_to_host()[index])
+        values = np.ascontiguousarray(self._read_to_host("indexing")[index])
         return self._ctx_host_tensor(values)
 
     @host_read
@@ -142,23 +141,24 @@ class Tensor:
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise TensorError(f"item() needs a one-element tensor; {self.name!r} has shape {self.shape}")
-        return self._read_to_host().reshape(()).item()
+        return self._read_to_host("item()").reshape(()).item()
 
     @host_read
     def tolist(self):
         """The values as nested Python lists."""
-        return self._read_to_host().tolist()
+        return self._read_to_host("tolist()").tolist()
 
     @host_read
     def cpu(self) -> "Tensor":
         """A host copy of the tensor."""
-        return self if self.device.is_host else self._ctx_host_tensor(self._read_to_host())
+        return self if self.device.is_host else self._ctx_host_tensor(self._read_to_host("cpu()"))
 
     @host_read
     def __repr__(self) -> str:
         """torch-style text of the values."""
-        body = np.array2string(self._read_to_host().astype(np.float64) if self.dtype.name == "bf16"
-                               else self._read_to_host(), separator=", ", prefix="tensor(")
+        values = self._read_to_host("repr()")
+        body = np.array2string(values.astype(np.float64) if self.dtype.name == "bf16" else values,
+                               separator=", ", prefix="tensor(")
         extras = "" if self.device.is_host else f", device='{self.device}'"
         return f"tensor({body}{extras}, dtype={self.dtype!r})"
 
@@ -168,12 +168,18 @@ class Tensor:
         return Tensor(self._ctx, values.shape, self.dtype, CPU, self._ctx.next_tensor_name("host"),
                       host_array=values)
 
-    def _read_to_host(self) -> np.ndarray:
-        """Wait for in-flight writes, then DMA the values to the host (the only host path to device bytes)."""
+    def _read_to_host(self, call: str) -> np.ndarray:
+        """Wait for in-flight writes, then DMA the values to the host (the only host path to device bytes).
+
+        `call` is the user's call that reads, named in the timing-only error.
+        """
         if self._host_array is not None:
             return self._host_array
-        self._ctx.block_on(self._pending_writes)
+        self._ctx.block_on(self._pending_writes)  # first, so a failure of the work that wrote it shows
         self._pending_writes.clear()
+        if self._ctx.timing_only:
+            raise ValuesNotComputed(f"values are not computed with --timing-only: tensor {self.name!r} "
+                                    f"({self.device}) read by {call}; check torch.is_timing_only() to skip it")
         out = np.empty(self.shape, dtype=self.dtype.numpy)
         transfers = []
         for shard in self._nearest_replica(cube=0):
@@ -188,14 +194,25 @@ class Tensor:
         return out
 
     # ---- device-side data effects (run by the machine at the op's simulated time) ---------
-    def _device_values(self) -> np.ndarray:
-        return self._allocation.data.view(self.dtype.numpy).reshape(self.shape)
+    def _device_values(self, index: tuple[slice, ...]) -> np.ndarray:
+        """The device bytes in this tensor's shape, holding their values at least inside the box `index`."""
+        first, stop, _ = box_span(self.shape, index)
+        return self._allocation.storage.typed(self.dtype.numpy, slice(first, stop)).reshape(self.shape)
 
     def _device_read(self, index) -> np.ndarray:
-        return self._device_values()[index].copy()
+        return self._device_values(index)[index].copy()
 
     def _device_write(self, index, values) -> None:
-        self._device_values()[index] = values
+        self._device_values(index)[index] = values
+
+    def _device_fill(self, index, value) -> None:
+        """`value` into every element of the box `index`; kept as a value by the storage where the box is contiguous."""
+        first, stop, contiguous = box_span(self.shape, index)
+        if not contiguous:
+            self._device_write(index, value)
+            return
+        itemsize = self.dtype.itemsize
+        self._allocation.storage.fill(first * itemsize, stop * itemsize, np.asarray(value, dtype=self.dtype.numpy))
 
     def _nearest_replica(self, cube: int):
         """The shards of the replica whose cube is nearest `cube` on the mesh."""

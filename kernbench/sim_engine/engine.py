@@ -60,6 +60,11 @@ class Engine:
         return self._now
 
     @property
+    def events_scheduled(self) -> int:
+        """How many entries have been put on the schedule so far (a measure of work done, for progress lines)."""
+        return self._seq
+
+    @property
     def current_process(self) -> Process | None:
         """The process running now, or None in the main greenlet."""
         return self._current

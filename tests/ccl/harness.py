@@ -28,7 +28,7 @@ def config(algorithm: str = "ring", **overrides) -> dict:
 def device_tensor(session: Session, sip: int, values: np.ndarray, dtype: str, name: str | None = None):
     """A tensor on SIP `sip` (cube 0, PE 0) holding `values`, written straight into its memory (no timed copy)."""
     tensor = session.torch.empty(*values.shape, dtype=dtype, device=f"ahbm:{sip}", name=name)
-    tensor._allocation.data.view(resolve_dtype(dtype).numpy)[:] = values.reshape(-1)
+    tensor._allocation.storage.typed(resolve_dtype(dtype).numpy)[:] = values.reshape(-1)
     return tensor
 
 
@@ -39,7 +39,7 @@ def region(tensor, indices: np.ndarray | None = None) -> Region:
 
 
 def values_of(tensor) -> np.ndarray:
-    return tensor._allocation.data.view(tensor.dtype.numpy).copy()
+    return tensor._allocation.storage.typed(tensor.dtype.numpy).copy()
 
 
 def member(rank: int, sip: int, input_region: Region, output_region: Region | None = None, *, cube=0, pe=0) -> Member:

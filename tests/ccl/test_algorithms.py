@@ -132,7 +132,7 @@ def test_adr0010_t11_pe_members_of_one_sip_reduce_non_contiguous_shards(algorith
     table = inputs(1, rows * p * per_rank, "sum")[0].reshape(rows, p * per_rank)
     tensor = session.torch.empty(rows, p * per_rank, dtype="f32", device="ahbm:0",
                                  dp=DPPolicy(cube="column_wise", pe="column_wise", num_cubes=cubes, num_pes=p))
-    tensor._allocation.data.view(np.float32)[:] = table.reshape(-1)
+    tensor._allocation.storage.typed(np.float32)[:] = table.reshape(-1)
     flat = np.arange(table.size).reshape(table.shape)
     shards = tensor._allocation.placement.shards
     members = [member(r, 0, region(tensor, flat[shard.index].reshape(-1)), cube=shard.cube, pe=shard.pe)

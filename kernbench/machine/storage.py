@@ -1,0 +1,129 @@
+"""`Storage`: the bytes of one allocation, spending host memory only where values are computed.
+
+A simulated machine is usually larger than the host that simulates it (a
+32-SIP machine holds terabytes of HBM), so an allocation must not cost host
+memory for its declared size (adr/0013-storage.md). Three rules keep host
+memory proportional to the bytes whose values a run computes:
+
+- **Mapped, not allocated.** A storage of at least `MAPPED_FROM_BYTES` is an
+  anonymous private mapping made on first access, without swap reservation.
+  The operating system backs a page only when it is written; a page never
+  written reads as zeros without being backed. Smaller storages are plain
+  numpy arrays (a mapping per small tensor would exhaust the host's map
+  count long before its memory).
+- **Constant fills are kept as a value.** A fill (`zeros`, `full`, `ones`)
+  of whole `CHUNK_BYTES` chunks releases their pages and remembers the fill
+  pattern per chunk; the pattern is written into a chunk only when bytes of
+  that chunk are next read or written (`typed`), and a zero pattern never is.
+  Only a fill's partial chunks at its ends are written at once.
+- **Released on free.** A storage lives as long as its allocation; its pages
+  go back to the host with it.
+
+Worst case: a run that writes every byte of a tensor backs all of it, as it
+must to hold the values; a non-zero fill of a box that is not contiguous in
+memory (a column-wise shard) is written element by element and so backs the
+pages it touches. Timing-only runs create no storage at all.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+
+import numpy as np
+
+from kernbench.errors import KernbenchError
+
+CHUNK_BYTES = 1 << 20
+MAPPED_FROM_BYTES = CHUNK_BYTES
+# Linux refuses an anonymous mapping larger than RAM + swap unless it asks for no
+# swap reservation; Python's mmap module names the flag only from 3.13 on.
+_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+
+
+class HostMemoryError(KernbenchError):
+    """The host cannot hold the values a data run computes (timing-only needs no host storage)."""
+
+
+class Storage:
+    """The bytes of one allocation of `nbytes`, backed lazily (see the module docstring)."""
+
+    __slots__ = ("nbytes", "name", "_map", "_bytes", "_pending")
+
+    def __init__(self, nbytes: int, name: str):
+        self.nbytes = nbytes
+        self.name = name
+        self._map: mmap.mmap | None = None
+        self._bytes: np.ndarray | None = None
+        self._pending: dict[int, np.ndarray] = {}  # chunk -> fill pattern not written into it yet
+
+    def typed(self, dtype, selector=None) -> np.ndarray:
+        """The whole storage as a flat array of `dtype`, the elements `selector` holding their values.
+
+        `selector` (a slice or an index array of `dtype` elements; None for
+        all) says which elements the caller touches, so only the pending
+        fills of their chunks are written first.
+        """
+        if self._bytes is None:
+            self._bytes = self._create()
+        if self._pending:
+            itemsize = np.dtype(dtype).itemsize
+            lo, hi = _byte_bounds(selector, itemsize, self.nbytes)
+            self._write_pending(lo, hi)
+        return self._bytes.view(dtype)
+
+    def fill(self, lo: int, hi: int, pattern: np.ndarray) -> None:
+        """Set bytes [lo, hi) to repetitions of `pattern` (one element's bytes; `lo` is element-aligned)."""
+        pattern = np.ascontiguousarray(pattern).view(np.uint8).reshape(-1)
+        zero = not pattern.any()
+        if self._bytes is None and zero and not self._pending:
+            return  # a storage never touched reads as zeros already
+        first, last = -(-lo // CHUNK_BYTES), hi // CHUNK_BYTES
+        if self.nbytes < MAPPED_FROM_BYTES or first >= last:
+            self.typed(np.uint8, slice(lo, hi))[lo:hi] = np.resize(pattern, hi - lo)
+            return
+        head, tail = first * CHUNK_BYTES, last * CHUNK_BYTES
+        self.typed(np.uint8, slice(lo, head))[lo:head] = np.resize(pattern, head - lo)
+        self.typed(np.uint8, slice(tail, hi))[tail:hi] = np.resize(pattern, hi - tail)
+        self._map.madvise(mmap.MADV_DONTNEED, head, tail - head)
+        for chunk in range(first, last):
+            if zero:
+                self._pending.pop(chunk, None)
+            else:
+                self._pending[chunk] = pattern
+
+    def _create(self) -> np.ndarray:
+        if self.nbytes < MAPPED_FROM_BYTES:
+            return np.zeros(self.nbytes, dtype=np.uint8)
+        try:
+            self._map = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
+        except (OSError, OverflowError) as error:
+            raise HostMemoryError(
+                f"tensor {self.name!r}: the host cannot map {self.nbytes} bytes for its values ({error}); "
+                "run with --timing-only, which keeps no values") from None
+        return np.frombuffer(self._map, dtype=np.uint8)
+
+    def _write_pending(self, lo: int, hi: int) -> None:
+        first, last = lo // CHUNK_BYTES, -(-hi // CHUNK_BYTES)
+        pending = self._pending
+        for chunk in range(first, last) if last - first <= len(pending) else sorted(pending):
+            pattern = pending.get(chunk)
+            if pattern is None or not first <= chunk < last:
+                continue
+            start = chunk * CHUNK_BYTES
+            stop = min(start + CHUNK_BYTES, self.nbytes)
+            self._bytes[start:stop] = np.resize(pattern, stop - start)
+            del pending[chunk]
+
+
+def _byte_bounds(selector, itemsize: int, nbytes: int) -> tuple[int, int]:
+    """[lo, hi) bytes covering every element `selector` names (all bytes for None)."""
+    if selector is None:
+        return 0, nbytes
+    if isinstance(selector, slice):
+        start, stop, _ = selector.indices(nbytes // itemsize)
+        return start * itemsize, max(start, stop) * itemsize
+    indices = np.asarray(selector)
+    if not indices.size:
+        return 0, 0
+    return int(indices.min()) * itemsize, (int(indices.max()) + 1) * itemsize
