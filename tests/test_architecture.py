@@ -86,3 +86,38 @@ def test_adr0001_t4_module_and_script_entry_points_agree(tmp_path):
     result = run_kernbench("--help", cwd=tmp_path)
     assert result.returncode == 0
     assert result.stdout.startswith("usage: kernbench")
+
+
+def test_adr0001_t5_the_repository_points_at_no_file_outside_it():
+    """The repository explains itself: no text file in it refers to the `shared` folder beside the checkout."""
+    import os
+    import shutil
+    import subprocess
+
+    root = PACKAGE.parent
+    outside = "../" + "shared"  # spelt in two pieces so that this file does not name it
+    files = None
+    if shutil.which("git") and (root / ".git").exists():
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                cwd=root, capture_output=True)
+        if listed.returncode == 0:
+            files = [root / name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+    if files is None:  # no git: walk the tree, skipping git's own data, virtual environments and caches
+        skipped = {".git", "__pycache__", ".pytest_cache", ".hypothesis", "node_modules", "build", "dist"}
+        files = []
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [d for d in subfolders if d not in skipped and not d.endswith(".egg-info")
+                             and not (Path(folder, d) / "pyvenv.cfg").exists()]
+            files += [Path(folder, name) for name in names]
+    offending = []
+    for path in sorted(set(files)):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue  # binary
+        text = data.decode("utf-8", "replace")
+        for number, line in enumerate(text.splitlines(), start=1):
+            if outside in line:
+                offending.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert not offending, f"files pointing at {outside} (outside the repository):\n" + "\n".join(offending)

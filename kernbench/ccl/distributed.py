@@ -180,7 +180,7 @@ class Distributed:
                 self._world = last
             else:
                 _check_config(config, cfg, topology)
-                if size > topology.pes_per_sip:
+                if size > max(topology.n_sips, topology.pes_per_sip):
                     raise CclConfigError(f"{cfg.source}: world_size {size} exceeds both the {topology.n_sips} SIPs "
                                          f"and the {topology.pes_per_sip} PEs of one SIP")
                 self._world = self._last_world = _World(size, size > topology.n_sips, config)

@@ -65,17 +65,25 @@ def _is_number(value: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Count:
-    """A whole number of things (SIPs, engines, lanes, flops per cycle)."""
+    """A whole number of things (SIPs, engines, lanes, flops per cycle).
+
+    `maximum`, where set, bounds the size of the machine (adr/0002, "Size");
+    a value above it is refused naming the limit, like any other range check.
+    """
 
     minimum: int = 1
+    maximum: int | None = None
 
     @property
     def expected(self) -> str:
-        return f"a whole number >= {self.minimum}"
+        most = "" if self.maximum is None else f" and <= {self.maximum}"
+        return f"a whole number >= {self.minimum}{most}"
 
     def normalize(self, value: Any, path: KeyPath, document: Document) -> int:
         if not _is_number(value) or isinstance(value, float) or value < self.minimum:
             raise document.error(path, f"found {describe(value)}; expected {self.expected}")
+        if self.maximum is not None and value > self.maximum:
+            raise document.error(path, f"found {value}, above the limit of {self.maximum}; expected {self.expected}")
         return value
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kernbench.topology import routes
 from kernbench.topology.errors import TopologyError
-from kernbench.topology.routes import Link
+from kernbench.topology.routes import InterSipLinks, Link
 from kernbench.topology.specs import CubeSpec, IpcqSpec, PeSpec, SipSpec, SystemSpec
 
 
@@ -142,8 +142,9 @@ class Topology:
         self._check("SIP", dst_sip, self.n_sips)
         return routes.inter_sip_route(src_sip, dst_sip, self.n_sips, self.system.inter_sip)
 
-    def all_inter_sip_links(self) -> tuple[Link, ...]:
-        return routes.inter_sip_links(self.n_sips, self.system.inter_sip)
+    def all_inter_sip_links(self) -> InterSipLinks:
+        """Every directed inter-SIP link, each once: a lazy sequence, so `len` costs nothing at any size."""
+        return InterSipLinks(self.n_sips, self.system.inter_sip)
 
     def host_to_sip_link(self, sip: int) -> Link:
         self._check("SIP", sip, self.n_sips)

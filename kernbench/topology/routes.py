@@ -8,6 +8,7 @@ gives the same links in the same order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from kernbench.topology.specs import InterSipSpec, LinkSpec, MeshSpec, NocSpec
@@ -106,19 +107,55 @@ def inter_sip_route(src: int, dst: int, sip_count: int, inter_sip: InterSipSpec)
     return tuple(links)
 
 
-def inter_sip_links(sip_count: int, inter_sip: InterSipSpec) -> tuple[Link, ...]:
-    """Every directed inter-SIP link, each once (a ring of two SIPs has one link each way)."""
-    if inter_sip.shape == "switch":
-        pairs = [pair for sip in range(sip_count) for pair in ((sip, None), (None, sip))]
-    elif inter_sip.shape == "full_mesh":
-        pairs = [(src, dst) for src in range(sip_count) for dst in range(sip_count) if src != dst]
-    else:
-        pairs = []
-        for sip in range(sip_count):
-            for neighbour in ((sip + 1) % sip_count, (sip - 1) % sip_count):
-                if neighbour != sip and (sip, neighbour) not in pairs:
-                    pairs.append((sip, neighbour))
-    return tuple(inter_sip_link(src, dst, inter_sip) for src, dst in pairs)
+@dataclass(frozen=True, slots=True)
+class InterSipLinks(Sequence[Link]):
+    """Every directed inter-SIP link, each once, built when read rather than stored.
+
+    A full mesh of n SIPs has n(n-1) links (16.8 million at 4,096 SIPs), so a
+    stored list would make a large machine cost memory and seconds before
+    any traffic moves. `len` is a formula and `links[i]` builds the i-th
+    link, so counting is O(1) and reading is linear in what is read. Order,
+    SIP by SIP: ring, the link to the next SIP then to the previous (a ring
+    of two has one link each way); full mesh, to every other SIP in index
+    order; switch, up to the switch then down from it.
+    """
+
+    sip_count: int
+    inter_sip: InterSipSpec
+
+    @property
+    def _per_sip(self) -> int:
+        if self.inter_sip.shape == "switch":
+            return 2
+        if self.inter_sip.shape == "full_mesh":
+            return self.sip_count - 1
+        # The next and the previous SIP are the same one when there are two.
+        return min(2, self.sip_count - 1)
+
+    def __len__(self) -> int:
+        return self.sip_count * self._per_sip
+
+    def __getitem__(self, index: int | slice) -> Link | tuple[Link, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        count = len(self)
+        if not -count <= index < count:
+            raise IndexError(f"inter-SIP link {index} is out of range: there are {count}")
+        return inter_sip_link(*self._ends(*divmod(index % count, self._per_sip)), self.inter_sip)
+
+    def __iter__(self) -> Iterator[Link]:
+        per_sip = self._per_sip
+        for sip in range(self.sip_count):
+            for k in range(per_sip):
+                yield inter_sip_link(*self._ends(sip, k), self.inter_sip)
+
+    def _ends(self, sip: int, k: int) -> tuple[int | None, int | None]:
+        """Source and destination of SIP `sip`'s `k`-th link in the order above; None is the switch."""
+        if self.inter_sip.shape == "switch":
+            return (sip, None) if k == 0 else (None, sip)
+        if self.inter_sip.shape == "full_mesh":
+            return sip, k if k < sip else k + 1
+        return sip, (sip + 1 if k == 0 else sip - 1) % self.sip_count
 
 
 def host_link(sip: int, to_device: bool, link: LinkSpec) -> Link:

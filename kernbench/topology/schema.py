@@ -35,6 +35,14 @@ LINK_SHAPES = ("ring", "full_mesh", "switch")
 CORNERS = ("nw", "ne", "sw", "se")
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32")
 
+# Bounds on the size of a machine (adr/0002, "Size"): far above any machine a
+# study would simulate, low enough that what is listed per SIP, cube or PE
+# stays small. 65,536 SIPs of 16 TiB address windows also keep every device
+# address below 2^60, inside the int64 addresses kernels compute with.
+MAX_SIPS = 65_536
+MAX_MESH_SIDE = 64
+MAX_PE_PER_CORNER = 16
+
 Kind = Count | Quantity | Choice | DistinctChoices | RateTable
 
 
@@ -58,20 +66,20 @@ def _memory(prefix: str, capacity: Quantity, what: str) -> tuple[Field, ...]:
 
 
 SCHEMA: tuple[Field, ...] = (
-    Field("system.sips.count", Count(), "SIPs (devices) in the system"),
+    Field("system.sips.count", Count(maximum=MAX_SIPS), "SIPs (devices) in the system"),
     Field("system.inter_sip.shape", Choice(LINK_SHAPES), "how the SIPs are linked"),
     Field("system.inter_sip.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one inter-SIP link, each direction"),
     Field("system.inter_sip.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one inter-SIP link"),
     Field("system.host_link.bandwidth_gb_per_s", Quantity(GB_PER_S), "host <-> SIP bandwidth, each direction"),
     Field("system.host_link.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "host <-> SIP latency"),
-    Field("sip.cube_mesh.w", Count(), "cubes across the SIP's mesh"),
-    Field("sip.cube_mesh.h", Count(), "cubes down the SIP's mesh"),
+    Field("sip.cube_mesh.w", Count(maximum=MAX_MESH_SIDE), "cubes across the SIP's mesh"),
+    Field("sip.cube_mesh.h", Count(maximum=MAX_MESH_SIDE), "cubes down the SIP's mesh"),
     Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),
     Field("sip.noc.link_bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one NoC link, each direction"),
     *_memory("cube.hbm", Quantity(GIB), "HBM stack"),
     *_memory("cube.sram", Quantity(KIB), "cube-shared SRAM"),
     Field("cube.pe_layout.corners", DistinctChoices(CORNERS), "corners of a cube that hold PEs"),
-    Field("cube.pe_layout.pe_per_corner", Count(), "PEs at each listed corner"),
+    Field("cube.pe_layout.pe_per_corner", Count(maximum=MAX_PE_PER_CORNER), "PEs at each listed corner"),
     Field("pe.clock_ghz", Quantity(GHZ), "PE clock"),
     *_memory("pe.tcm", Quantity(KIB), "PE tightly coupled memory"),
     Field("pe.dma.engines", Count(), "DMA engines per PE"),
