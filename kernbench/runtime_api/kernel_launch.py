@@ -14,11 +14,18 @@ program usually touches the slice of data its id selects. When that tensor
 lives on a single PE, programs are dealt round-robin over every PE of the
 SIP, nearest to the data first, so a default-placed tensor still uses the
 whole device.
+
+A launch's host cost does not grow with its grid: each PE's share is a
+`range` (owner i of k gets programs ⌈i·n/k⌉ up to ⌈(i+1)·n/k⌉ in blocks,
+`range(i, n, k)` round-robin), and the PE's resident workers take their next
+program from one iterator over it, so only the programs in flight exist as
+Python objects. `ctx.programs_done` counts finished programs for the
+progress line.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from typing import Iterator
 
 from kernbench.kernels import install_launch_hook
 from kernbench.runtime_api.errors import TensorError
@@ -45,12 +52,14 @@ def launch(prepared) -> None:
     waits = [handle for t in tensors for handle in t._pending_writes]
     engine = ctx.engine
 
-    def run_on_pe(pe, queue: deque) -> None:
-        while queue:
-            linear = queue.popleft()
+    def run_on_pe(pe, programs: Iterator[int]) -> None:
+        # Every resident worker of the PE draws from the same iterator: the next program goes to
+        # whichever worker finishes first, in program order.
+        for linear in programs:
             program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
             port = SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only)
             prepared.run_program(program_id, port)
+            ctx.programs_done += 1
 
     def run_launch() -> None:
         if waits:
@@ -58,8 +67,8 @@ def launch(prepared) -> None:
         resident = ctx.topology.pe.resident_programs
         workers = []
         for pe, programs in assignment:
-            queue = deque(programs)
-            workers += [engine.spawn(run_on_pe, pe, queue, name=f"{prepared.kernel_name} on sip{sip}.{pe.name}#{slot}")
+            shared = iter(programs)
+            workers += [engine.spawn(run_on_pe, pe, shared, name=f"{prepared.kernel_name} on sip{sip}.{pe.name}#{slot}")
                         for slot in range(min(resident, len(programs)))]
         for worker in workers:
             worker.add_callback(_observed)
@@ -75,24 +84,25 @@ def launch(prepared) -> None:
         tensor._pending_writes.append(handle)
 
 
-def _place_programs(ctx, tensors, sip: int, n_programs: int):
-    """[(PeUnits, [linear program ids]), ...] in a fixed order."""
+def _place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[object, range]]:
+    """[(PeUnits, range of linear program ids), ...]: each PE that gets programs, in the order it first gets one."""
     largest = max(tensors, key=lambda t: t.nbytes)
     placement = largest.placement
     owners = list(dict.fromkeys((s.cube, s.pe) for s in placement.shards if s.replica == 0))
-    if len(owners) == 1:
+    k = len(owners)
+    if k == 1:
         home = owners[0][0]
         topology = ctx.topology
         cubes = sorted(range(topology.cubes_per_sip),
                        key=lambda c: (len(topology.noc_route(home, c, sip=sip)), c))
         owners = [(cube, pe) for pe in range(topology.pes_per_cube) for cube in cubes]
-        chosen = [owners[p % len(owners)] for p in range(n_programs)]
+        k = len(owners)
+        # Program p goes to owner p mod k.
+        shares = [range(i, n_programs, k) for i in range(k)]
     else:
-        chosen = [owners[p * len(owners) // n_programs] for p in range(n_programs)]
-    by_pe: dict[tuple[int, int], list[int]] = {}
-    for program, owner in enumerate(chosen):
-        by_pe.setdefault(owner, []).append(program)
-    return [(ctx.machine.pe(sip, cube, pe), programs) for (cube, pe), programs in by_pe.items()]
+        # Program p goes to owner ⌊p·k/n⌋, i.e. owner i gets ⌈i·n/k⌉ <= p < ⌈(i+1)·n/k⌉.
+        shares = [range(-(-i * n_programs // k), -(-(i + 1) * n_programs // k)) for i in range(k)]
+    return [(ctx.machine.pe(sip, cube, pe), programs) for (cube, pe), programs in zip(owners, shares) if programs]
 
 
 def _observed(_worker) -> None:

@@ -236,3 +236,16 @@ def custom_reduce_kernel(x_ptr, prod_ptr, argmax_ptr, N: tl.constexpr):
 def cumsum_kernel(x_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     tl.store(x_ptr + offs, tl.cumsum(tl.load(x_ptr + offs), axis=0))
+
+
+@triton.jit
+def mask_from_load_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr, ACCESS: tl.constexpr):
+    """Masks one access (ACCESS: "load", "store" or "atomic") by a comparison of loaded values."""
+    offs = tl.arange(0, BLOCK)
+    positive = tl.load(x_ptr + offs) > 0
+    if ACCESS == "load":
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=positive))
+    elif ACCESS == "store":
+        tl.store(out_ptr + offs, 1.0, mask=positive)
+    else:
+        tl.atomic_add(out_ptr + offs, 1.0, mask=positive)

@@ -1,15 +1,19 @@
-"""ADR 0009: kernels through Session and `kernbench run` — timing-only runs and faults."""
+"""ADR 0009: kernels through Session and `kernbench run` — timing-only runs and faults; launches of any grid size."""
 
 from __future__ import annotations
 
 import textwrap
+import tracemalloc
 
 import pytest
+import triton
+import triton.language as tl
 
 from kernbench.benches import gemm, vector_add
 from kernbench.cli import main
 from kernbench.kernels.library.matmul import matmul
 from kernbench.kernels.library.vector_add import add
+from kernbench.runtime_api import kernel_launch
 from kernbench.session import Session
 
 
@@ -104,3 +108,97 @@ def test_adr0009_t10_an_out_of_bounds_kernel_ends_the_run_with_one_message_namin
     assert status == 2
     assert err == ("kernbench: error: kernel 'overrun' program (0, 0, 0): out-of-bounds 4-byte access "
                    "to tensor 'x' at byte offset 400\n")
+
+
+@triton.jit
+def _value_math(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Elementwise math, casts and reductions on loaded values, each row of a block masked at `n`."""
+    rows = tl.arange(0, 4)
+    cols = tl.arange(0, BLOCK)
+    mask = (cols < n)[None, :] & (rows < 4)[:, None]
+    x = tl.load(x_ptr + rows[:, None] * BLOCK + cols[None, :], mask=mask, other=-float("inf"))
+    shifted = x - tl.max(x, axis=1)[:, None]
+    e = tl.exp(shifted)
+    soft = e / tl.sum(e, axis=1)[:, None]
+    mixed = tl.where(soft > 0.1, tl.sqrt(soft), soft.to(tl.float16).to(tl.float32) * 2.0)
+    tl.store(out_ptr + rows[:, None] * BLOCK + cols[None, :], mixed, mask=mask)
+    tl.store(out_ptr + 4 * BLOCK + rows, tl.argmax(mixed, axis=1).to(tl.float32))
+
+
+def test_adr0007_t36_timing_only_runs_charge_value_math_as_runs_with_data():
+    logs = []
+    for timing_only in (False, True):
+        session = Session("default", timing_only=timing_only)
+
+        def bench(torch):
+            x = torch.randn(4, 64, name="x")
+            out = torch.zeros(5 * 64, name="out")
+            _value_math[(3,)](x, out, 50, BLOCK=64)
+            torch.ahbm.synchronize()
+
+        session.run(bench, session.torch)
+        logs.append(session.ctx.machine.oplog.to_json())
+    assert logs[0] == logs[1]
+
+
+def _spread(torch, n_elements: int):
+    return torch.empty(n_elements, dp=torch.DPPolicy(cube="column_wise", pe="column_wise"), name="spread")
+
+
+@pytest.mark.parametrize("spread", [True, False], ids=["blocks over owners", "round robin"])
+def test_program_placement_maps_each_program_by_the_rule_and_keeps_first_use_order(spread):
+    session = Session("default", timing_only=True)
+    ctx, torch = session.ctx, session.torch
+    topology = ctx.topology
+    x = _spread(torch, 64 * topology.pes_per_sip) if spread else torch.empty(64, name="x")
+    if spread:  # ADR 0008: program p of n to owner floor(p·k/n), owners in shard order
+        owners = list(dict.fromkeys((s.cube, s.pe) for s in x.placement.shards if s.replica == 0))
+        rule = lambda p, n: owners[p * len(owners) // n]  # noqa: E731
+    else:  # ADR 0008: round-robin over every PE, PE index first, cubes nearest cube 0 first
+        cubes = sorted(range(topology.cubes_per_sip), key=lambda c: (len(topology.noc_route(0, c, sip=0)), c))
+        order = [(cube, pe) for pe in range(topology.pes_per_cube) for cube in cubes]
+        rule = lambda p, n: order[p % len(order)]  # noqa: E731
+    k = topology.pes_per_sip
+    for n in (1, 3, k - 1, k, k + 1, 2 * k + 5, 100):
+        assignment = kernel_launch._place_programs(ctx, [x], 0, n)
+        placed = {p: (pe.cube, pe.pe) for pe, programs in assignment for p in programs}
+        assert placed == {p: rule(p, n) for p in range(n)}
+        assert [(pe.cube, pe.pe) for pe, _ in assignment] == list(dict.fromkeys(rule(p, n) for p in range(n)))
+
+
+@triton.jit
+def _touch(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32))
+
+
+@pytest.mark.parametrize("spread", [True, False], ids=["blocks over owners", "round robin"])
+def test_a_huge_grid_is_placed_and_enqueued_in_memory_independent_of_its_size(spread):
+    session = Session("default", timing_only=True)
+    torch = session.torch
+    x = _spread(torch, 64 * session.ctx.topology.pes_per_sip) if spread else torch.empty(64, name="x")
+    programs = 1 << 40
+
+    assignment = kernel_launch._place_programs(session.ctx, [x], 0, programs)
+    assert all(type(share) is range for _, share in assignment)
+    assert sum(len(share) for _, share in assignment) == programs
+
+    tracemalloc.start()
+    try:
+        _touch[(programs,)](x, BLOCK=64)  # enqueued only: the engine never runs it
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_every_finished_program_is_counted_for_the_progress_line():
+    session = Session("default", timing_only=True)
+
+    def bench(torch):
+        x = _spread(torch, 64 * 40)
+        _touch[(40,)](x, BLOCK=64)
+        _touch[(3,)](x, BLOCK=64)
+        torch.ahbm.synchronize()
+
+    session.run(bench, session.torch)
+    assert session.ctx.programs_done == 43

@@ -185,5 +185,5 @@ def test_adr0013_t9_progress_line_reports_simulated_time_events_and_programs():
     with ProgressLine(session.ctx, stream, interval_s=0.02):
         session.run(bench, session.torch)
     last = stream.getvalue().splitlines()[-1]
-    assert re.fullmatch(r"\[kernbench\] simulated \d+\.\d{3} [mun]?s, [\d,]+ events, \d+ kernel programs done, "
+    assert re.fullmatch(r"\[kernbench\] simulated \d+\.\d{3} [mun]?s, [\d,]+ events, 16 kernel programs done, "
                         r"wall \d+\.\d s", last), last

@@ -12,7 +12,13 @@ machine and are not charged.
 
 Values are `Value`s (see `values`). Each op's result is poisoned when an
 input is; in timing-only mode loads, atomics and dots also poison, since
-their data did not come from real memory. Addresses must never be poisoned.
+their data did not come from real memory. A poisoned result is not computed:
+it is a zero placeholder of the result's shape and numpy dtype (`values.
+placeholder`), and the op is charged exactly as when it is computed, so a
+timing-only run costs the same simulated time without the arithmetic. Index
+and address arithmetic is never poisoned and always computed. Addresses and
+masks must never be poisoned: they decide which bytes move, so a poisoned
+one is a `TimingOnlyRefusal` naming the kernel, program and use.
 
 Signatures follow Triton 3.6-3.9: memory ops take their cache and eviction
 hints as trailing arguments, whose number differs between versions and
@@ -30,7 +36,7 @@ from triton._C.libtriton import ir
 from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
 from kernbench.kernels.triton_bridge.dtypes import cost_dtype_name, dtype_name, element_size, numpy_dtype
 from kernbench.kernels.triton_bridge.port import ProgramPort
-from kernbench.kernels.triton_bridge.values import Value
+from kernbench.kernels.triton_bridge.values import Value, placeholder
 
 _RMW_OPS = {
     ir.ATOMIC_OP.ADD: "add",
@@ -78,6 +84,38 @@ def _poisoned(*values: Value) -> bool:
     return False
 
 
+def _result_shape(inputs: tuple[Value, ...]) -> tuple[int, ...]:
+    """The shape an elementwise op over `inputs` produces (`semantic` has already broadcast them)."""
+    shape = inputs[0].data.shape
+    for value in inputs[1:]:
+        if value.data.shape != shape:
+            return np.broadcast_shapes(*(v.data.shape for v in inputs))
+    return shape
+
+
+def _broadcast(data: np.ndarray, shape) -> np.ndarray:
+    """`np.broadcast_to(data, shape)` for a same-rank or one-element `data`, without its Python overhead.
+
+    A read-only view with stride 0 along every broadcast axis; layout ops are
+    on every program's path, and numpy's own helper costs more than the op.
+    """
+    shape = tuple(shape)
+    base = np.ascontiguousarray(data)
+    if base.size == 1:
+        strides = (0,) * len(shape)
+    elif base.ndim == len(shape):
+        strides = []
+        for have, want, stride in zip(base.shape, shape, base.strides):
+            if have != want and have != 1:
+                return np.broadcast_to(data, shape)  # not broadcastable: numpy's error
+            strides.append(stride if have == want else 0)
+    else:
+        return np.broadcast_to(data, shape)
+    view = np.ndarray(shape, base.dtype, base, 0, tuple(strides))
+    view.flags.writeable = False
+    return view
+
+
 def _constant(np_dtype, tl_dtype):
     def create(self, value):
         return Value(np.array([value], dtype=np_dtype), tl_dtype)
@@ -91,29 +129,37 @@ def _type(tl_dtype):
 
 def _binary(ufunc, op):
     def create(self, lhs, rhs):
-        return self._computed(op, ufunc(lhs.data, rhs.data), lhs.dtype, lhs, rhs)
+        if lhs.poisoned or rhs.poisoned:
+            return self._skipped(op, lhs.dtype, lhs.dtype, lhs, rhs)
+        return self._computed(op, ufunc(lhs.data, rhs.data), lhs.dtype)
 
     return create
 
 
 def _comparison(ufunc):
     def create(self, lhs, rhs):
+        if lhs.poisoned or rhs.poisoned:
+            return self._skipped("cmp", lhs.dtype, tl.int1, lhs, rhs)
         self.charge("cmp", lhs.data.size, lhs.dtype)
-        return Value(ufunc(lhs.data, rhs.data), tl.int1, _poisoned(lhs, rhs))
+        return Value(ufunc(lhs.data, rhs.data), tl.int1)
 
     return create
 
 
 def _unary(ufunc, op):
     def create(self, arg):
-        return self._computed(op, ufunc(arg.data), arg.dtype, arg)
+        if arg.poisoned:
+            return self._skipped(op, arg.dtype, arg.dtype, arg)
+        return self._computed(op, ufunc(arg.data), arg.dtype)
 
     return create
 
 
 def _cast(self, src, dst_type, *rounding_or_signedness):
     dst = dst_type.scalar
-    return self._computed("cast", src.data.astype(numpy_dtype(dst)), dst, src)
+    if src.poisoned:
+        return self._skipped("cast", dst, dst, src)
+    return self._computed("cast", src.data.astype(numpy_dtype(dst)), dst)
 
 
 def _truncating_divide(lhs, rhs):
@@ -161,14 +207,29 @@ class BridgeBuilder:
         """Tell the port the bridge computed a vector op over `n_elements`."""
         self.port.vector(op, n_elements, cost_dtype_name(dtype))
 
-    def _computed(self, op: str, data: np.ndarray, dtype: tl.dtype, *inputs: Value) -> Value:
+    def _computed(self, op: str, data: np.ndarray, dtype: tl.dtype) -> Value:
+        """Charge `op` over the elements of `data`, which the bridge computed from unpoisoned inputs."""
         self.charge(op, data.size, dtype)
-        return Value(data, dtype, _poisoned(*inputs))
+        return Value(data, dtype)
+
+    def _skipped(self, op: str, charged: tl.dtype, result: tl.dtype, *inputs: Value) -> Value:
+        """Charge `op` as `_computed` would, but leave its poisoned result uncomputed."""
+        data = placeholder(_result_shape(inputs), numpy_dtype(result))
+        self.charge(op, data.size, charged)
+        return Value(data, result, True)
 
     def _addresses(self, pointers: Value, access: str) -> np.ndarray:
         if pointers.poisoned:
             raise TimingOnlyRefusal(self.kernel_name, self.program_id, f"the address of {access}")
         return pointers.data
+
+    def _mask(self, mask: Value | None, access: str) -> np.ndarray | None:
+        """A mask's lanes decide which bytes move and what they cost, so it must come from real values."""
+        if mask is None:
+            return None
+        if mask.poisoned:
+            raise TimingOnlyRefusal(self.kernel_name, self.program_id, f"the mask of {access}")
+        return mask.data
 
     # -- types (dtype.to_ir is patched to return the dtype itself) ------------
 
@@ -233,7 +294,7 @@ class BridgeBuilder:
 
     def create_print(self, prefix, hex, values, is_signed):
         for value in values:
-            print(f"pid {self.program_id}{prefix}", value.data)
+            print(f"pid {self.program_id}{prefix}", "<not computed: timing only>" if value.poisoned else value.data)
 
     # -- memory --------------------------------------------------------------
 
@@ -249,27 +310,31 @@ class BridgeBuilder:
     def _load(self, ptrs: Value, mask: Value | None, other: Value | None) -> Value:
         element = ptrs.dtype.element_ty
         addresses = self._addresses(ptrs, "a load")
-        loaded = self.port.load(addresses, None if mask is None else mask.data, dtype_name(element))
+        active = self._mask(mask, "a load")
+        loaded = self.port.load(addresses, active, dtype_name(element))
         data = np.asarray(loaded, dtype=numpy_dtype(element))
-        poisoned = self.timing_only
+        if self.timing_only:
+            # The port's values are stand-ins; filling masked-off lanes would compute nothing real.
+            return Value(data, element, True)
         if mask is not None:
             fill = other.data if other is not None else np.zeros((), data.dtype)
-            data = np.where(mask.data, data, fill)
-            poisoned = poisoned or mask.poisoned or (other is not None and other.poisoned)
-        return Value(data, element, poisoned)
+            data = np.where(active, data, fill)
+        return Value(data, element)
 
     def create_store(self, ptr, value, *hints):
         self.port.store(self._addresses(ptr, "a store"), value.data, None)
 
     def create_masked_store(self, ptrs, value, mask, *hints):
-        self.port.store(self._addresses(ptrs, "a store"), value.data, mask.data)
+        addresses = self._addresses(ptrs, "a store")
+        self.port.store(addresses, value.data, self._mask(mask, "a store"))
 
     def create_atomic_rmw(self, rmw_op, ptr, value, mask, sem, scope):
         if rmw_op not in _RMW_OPS:
             raise UnsupportedKernelError(f"kernel '{self.kernel_name}' uses atomic {rmw_op}, which is not simulated")
         element = ptr.dtype.element_ty
+        addresses = self._addresses(ptr, "an atomic")
         old = self.port.atomic_rmw(
-            _RMW_OPS[rmw_op], self._addresses(ptr, "an atomic"), value.data, mask.data, dtype_name(element)
+            _RMW_OPS[rmw_op], addresses, value.data, self._mask(mask, "an atomic"), dtype_name(element)
         )
         return Value(np.asarray(old, dtype=numpy_dtype(element)), value.dtype, self.timing_only or value.poisoned)
 
@@ -289,8 +354,10 @@ class BridgeBuilder:
     # -- pointer arithmetic and index generation -----------------------------------
 
     def create_addptr(self, ptr, offset):
+        if ptr.poisoned or offset.poisoned:
+            return self._skipped("addptr", ptr.dtype, ptr.dtype, ptr, offset)
         step = element_size(ptr.dtype.element_ty)
-        return self._computed("addptr", ptr.data + offset.data.astype(np.int64) * step, ptr.dtype, ptr, offset)
+        return self._computed("addptr", ptr.data + np.multiply(offset.data, step, dtype=np.int64), ptr.dtype)
 
     def create_make_range(self, ret_ty, start, stop):
         return self._computed("arange", np.arange(start, stop, dtype=np.int32), tl.int32)
@@ -362,17 +429,23 @@ class BridgeBuilder:
     create_rsqrt = _unary(_reciprocal_sqrt, "rsqrt")
 
     def create_select(self, condition, x, y):
-        return self._computed("select", np.where(condition.data, x.data, y.data), x.dtype, condition, x, y)
+        if _poisoned(condition, x, y):
+            return self._skipped("select", x.dtype, x.dtype, condition, x, y)
+        return self._computed("select", np.where(condition.data, x.data, y.data), x.dtype)
 
     def create_fma(self, x, y, z):
-        return self._computed("fma", x.data * y.data + z.data, x.dtype, x, y, z)
+        if _poisoned(x, y, z):
+            return self._skipped("fma", x.dtype, x.dtype, x, y, z)
+        return self._computed("fma", x.data * y.data + z.data, x.dtype)
 
     def create_clampf(self, x, low, high, propagate_nans):
+        if _poisoned(x, low, high):
+            return self._skipped("clamp", x.dtype, x.dtype, x, low, high)
         if propagate_nans == ir.PROPAGATE_NAN.ALL:
             data = np.clip(x.data, low.data, high.data)
         else:
             data = np.fmin(np.fmax(x.data, low.data), high.data)
-        return self._computed("clamp", data, x.dtype, x, low, high)
+        return self._computed("clamp", data, x.dtype)
 
     # -- conversions -------------------------------------------------------------
 
@@ -392,25 +465,32 @@ class BridgeBuilder:
         return Value(data.view(target), dst, src.poisoned)
 
     def create_int_to_ptr(self, src, dst_type):
-        return Value(src.data.astype(np.int64), dst_type.scalar, src.poisoned)
+        dst = dst_type.scalar
+        if src.poisoned:
+            return Value(placeholder(src.data.shape, np.dtype(np.int64)), dst, True)
+        return Value(src.data.astype(np.int64), dst)
 
     def create_ptr_to_int(self, src, dst_type):
         dst = dst_type.scalar
-        return Value(src.data.astype(numpy_dtype(dst)), dst, src.poisoned)
+        if src.poisoned:
+            return Value(placeholder(src.data.shape, numpy_dtype(dst)), dst, True)
+        return Value(src.data.astype(numpy_dtype(dst)), dst)
 
     # -- layout (not charged) ----------------------------------------------------------
 
     def create_splat(self, ret_ty, arg):
-        return Value(np.broadcast_to(arg.data.reshape(()), ret_ty.shape), arg.dtype, arg.poisoned)
+        return Value(_broadcast(arg.data, ret_ty.shape), arg.dtype, arg.poisoned)
 
     def create_unsplat(self, arg):
         return Value(arg.data.reshape(1), arg.dtype, arg.poisoned)
 
     def create_broadcast(self, arg, shape):
-        return Value(np.broadcast_to(arg.data, shape), arg.dtype, arg.poisoned)
+        return Value(_broadcast(arg.data, shape), arg.dtype, arg.poisoned)
 
     def create_expand_dims(self, arg, axis):
-        return Value(np.expand_dims(arg.data, axis), arg.dtype, arg.poisoned)
+        shape = arg.data.shape
+        axis = axis % (len(shape) + 1)
+        return Value(arg.data.reshape(shape[:axis] + (1,) + shape[axis:]), arg.dtype, arg.poisoned)
 
     def create_reshape(self, arg, shape, allow_reorder):
         return Value(arg.data.reshape(shape), arg.dtype, arg.poisoned)

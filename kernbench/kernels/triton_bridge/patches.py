@@ -10,6 +10,16 @@ semantic. Called outside a bridge program, a dispatcher calls the original
 unchanged, so interleaved programs of different kernels and launches each
 reach their own builder, and code that is not ours sees stock Triton.
 
+Further entries change no result and exist for speed, since a kernel runs
+Triton's language layer for every op: `tl.block_type(...)` and
+`tl.tensor(...)` rebuild the same shape objects each time (a block type
+validates and formats its shape, a tensor wraps each dimension in a
+constexpr), so while the bridge runs both copy the attributes computed for
+an equal type the first time; `block_type.with_element_ty` hands out one
+type per (shape, element type); and `to_ir` of block and pointer types
+returns the type itself, as for scalar dtypes, instead of having the
+builder build an equal one.
+
 The patch is applied when the first program starts and restored when the
 last one ends (a reference count, `running_programs`), never left behind
 while no program runs. Replacing `tl.range` with a function is the one
@@ -77,7 +87,15 @@ _REPLACED_BUILTINS = {
 }
 
 
+# The body of Triton's `@builtin` wrapper: it only checks that `_semantic` was passed.
+_BUILTIN_WRAPPER_CODE = tl.core.builtin(lambda _semantic=None: None).__code__
+
+
 def _dispatch_builtin(original, replacement=None):
+    # Calling the function inside Triton's `@builtin` check directly saves a frame per op;
+    # the dispatcher always passes `_semantic`, which is all that check enforces.
+    checked = original.__wrapped__ if getattr(original, "__code__", None) is _BUILTIN_WRAPPER_CODE else original
+
     @functools.wraps(original)
     def dispatch(*args, **kwargs):
         program = current_program()
@@ -86,7 +104,7 @@ def _dispatch_builtin(original, replacement=None):
         if replacement is not None:
             return replacement(*args, **kwargs)
         kwargs["_semantic"] = program.semantic
-        return original(*args, **kwargs)
+        return checked(*args, **kwargs)
 
     return dispatch
 
@@ -109,6 +127,96 @@ def _call_jit_function(self, *args, **kwargs):
 def _dtype_to_ir(self, builder):
     """The bridge's builder takes Triton dtypes as its types."""
     return self
+
+
+def _type_key(ty) -> tuple | None:
+    """What makes two element types equal (`dtype.__eq__`), hashable; None for other kinds of type."""
+    kind = type(ty)
+    if kind is tl.dtype:
+        return (ty.name,)
+    if kind is tl.pointer_type:
+        return (ty.name, ty.address_space, ty.const)
+    return None
+
+
+def _shape_key(shape) -> tuple | None:
+    try:
+        return tuple(d.value if isinstance(d, tl.constexpr) else d for d in shape)
+    except TypeError:
+        return None
+
+
+def _memoized_block_type_init(original):
+    """`block_type.__init__` that computes each (element type, shape)'s attributes once.
+
+    Equal block types then share their (never mutated) shape tuple; the
+    element type is always the caller's own object. A shape the original
+    rejects raises each time and is not remembered.
+    """
+    known: dict[tuple, dict] = {}
+
+    def __init__(self, element_ty, shape):
+        element_key = _type_key(element_ty)
+        shape_key = _shape_key(shape) if element_key is not None else None
+        key = None if shape_key is None else (element_key, shape_key)
+        attributes = None if key is None else known.get(key)
+        if attributes is None:
+            original(self, element_ty, shape)
+            if key is not None:
+                known[key] = dict(vars(self))
+            return
+        self.__dict__.update(attributes)
+        self.element_ty = element_ty
+
+    return __init__
+
+
+def _memoized_with_element_ty(original):
+    """`block_type.with_element_ty` that builds each (shape, element type) once and hands out that type.
+
+    Types are values nobody mutates, so tensors of equal types may share one.
+    """
+    known: dict[tuple, tl.block_type] = {}
+
+    def with_element_ty(self, scalar_ty):
+        element_key = _type_key(scalar_ty)
+        if element_key is None:
+            return original(self, scalar_ty)
+        key = (self.name, element_key)
+        ty = known.get(key)
+        if ty is None:
+            ty = known[key] = original(self, scalar_ty)
+        return ty
+
+    return with_element_ty
+
+
+_TENSOR_TYPES = (tl.dtype, tl.pointer_type, tl.block_type)
+
+
+def _memoized_tensor_init(original):
+    """`tensor.__init__` that builds each type's shape constexprs once.
+
+    Everything a tensor holds besides its handle and type (and the scalar
+    type it derives from the latter) depends only on the type's shape, which
+    its name spells out.
+    """
+    known: dict[str, tuple[type, dict]] = {}
+    own = ("handle", "type", "dtype")
+
+    def __init__(self, handle, type):
+        entry = known.get(type.name)
+        if entry is None or entry[0] is not type.__class__:
+            original(self, handle, type)
+            if type.__class__ in _TENSOR_TYPES:
+                known[type.name] = (type.__class__, {k: v for k, v in vars(self).items() if k not in own})
+            return
+        self.__dict__.update(entry[1])
+        self.handle = handle
+        self.type = type
+        self.dtype = type.scalar
+
+    return __init__
 
 
 def _scalar_of(tensor: tl.tensor, use: str):
@@ -197,7 +305,12 @@ def _patch_table() -> list[tuple[object, str, object]]:
         table.append((tl.tensor, name, _data_method(tensor_attrs.get(name, stock), replacement)))
     transpose = tensor_attrs["T"]
     table.append((tl.tensor, "T", property(_data_method(transpose.fget, _tensor_transpose))))
-    table.append((tl.dtype, "to_ir", _dispatch_plain(tl.dtype.to_ir, _dtype_to_ir)))
+    for type_class in (tl.dtype, tl.block_type, tl.pointer_type):
+        table.append((type_class, "to_ir", _dispatch_plain(vars(type_class)["to_ir"], _dtype_to_ir)))
+    block_type_attrs = vars(tl.block_type)
+    table.append((tl.block_type, "__init__", _memoized_block_type_init(block_type_attrs["__init__"])))
+    table.append((tl.block_type, "with_element_ty", _memoized_with_element_ty(block_type_attrs["with_element_ty"])))
+    table.append((tl.tensor, "__init__", _memoized_tensor_init(tensor_attrs["__init__"])))
     for jit_class in (JITFunction, InterpretedFunction):
         table.append((jit_class, "__call__", _dispatch_plain(jit_class.__call__, _call_jit_function)))
     return table

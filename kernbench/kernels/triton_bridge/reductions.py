@@ -7,7 +7,8 @@ numpy builder cannot run, so (as in Triton's interpreter) the language's
 single numpy reductions charged as one vector op over the input. Any other
 combine function is applied pairwise over halves of the reduced axis
 (log2(n) vectorized calls), which is exact for the associative combiners
-`tl.reduce` requires; its ops are charged as the combiner runs them.
+`tl.reduce` requires; its ops are charged as the combiner runs them. A
+poisoned input (timing only) is charged the same and not reduced.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import triton.language as tl
 from triton.language import standard
 
 from kernbench.kernels.triton_bridge.context import current_program
-from kernbench.kernels.triton_bridge.values import Value
+from kernbench.kernels.triton_bridge.values import Value, placeholder
 
 
 def _sum(data, axis):
@@ -48,6 +49,11 @@ _WITH_INDEX = {
     standard._argmin_combine_tie_break_left: ("argmin", _arg_extreme(np.argmin)),
     standard._argmin_combine_tie_break_fast: ("argmin", _arg_extreme(np.argmin)),
 }
+
+
+def _uncomputed(data: np.ndarray, axis: int) -> np.ndarray:
+    """The placeholder a poisoned reduction of `data` along `axis` leaves."""
+    return placeholder(data.shape[:axis] + data.shape[axis + 1 :], data.dtype)
 
 
 def _wrap(data: np.ndarray, dtype: tl.dtype, poisoned: bool) -> tl.tensor:
@@ -86,11 +92,14 @@ def reduce(input, axis, combine_fn, keep_dims=False, **_ignored):
     if combine_fn in _SINGLE:
         op, single = _SINGLE[combine_fn]
         builder.charge(op, arrays[0].size, dtypes[0])
-        results = [single(arrays[0], reduced_axis)]
+        results = [_uncomputed(arrays[0], reduced_axis) if poisoned else single(arrays[0], reduced_axis)]
     elif combine_fn in _WITH_INDEX:
         op, with_index = _WITH_INDEX[combine_fn]
         builder.charge(op, arrays[0].size, dtypes[0])
-        results = list(with_index(arrays[0], arrays[1], reduced_axis))
+        if poisoned:
+            results = [_uncomputed(a, reduced_axis) for a in arrays[:2]]
+        else:
+            results = list(with_index(arrays[0], arrays[1], reduced_axis))
     else:
         moved = [np.moveaxis(a, reduced_axis, -1) for a in arrays]
         results = _pairwise(moved, dtypes, poisoned, combine_fn)

@@ -4,8 +4,10 @@ Triton's language layer treats a tensor's `handle` as opaque and passes it
 back to the builder, so the bridge chooses its shape: a numpy array, the
 scalar Triton dtype of its elements (a `pointer_type` for pointers, whose
 data are int64 virtual byte addresses) and a `poisoned` flag. In timing-only
-mode every value derived from memory contents is poisoned, and the bridge
-refuses to turn a poisoned value into a Python decision (see `refusals`).
+mode every value derived from memory contents is poisoned: its data is a
+`placeholder` (nothing derived from memory is computed), and the bridge
+refuses to let it decide anything the timeline depends on — a branch or loop
+bound (`patches`), an address or a mask (`builder`).
 Scalars are one-element arrays, as in Triton's own interpreter.
 """
 
@@ -13,6 +15,22 @@ from __future__ import annotations
 
 import numpy as np
 import triton.language as tl
+
+
+_ZERO: dict[np.dtype, np.ndarray] = {}
+
+
+def placeholder(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A read-only array of zeros standing in for a poisoned value: no memory, no arithmetic.
+
+    Zeros, not garbage, so that a stand-in reaching a port or a print is the
+    same value every run (the runtime's timing-only loads also return zeros).
+    """
+    zero = _ZERO.get(dtype)
+    if zero is None:
+        zero = _ZERO[dtype] = np.zeros(1, dtype)
+        zero.flags.writeable = False
+    return np.ndarray(shape, dtype, zero, 0, (0,) * len(shape))
 
 
 class Value:
