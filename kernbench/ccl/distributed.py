@@ -480,10 +480,14 @@ def _check_device_tensor(tensor, call: str) -> None:
     if getattr(tensor, "allocation", None) is None:
         raise CollectiveError(f"{call}: expected a tensor on an ahbm device, got "
                               f"{getattr(tensor, 'name', type(tensor).__name__)!r} on {getattr(tensor, 'device', '?')}")
+    if not tensor.is_contiguous():
+        raise CollectiveError(f"{call}: tensor {tensor.name!r} is not contiguous (strides {tensor.stride()}); "
+                              "collectives take contiguous tensors, as NCCL's do: pass tensor.contiguous()")
 
 
 def _whole(tensor) -> Region:
-    return Region(tensor.allocation, tensor.dtype.numpy, range(tensor.numel()))
+    first = tensor.storage_offset()
+    return Region(tensor.allocation, tensor.dtype.numpy, range(first, first + tensor.numel()))
 
 
 def _chunks(tensor, n: int, kind: str) -> list[Region]:
@@ -495,9 +499,11 @@ def _chunks(tensor, n: int, kind: str) -> list[Region]:
                               f"of {last}, which does not split into {n} equal chunks (one per PE rank)")
     width = last // n
     rows = prod(shape) // last if last else 1
+    first = tensor.storage_offset()
     if rows == 1:  # one row: each chunk is a contiguous run
-        return [Region(tensor.allocation, tensor.dtype.numpy, range(r * width, (r + 1) * width)) for r in range(n)]
-    grid = np.arange(prod(shape), dtype=np.int64).reshape(rows, last)
+        return [Region(tensor.allocation, tensor.dtype.numpy, range(first + r * width, first + (r + 1) * width))
+                for r in range(n)]
+    grid = np.arange(first, first + prod(shape), dtype=np.int64).reshape(rows, last)
     return [Region(tensor.allocation, tensor.dtype.numpy, np.ascontiguousarray(grid[:, r * width:(r + 1) * width])
                    .reshape(-1)) for r in range(n)]
 

@@ -28,11 +28,8 @@ from kernbench.policy import DPPolicy
 from kernbench.runtime_api.copies import slice_of
 from kernbench.runtime_api.device import CPU
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.tensor import Tensor, device_tensor
+from kernbench.runtime_api.tensor import DEFAULT_POLICY, Tensor, device_tensor
 
-# Without `dp=`, a tensor lives whole in cube 0, on PE 0: predictable, and what
-# an allocator with no placement hint would do. Spreading is always explicit.
-DEFAULT_POLICY = DPPolicy(cube="row_wise", pe="row_wise", num_cubes=1, num_pes=1)
 
 
 class Factories:

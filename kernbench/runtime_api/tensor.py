@@ -23,16 +23,24 @@ import numpy as np
 
 from kernbench.dtypes import DType
 from kernbench.machine import Transfer, hbm, host
-from kernbench.runtime_api.boxes import box_span, row_major_strides
-from kernbench.runtime_api.copies import copy_into
+from kernbench.machine.placed_dma import lanes_per_cube
+from kernbench.policy import DPPolicy
+from kernbench.runtime_api import views
+from kernbench.runtime_api.boxes import box_span
+from kernbench.runtime_api.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
+from kernbench.runtime_api.views import Layout
 
 if TYPE_CHECKING:
     from kernbench.machine.memory import Allocation
     from kernbench.runtime_api.context import RuntimeContext
 
 HOST_READS: dict[str, str] = {}
+
+# Without `dp=`, a tensor lives whole in cube 0, on PE 0: predictable, and what
+# an allocator with no placement hint would do. Spreading is always explicit.
+DEFAULT_POLICY = DPPolicy(cube="row_wise", pe="row_wise", num_cubes=1, num_pes=1)
 
 
 def host_read(method):
@@ -42,18 +50,33 @@ def host_read(method):
 
 
 class Tensor:
-    """A tensor on the host (`device='cpu'`) or on a simulated device (`ahbm:N`)."""
+    """A tensor on the host (`device='cpu'`) or on a simulated device (`ahbm:N`): a view of a storage.
+
+    Its elements are `layout` (shape, strides, offset; views.py) over a flat
+    storage of elements: a placed HBM allocation for device tensors, a numpy
+    array for host tensors. Views share their base's storage and its list of
+    writes in flight, so a write through any view is seen, and waited for,
+    through every other (adr/0015-views.md).
+    """
 
     def __init__(self, ctx: "RuntimeContext", shape: tuple[int, ...], dtype: DType, device: Device, name: str,
-                 *, allocation: "Allocation | None" = None, host_array: np.ndarray | None = None):
+                 *, allocation: "Allocation | None" = None, host_array: np.ndarray | None = None,
+                 view_of: "Tensor | None" = None, layout: Layout | None = None):
         self._ctx = ctx
-        self.shape = tuple(shape)
         self.dtype = dtype
         self.device = device
         self.name = name
-        self._allocation = allocation
-        self._host_array = host_array
-        self._pending_writes: list = []
+        self._layout = layout or Layout.contiguous(tuple(shape))
+        self.shape = self._layout.shape
+        self._base = view_of
+        if view_of is not None:
+            self._allocation = view_of._allocation
+            self._host_storage = view_of._host_storage
+            self._pending_writes: list = view_of._pending_writes
+        else:
+            self._allocation = allocation
+            self._host_storage = None if host_array is None else np.ascontiguousarray(host_array).reshape(-1)
+            self._pending_writes = []
 
     # ---- metadata (no barrier: nothing here reads device values) ------------------------
     @property
@@ -77,12 +100,16 @@ class Tensor:
         return self.numel() * self.dtype.itemsize
 
     def stride(self, dim: int | None = None):
-        """Element strides of the (always contiguous, row-major) layout, as torch reports them."""
-        strides = row_major_strides(self.shape)
+        """Element strides of the view, as torch reports them."""
+        strides = self._layout.strides
         return strides if dim is None else strides[dim]
 
+    def storage_offset(self) -> int:
+        """Where the view starts in its storage, in elements."""
+        return self._layout.offset
+
     def is_contiguous(self) -> bool:
-        return True
+        return self._layout.is_contiguous()
 
     @property
     def is_ahbm(self) -> bool:
@@ -90,7 +117,7 @@ class Tensor:
 
     @property
     def placement(self):
-        """How the tensor is spread over its SIP's cubes and PEs (None for host tensors)."""
+        """How the tensor's storage is spread over its SIP's cubes and PEs (None for host tensors)."""
         return None if self._allocation is None else self._allocation.placement
 
     @property
@@ -98,10 +125,20 @@ class Tensor:
         """The HBM allocation holding the values (None for host tensors): what collectives address."""
         return self._allocation
 
+    @property
+    def _host_array(self) -> np.ndarray | None:
+        """A host tensor's values as a numpy view of its storage (writable: writes reach the storage)."""
+        storage = self._host_storage
+        if storage is None:
+            return None
+        layout = self._layout
+        return np.lib.stride_tricks.as_strided(storage[layout.offset:], layout.shape,
+                                               tuple(s * storage.itemsize for s in layout.strides))
+
     def data_ptr(self) -> int:
         if self._allocation is None:
             raise TensorError(f"tensor {self.name!r} is on the host; data_ptr() is for device tensors")
-        return self._allocation.base
+        return self._allocation.base + self._layout.offset * self.dtype.itemsize
 
     def __kernbench_pointer__(self) -> tuple[int, str]:
         """The pointer a Triton kernel receives: the virtual address and the element type."""
@@ -111,6 +148,123 @@ class Tensor:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    # ---- views (no data moves; views.py has the rules) -----------------------------------
+    def _viewed(self, layout: Layout, what: str) -> "Tensor":
+        return Tensor(self._ctx, layout.shape, self.dtype, self.device, f"{self.name}.{what}", view_of=self,
+                      layout=layout)
+
+    def view(self, *shape) -> "Tensor":
+        """The same storage seen with `shape`; an error where no strides can express it (use reshape)."""
+        shape = views.infer_shape(shape, self.numel(), "view")
+        layout = views.view(self._layout, shape)
+        if layout is None:
+            raise TensorError(f"view size is not compatible with input tensor's size and stride (shape {self.shape}, "
+                              f"strides {self.stride()}); use .reshape(...) instead")
+        return self._viewed(layout, "view")
+
+    def reshape(self, *shape) -> "Tensor":
+        """A view with `shape` where one exists, else a contiguous copy (as torch)."""
+        shape = views.infer_shape(shape, self.numel(), "reshape")
+        layout = views.view(self._layout, shape)
+        return self._viewed(layout, "reshape") if layout is not None else self.contiguous().view(shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        if not self.shape:
+            return self.reshape(1)
+        start, end = start_dim % self.ndim, end_dim % self.ndim
+        return self.reshape(self.shape[:start] + (-1,) + self.shape[end + 1:]) if start <= end else self
+
+    def permute(self, *dims) -> "Tensor":
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return self._viewed(views.permute(self._layout, dims), "permute")
+
+    def transpose(self, dim0: int, dim1: int) -> "Tensor":
+        return self._viewed(views.transpose(self._layout, dim0, dim1), "transpose")
+
+    def t(self) -> "Tensor":
+        if self.ndim > 2:
+            raise TensorError(f"t() expects a tensor of at most 2 dimensions, got {self.ndim}; use .mT")
+        return self.transpose(0, -1) if self.ndim == 2 else self
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    def expand(self, *sizes) -> "Tensor":
+        return self._viewed(views.expand(self._layout, sizes), "expand")
+
+    def expand_as(self, other: "Tensor") -> "Tensor":
+        return self.expand(other.shape)
+
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        return self._viewed(views.narrow(self._layout, dim, start, length), "narrow")
+
+    def select(self, dim: int, index: int) -> "Tensor":
+        return self._viewed(views.select(self._layout, dim, index), "select")
+
+    def squeeze(self, dim=None) -> "Tensor":
+        return self._viewed(views.squeeze(self._layout, dim), "squeeze")
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        return self._viewed(views.unsqueeze(self._layout, dim), "unsqueeze")
+
+    def split(self, split_size_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        dim = dim % max(self.ndim, 1)
+        pieces, start = [], 0
+        for size in views.split_sizes(self.shape[dim], split_size_or_sections, "split"):
+            pieces.append(self.narrow(dim, start, size))
+            start += size
+        return tuple(pieces)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
+        return self.split(views.chunk_sizes(self.shape[dim % max(self.ndim, 1)], chunks), dim)
+
+    def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
+        return tuple(self.select(dim, i) for i in range(self.shape[dim % max(self.ndim, 1)]))
+
+    def contiguous(self) -> "Tensor":
+        """This tensor if it is contiguous, else a contiguous copy (enqueued like any copy)."""
+        return self if self.is_contiguous() else self.clone()
+
+    def __getitem__(self, key) -> "Tensor":
+        """A view for basic indexing (ints, slices, None, ...); a gathered copy for advanced indexing."""
+        layout = views.basic_index(self._layout, key)
+        if layout is not None:
+            return self._viewed(layout, "index")
+        selected = self._selected(key)
+        out = self._new_like(selected.shape, f"{self.name}.gather")
+        copy_elements(out, None, self, selected, non_blocking=True)
+        return out
+
+    def __setitem__(self, key, value) -> None:
+        """Write `value` (a number, a tensor or an array, broadcast) into the indexed elements, as device work."""
+        layout = views.basic_index(self._layout, key)
+        if layout is not None:
+            self._viewed(layout, "index").copy_(value, non_blocking=True)
+            return
+        selected = self._selected(key)
+        copy_elements(self, selected, value, None, non_blocking=True)
+
+    def _selected(self, key) -> np.ndarray:
+        """Storage elements that advanced indexing `key` picks, in the result's shape (numpy's rules)."""
+        items = key if isinstance(key, tuple) else (key,)
+        resolved = tuple(item._read_to_host("indexing with a tensor") if isinstance(item, Tensor) else item
+                         for item in items)
+        try:
+            return self._layout.indices()[resolved if isinstance(key, tuple) else resolved[0]]
+        except IndexError as error:
+            raise TensorError(f"indexing {self.name!r} of shape {self.shape}: {error}") from None
+
+    def _new_like(self, shape, name: str) -> "Tensor":
+        """A new contiguous tensor of `shape` and this dtype, on this device (the default placement)."""
+        if self.device.is_host:
+            return Tensor(self._ctx, shape, self.dtype, CPU, name, host_array=np.empty(shape, dtype=self.dtype.numpy))
+        return device_tensor(self._ctx, shape, self.dtype, self.device.index, DEFAULT_POLICY, name)
 
     # ---- host reads ---------------------------------------------------------------------
     @host_read
@@ -131,17 +285,31 @@ class Tensor:
         return values if dtype is None else values.astype(dtype)
 
     @host_read
-    def __getitem__(self, index) -> "Tensor":
-        """The indexed values, as a new host tensor."""
-        values = np.ascontiguousarray(self._read_to_host("indexing")[index])
-        return self._ctx_host_tensor(values)
-
-    @host_read
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise TensorError(f"item() needs a one-element tensor; {self.name!r} has shape {self.shape}")
         return self._read_to_host("item()").reshape(()).item()
+
+    @host_read
+    def __float__(self) -> float:
+        """float(tensor) of a one-element tensor."""
+        return float(self._one_value("float()"))
+
+    @host_read
+    def __int__(self) -> int:
+        """int(tensor) of a one-element tensor."""
+        return int(self._one_value("int()"))
+
+    @host_read
+    def __bool__(self) -> bool:
+        """bool(tensor) of a one-element tensor (as an `if` uses it)."""
+        return bool(self._one_value("bool()"))
+
+    def _one_value(self, call: str):
+        if self.numel() != 1:
+            raise TensorError(f"{call} needs a one-element tensor; {self.name!r} has shape {self.shape}")
+        return self._read_to_host(call).reshape(()).item()
 
     @host_read
     def tolist(self):
@@ -172,32 +340,53 @@ class Tensor:
         """Wait for in-flight writes, then DMA the values to the host (the only host path to device bytes).
 
         `call` is the user's call that reads, named in the timing-only error.
+        A view that is its whole storage moves shard by shard; any other view
+        moves only its own elements, one DMA per cube holding some of them.
         """
-        if self._host_array is not None:
+        if self._host_storage is not None:
             return self._host_array
         self._ctx.block_on(self._pending_writes)  # first, so a failure of the work that wrote it shows
         self._pending_writes.clear()
         if self._ctx.timing_only:
             raise ValuesNotComputed(f"values are not computed with --timing-only: tensor {self.name!r} "
                                     f"({self.device}) read by {call}; check torch.is_timing_only() to skip it")
-        out = np.empty(self.shape, dtype=self.dtype.numpy)
-        transfers = []
-        for shard in self._nearest_replica(cube=0):
-            transfers.append(Transfer(
-                src=hbm(self.device.index, shard.cube), dst=host(), nbytes=shard.numel() * self.dtype.itemsize,
-                read=functools.partial(self._device_read, shard.index),
-                write=functools.partial(out.__setitem__, shard.index)))
+        sip = self.device.index
+        if self._is_whole_storage():
+            out = np.empty(self.placement.shape, dtype=self.dtype.numpy)
+            transfers = [Transfer(src=hbm(sip, shard.cube), dst=host(), nbytes=shard.numel() * self.dtype.itemsize,
+                                  read=functools.partial(self._device_read, shard.index),
+                                  write=functools.partial(out.__setitem__, shard.index))
+                         for shard in self._nearest_replica(cube=0)]
+        else:
+            out = np.empty(self.numel(), dtype=self.dtype.numpy)
+            indices = self._layout.indices().reshape(-1)
+            transfers = [Transfer(src=hbm(sip, cube), dst=host(), nbytes=count * self.dtype.itemsize,
+                                  read=functools.partial(self._device_gather, indices[lanes]),
+                                  write=functools.partial(out.__setitem__, lanes))
+                         for cube, lanes, count in self.element_groups(indices, near_cube=0)]
         machine = self._ctx.machine
         read = self._ctx.engine.spawn(machine.run_transfers, transfers, label=f"read {self.name} to host",
-                                      data=not self._ctx.timing_only, name=f"host read of {self.name}")
+                                      data=True, name=f"host read of {self.name}")
         self._ctx.block_on([read])
-        return out
+        return out.reshape(self.shape)
 
     # ---- device-side data effects (run by the machine at the op's simulated time) ---------
+    def _is_whole_storage(self) -> bool:
+        """Whether this view is its allocation's elements in order (what shard-by-shard paths address)."""
+        allocation = self._allocation
+        return (self._layout.offset == 0 and self._layout.is_contiguous() and allocation.itemsize == self.dtype.itemsize
+                and self.numel() * self.dtype.itemsize == allocation.nbytes)
+
+    def element_groups(self, indices: np.ndarray, near_cube: int):
+        """(cube, lanes, count) per cube holding some of the storage elements `indices`, from the nearest replica."""
+        replica = self._ctx.machine.nearest_replica(self.placement, self.device.index, near_cube)
+        return lanes_per_cube(self.placement, indices, replica)
+
     def _device_values(self, index: tuple[slice, ...]) -> np.ndarray:
-        """The device bytes in this tensor's shape, holding their values at least inside the box `index`."""
-        first, stop, _ = box_span(self.shape, index)
-        return self._allocation.storage.typed(self.dtype.numpy, slice(first, stop)).reshape(self.shape)
+        """The storage in its placement's shape, holding its values at least inside the box `index`."""
+        shape = self.placement.shape
+        first, stop, _ = box_span(shape, index)
+        return self._allocation.storage.typed(self.dtype.numpy, slice(first, stop)).reshape(shape)
 
     def _device_read(self, index) -> np.ndarray:
         return self._device_values(index)[index].copy()
@@ -205,9 +394,16 @@ class Tensor:
     def _device_write(self, index, values) -> None:
         self._device_values(index)[index] = values
 
+    def _device_gather(self, indices: np.ndarray) -> np.ndarray:
+        """The storage elements `indices` (a copy), for views and gathers."""
+        return self._allocation.storage.typed(self.dtype.numpy, indices)[indices]
+
+    def _device_scatter(self, indices: np.ndarray, values) -> None:
+        self._allocation.storage.typed(self.dtype.numpy, indices)[indices] = values
+
     def _device_fill(self, index, value) -> None:
         """`value` into every element of the box `index`; kept as a value by the storage where the box is contiguous."""
-        first, stop, contiguous = box_span(self.shape, index)
+        first, stop, contiguous = box_span(self.placement.shape, index)
         if not contiguous:
             self._device_write(index, value)
             return
@@ -225,17 +421,27 @@ class Tensor:
     def copy_(self, src: "Tensor | np.ndarray", non_blocking: bool = False) -> "Tensor":
         """Copy `src` into this tensor; a host read when this tensor is on the host and `src` is not.
 
-        Host→device, device→host and device→device copies are each timed DMAs.
+        Host→device, device→host and device→device copies are each timed DMAs;
+        `src` is broadcast to this tensor's shape and converted to its dtype.
         """
         copy_into(self, src, non_blocking=non_blocking)
         return self
 
+    def fill_(self, value) -> "Tensor":
+        """Every element set to `value`, as device work (an HBM fill) enqueued on the current stream."""
+        fill_into(self, value)
+        return self
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
+
     def clone(self) -> "Tensor":
-        """A new tensor with the same placement and (once the enqueued copy runs) the same values."""
+        """A new contiguous tensor with (once the enqueued copy runs) the same values; the same placement
+        when this tensor is its whole storage."""
         if self.device.is_host:
             return self._ctx_host_tensor(self._host_array.copy())
-        twin = device_tensor(self._ctx, self.shape, self.dtype, self.device.index, self.placement.policy,
-                             f"{self.name}.clone")
+        policy = self.placement.policy if self._is_whole_storage() else DEFAULT_POLICY
+        twin = device_tensor(self._ctx, self.shape, self.dtype, self.device.index, policy, f"{self.name}.clone")
         return twin.copy_(self)
 
 
