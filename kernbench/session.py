@@ -30,6 +30,7 @@ from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
 from kernbench.runtime_api.tensor import Tensor
+from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.topology import Topology, load_topology
 
@@ -97,6 +98,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
             SpawnException=SpawnException,
         ),
         **{name: getattr(factories, name) for name in _FACTORY_NAMES},
+        **TORCH_FUNCTIONS,
+        nn=SimpleNamespace(functional=functional_namespace()),
         **{d.torch_name: d for d in ALL_DTYPES},
         half=dtypes.float16, float=dtypes.float32, double=dtypes.float64,
         int=dtypes.int32, long=dtypes.int64, short=dtypes.int16,

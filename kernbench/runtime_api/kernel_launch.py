@@ -45,9 +45,26 @@ def launch(prepared) -> None:
         names = ", ".join(f"{a.name}={a.tensor.device}" for a in prepared.pointer_args)
         raise TensorError(f"kernel '{prepared.kernel_name}': every tensor argument must be on one device; got {names}")
     prepared.timing_only = ctx.timing_only
-    sip = tensors[0].device.index
     grid = prepared.grid
-    n_programs = grid[0] * grid[1] * grid[2]
+
+    def run_program(pe, linear: int) -> None:
+        program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
+        prepared.run_program(program_id, SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only))
+
+    launch_programs(ctx, tensors, tensors, grid[0] * grid[1] * grid[2], prepared.kernel_name,
+                    f"kernel {prepared.kernel_name}{grid}", run_program)
+
+
+def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: str, run_program) -> None:
+    """Enqueue `n_programs` programs over `tensors` on the current stream of their device; return at once.
+
+    The one launch path of kernels and built-in device ops: programs are
+    placed on PEs (`_place_programs`), each PE keeps `pe.resident_programs`
+    of them in flight, and `run_program(pe, linear)` runs program `linear`
+    on `pe` in its own greenlet. The launch first waits for writes in flight
+    to any of `tensors`; the tensors in `written` wait for it in turn.
+    """
+    sip = tensors[0].device.index
     assignment = _place_programs(ctx, tensors, sip, n_programs)
     waits = [handle for t in tensors for handle in t._pending_writes]
     engine = ctx.engine
@@ -56,9 +73,7 @@ def launch(prepared) -> None:
         # Every resident worker of the PE draws from the same iterator: the next program goes to
         # whichever worker finishes first, in program order.
         for linear in programs:
-            program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
-            port = SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only)
-            prepared.run_program(program_id, port)
+            run_program(pe, linear)
             ctx.programs_done += 1
 
     def run_launch() -> None:
@@ -68,7 +83,7 @@ def launch(prepared) -> None:
         workers = []
         for pe, programs in assignment:
             shared = iter(programs)
-            workers += [engine.spawn(run_on_pe, pe, shared, name=f"{prepared.kernel_name} on sip{sip}.{pe.name}#{slot}")
+            workers += [engine.spawn(run_on_pe, pe, shared, name=f"{name} on sip{sip}.{pe.name}#{slot}")
                         for slot in range(min(resident, len(programs)))]
         for worker in workers:
             worker.add_callback(_observed)
@@ -79,8 +94,8 @@ def launch(prepared) -> None:
                 worker.kill()
             raise
 
-    handle = ctx.current_stream(sip).enqueue(f"kernel {prepared.kernel_name}{grid}", run_launch)
-    for tensor in tensors:
+    handle = ctx.current_stream(sip).enqueue(label, run_launch)
+    for tensor in written:
         tensor._pending_writes.append(handle)
 
 

@@ -34,3 +34,17 @@ def staircase_copy_ps(topology, sip: int, shard_cubes: list[int], shard_bytes: i
         occupancy = ceil_div(shard_bytes * PS_PER_S, bottleneck)
         ends.append(k * occupancy + latency + occupancy)
     return max(ends)
+
+
+def dma_ps(topology, nbytes: int, data_cube: int, pe_cube: int, sip: int = 0) -> int:
+    """One DMA between a cube's HBM and a PE's TCM on an idle machine: Σ latency + bytes over the slowest hop.
+
+    The path: the PE's DMA engine, the owning cube's HBM, the mesh hops to the
+    PE's cube, the PE's TCM.
+    """
+    hbm, tcm, dma = topology.cube.hbm, topology.pe.tcm, topology.pe.dma
+    noc = topology.noc_route(data_cube, pe_cube, sip=sip)
+    latency = hbm.latency_ps + sum(link.latency_ps for link in noc) + tcm.latency_ps
+    slowest = min([dma.bandwidth_bytes_per_s, hbm.bandwidth_bytes_per_s, tcm.bandwidth_bytes_per_s]
+                  + [link.bandwidth_bytes_per_s for link in noc])
+    return latency + ceil_div(nbytes * PS_PER_S, slowest)

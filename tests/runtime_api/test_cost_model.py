@@ -18,26 +18,7 @@ from kernbench.kernels.library.vector_add import add
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.runtime_api.errors import WorkingSetTooLarge
 from kernbench.session import Session
-
-PS_PER_S = 10**12
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def dma_ps(topology, nbytes: int, data_cube: int, pe_cube: int, sip: int = 0) -> int:
-    """One DMA between a cube's HBM and a PE's TCM on an idle machine: Σ latency + bytes over the slowest hop.
-
-    The path: the PE's DMA engine, the owning cube's HBM, the mesh hops to the
-    PE's cube, the PE's TCM.
-    """
-    hbm, tcm, dma = topology.cube.hbm, topology.pe.tcm, topology.pe.dma
-    noc = topology.noc_route(data_cube, pe_cube, sip=sip)
-    latency = hbm.latency_ps + sum(link.latency_ps for link in noc) + tcm.latency_ps
-    slowest = min([dma.bandwidth_bytes_per_s, hbm.bandwidth_bytes_per_s, tcm.bandwidth_bytes_per_s]
-                  + [link.bandwidth_bytes_per_s for link in noc])
-    return latency + ceil_div(nbytes * PS_PER_S, slowest)
+from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, dma_ps
 
 
 def kernel_ops(session, kernel: str):

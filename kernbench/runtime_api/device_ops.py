@@ -1,0 +1,288 @@
+"""Device ops: torch's elementwise ops, reductions and matmul as built-in PE programs (adr/0016-device-ops.md).
+
+An op on device tensors is device work like a kernel: enqueued on the
+current stream, its output cut into tiles, each tile one program placed on
+the PEs that hold the data (`kernel_launch.launch_programs`, the launch path
+kernels use), and each program the PE ops a hand-written kernel would issue:
+DMAs of its operands' elements from HBM into TCM, the vector or matrix unit,
+a DMA of its result back. The values are computed by numpy on what the DMAs
+loaded, so they are exactly what the loads saw at their simulated time; in a
+timing-only run nothing is computed and every op is timed the same.
+
+Host tensors (`device='cpu'`) are computed directly by numpy: the host is
+not simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Callable
+
+import numpy as np
+
+from kernbench.dtypes import DType, float32
+from kernbench.machine.pe import gemm_ps, vector_ps
+from kernbench.machine.placed_dma import load_elements, store_elements
+from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.kernel_launch import launch_programs
+from kernbench.runtime_api.promotion import is_tensor
+from kernbench.runtime_api.views import Layout
+
+# Operand and result tiles of one program share a PE's TCM with the other resident programs.
+_TCM_SHARE = 4
+
+
+@dataclass(frozen=True)
+class Program:
+    """One tile's context: the PE it runs on, and the PE ops it may issue (each one op-log entry)."""
+
+    ctx: object
+    pe: object
+    label: str
+    number: int
+
+    @property
+    def data(self) -> bool:
+        return not self.ctx.timing_only
+
+    def load(self, tensor, indices) -> np.ndarray:
+        """HBM → TCM: `tensor`'s storage elements `indices` (a slice or an array), in order."""
+        return load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, _as_array(indices),
+                             label=self.label, program=self.number, data=self.data)
+
+    def store(self, tensor, indices, values: np.ndarray) -> None:
+        store_elements(self.ctx.machine, self.pe, tensor.allocation, _as_array(indices),
+                       values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
+
+    def vector(self, op: str, n_elements: int, dtype: DType) -> None:
+        """One vector-unit op over `n_elements` (the cost rule of every elementwise op and reduction step)."""
+        self.ctx.machine.compute(self.pe.vector, vector_ps(self.ctx.topology, n_elements), kind="vector",
+                                 label=self.label, program=self.number,
+                                 args={"op": op, "elements": n_elements, "dtype": dtype.name})
+
+    def gemm(self, m: int, n: int, k: int, dtype: DType) -> None:
+        flops = 2 * m * n * k
+        self.ctx.machine.compute(self.pe.matrix, gemm_ps(self.ctx.topology, dtype.name, flops), kind="gemm",
+                                 label=self.label, program=self.number, flops=flops,
+                                 args={"m": m, "n": n, "k": k, "dtype": dtype.name})
+
+
+def tile_elements(ctx, bytes_per_element: int) -> int:
+    """Elements per tile: the largest power of two whose operands and result fit a PE's share of TCM."""
+    budget = ctx.topology.pe.tcm.capacity_bytes // _TCM_SHARE
+    count = max(1, budget // max(1, bytes_per_element))
+    return 1 << (count.bit_length() - 1)
+
+
+def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: int):
+    """Storage elements of `layout`, broadcast to `shape`, at row-major positions [start, stop) of `shape`."""
+    if layout.shape == shape and layout.is_contiguous():
+        return slice(layout.offset + start, layout.offset + stop)
+    positions = np.arange(start, stop, dtype=np.int64)
+    coords = np.unravel_index(positions, shape) if shape else ()
+    indices = np.full(stop - start, layout.offset, dtype=np.int64)
+    lead = len(shape) - len(layout.shape)
+    for axis, (n, stride) in enumerate(zip(layout.shape, layout.strides)):
+        if n != 1:
+            indices += coords[axis + lead] * stride
+    return indices
+
+
+def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None]) -> None:
+    """Launch `n_programs` tile programs reading `inputs` and writing `output` (all on one device)."""
+    tensors = [*inputs, output]
+
+    def run(pe, number: int) -> None:
+        run_program(Program(ctx, pe, label, number))
+
+    launch_programs(ctx, tensors, [output], n_programs, label, label, run)
+
+
+def check_same_device(tensors, call: str):
+    devices = {str(t.device) for t in tensors}
+    if len(devices) > 1:
+        names = ", ".join(f"{t.name!r} on {t.device}" for t in tensors)
+        raise TensorError(f"{call}: expected all tensors to be on the same device, got {names}")
+    return tensors[0].device
+
+
+def broadcast_shape(shapes, call: str) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise TensorError(f"{call}: shapes {', '.join(map(str, shapes))} cannot be broadcast together") from None
+
+
+# ---- elementwise -----------------------------------------------------------------------------
+def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, compute_dtype: DType,
+                out=None, new_tensor=None):
+    """`fn(*operands)` elementwise over broadcast tensors and numbers, into `out` (or a new tensor)."""
+    tensors = [op for op in operands if is_tensor(op)]
+    shape = broadcast_shape([t.shape for t in tensors], name)
+    if out is not None and shape != out.shape:
+        if broadcast_shape([shape, out.shape], name) != out.shape:
+            raise TensorError(f"{name}: the result of shape {shape} does not fit in {out.name!r} of shape {out.shape}")
+        shape = out.shape
+    device = check_same_device(tensors + ([out] if out is not None else []), name)
+    if out is None:
+        out = new_tensor(shape, result_dtype, device, name)
+    if device.is_host:
+        values = fn(*[_host_operand(op, compute_dtype) for op in operands])
+        out._host_array[...] = np.asarray(values).astype(out.dtype.numpy)
+        return out
+    numel = prod(shape)
+    if numel == 0:
+        return out
+    ctx = out._ctx
+    widest = sum(t.dtype.itemsize for t in tensors) + out.dtype.itemsize
+    per_tile = tile_elements(ctx, widest)
+    numbers = {i: np.asarray(op, dtype=compute_dtype.numpy) for i, op in enumerate(operands) if not is_tensor(op)}
+
+    def program(p: Program) -> None:
+        start = p.number * per_tile
+        stop = min(numel, start + per_tile)
+        loaded = {i: p.load(op, storage_indices(op._layout, shape, start, stop))
+                  for i, op in enumerate(operands) if is_tensor(op)}
+        p.vector(name, stop - start, compute_dtype)
+        values = np.empty(stop - start, dtype=out.dtype.numpy)
+        if p.data:
+            args = [numbers[i] if i in numbers else loaded[i].astype(compute_dtype.numpy, copy=False)
+                    for i in range(len(operands))]
+            values = np.asarray(fn(*args)).astype(out.dtype.numpy)
+            values = np.broadcast_to(values, (stop - start,))
+        p.store(out, storage_indices(out._layout, shape, start, stop), values)
+
+    run_tiles(ctx, tensors, out, -(-numel // per_tile), name, program)
+    return out
+
+
+def _host_operand(op, dtype: DType):
+    if is_tensor(op):
+        return op._host_array.astype(dtype.numpy, copy=False)
+    return np.asarray(op, dtype=dtype.numpy)
+
+
+# ---- reductions ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction: `chunk(values2d, first) -> partial` along axis 1 (`first`: the chunk's first reduced index),
+    `merge(a, b)` of two partials, `finish(partial, count)` the result."""
+
+    chunk: Callable
+    merge: Callable
+    finish: Callable = staticmethod(lambda partial, count: partial)
+
+
+def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: bool, result_dtype: DType,
+           compute_dtype: DType, new_tensor):
+    """Reduce `x` over `dims`: each program reduces a group of outputs, in TCM-sized chunks of the reduced extent."""
+    kept = [d for d in range(x.ndim) if d not in dims]
+    out_shape = tuple(x.shape[d] if d in kept else 1 for d in range(x.ndim)) if keepdim else \
+        tuple(x.shape[d] for d in kept)
+    out = new_tensor(out_shape, result_dtype, x.device, name)
+    reduced = prod(x.shape[d] for d in dims)
+    outputs = prod(x.shape[d] for d in kept)
+    if x.device.is_host:
+        values = x._host_array.astype(compute_dtype.numpy, copy=False)
+        moved = np.moveaxis(values, dims, tuple(range(-len(dims), 0))).reshape(outputs, reduced)
+        out._host_array[...] = np.asarray(reduction.finish(reduction.chunk(moved, 0), reduced)).reshape(out_shape)
+        return out
+    if outputs == 0:
+        return out
+    ctx = x._ctx
+    # Storage elements of x as (outputs, reduced): kept dims' offsets plus reduced dims' offsets.
+    kept_layout = Layout(tuple(x.shape[d] for d in kept), tuple(x.stride()[d] for d in kept), x.storage_offset())
+    reduced_layout = Layout(tuple(x.shape[d] for d in dims), tuple(x.stride()[d] for d in dims), 0)
+    per_program = max(1, tile_elements(ctx, x.dtype.itemsize) // max(1, reduced))
+    chunk = min(reduced, tile_elements(ctx, x.dtype.itemsize)) if reduced else 1
+    out_layout = Layout.contiguous(tuple(x.shape[d] for d in kept), out.storage_offset())
+
+    def program(p: Program) -> None:
+        first = p.number * per_program
+        last = min(outputs, first + per_program)
+        bases = _as_array(storage_indices(kept_layout, kept_layout.shape, first, last))
+        partial = None
+        for lo in range(0, max(reduced, 1), chunk):
+            hi = min(reduced, lo + chunk)
+            offsets = _as_array(storage_indices(reduced_layout, reduced_layout.shape, lo, hi))
+            indices = (bases[:, None] + offsets[None, :]).reshape(-1)
+            values = p.load(x, indices)
+            p.vector(name, indices.size, compute_dtype)
+            if p.data:
+                part = reduction.chunk(values.astype(compute_dtype.numpy, copy=False).reshape(last - first, hi - lo),
+                                       lo)
+                partial = part if partial is None else reduction.merge(partial, part)
+        result = np.empty(last - first, dtype=out.dtype.numpy)
+        if p.data:
+            result = np.asarray(reduction.finish(partial, reduced)).astype(out.dtype.numpy)
+        p.store(out, storage_indices(out_layout, out_layout.shape, first, last), result)
+
+    run_tiles(ctx, [x], out, -(-outputs // per_program), name, program)
+    return out
+
+
+def _as_array(indices) -> np.ndarray:
+    return np.arange(indices.start, indices.stop, dtype=np.int64) if isinstance(indices, slice) else indices
+
+
+# ---- matmul ----------------------------------------------------------------------------------
+BLOCK_M = BLOCK_N = 64
+BLOCK_K = 32
+
+
+def matmul(a, b, out, name: str = "matmul") -> None:
+    """`out[..., M, N] = a[..., M, K] @ b[..., K, N]` (batch dims already broadcast): one program per output tile.
+
+    Each program walks K in blocks: loads an A block and a B block, one
+    matrix-unit op of 2·m·n·k flops, accumulating in fp32 (int32 for
+    integers) as the library matmul kernel does; then stores its C tile.
+    """
+    batch, (m_size, k_size), n_size = out.shape[:-2], a.shape[-2:], out.shape[-1]
+    batches = prod(batch)
+    if out.device.is_host:
+        out._host_array[...] = np.matmul(a._host_array.astype(_accumulator(a.dtype)),
+                                         b._host_array.astype(_accumulator(b.dtype))).astype(out.dtype.numpy)
+        return
+    tiles_m, tiles_n = -(-m_size // BLOCK_M), -(-n_size // BLOCK_N)
+    if not batches * tiles_m * tiles_n:
+        return
+    operand = a.dtype
+
+    def program(p: Program) -> None:
+        index, tile = divmod(p.number, tiles_m * tiles_n)
+        tm, tn = divmod(tile, tiles_n)
+        rows = range(tm * BLOCK_M, min(m_size, (tm + 1) * BLOCK_M))
+        cols = range(tn * BLOCK_N, min(n_size, (tn + 1) * BLOCK_N))
+        coords = np.unravel_index(index, batch) if batch else ()
+        accumulator = np.zeros((len(rows), len(cols)), dtype=_accumulator(operand))
+        for k0 in range(0, max(k_size, 1), BLOCK_K):
+            ks = range(k0, min(k_size, k0 + BLOCK_K))
+            block_a = p.load(a, _block(a, coords, rows, ks))
+            block_b = p.load(b, _block(b, coords, ks, cols))
+            p.gemm(len(rows), len(cols), len(ks), operand)
+            if p.data:
+                accumulator += np.matmul(block_a.reshape(len(rows), len(ks)).astype(accumulator.dtype),
+                                         block_b.reshape(len(ks), len(cols)).astype(accumulator.dtype))
+        p.store(out, _block(out, coords, rows, cols), accumulator.reshape(-1))
+
+    run_tiles(out._ctx, [a, b], out, batches * tiles_m * tiles_n, name, program)
+
+
+def _block(tensor, batch_coords, rows: range, cols: range) -> np.ndarray:
+    """Storage elements of tensor[*batch, rows, cols] (batch dims of size 1 broadcast)."""
+    strides = tensor.stride()
+    lead = len(batch_coords) - (tensor.ndim - 2)
+    base = tensor.storage_offset() + sum(
+        int(c) * s for c, n, s in zip(batch_coords[lead:], tensor.shape[:-2], strides[:-2]) if n != 1)
+    return (base + np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] * strides[-2]
+            + np.arange(cols.start, cols.stop, dtype=np.int64)[None, :] * strides[-1]).reshape(-1)
+
+
+def _accumulator(dtype: DType):
+    return np.int32 if not dtype.is_floating_point else np.float64 if dtype.name == "f64" else np.float32
+
+
+def float_type(dtype: DType) -> DType:
+    """The floating type an op on `dtype` computes in (torch: integers and bool become float32)."""
+    return dtype if dtype.is_floating_point else float32

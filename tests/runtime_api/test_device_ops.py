@@ -1,0 +1,243 @@
+"""ADR 0016: torch's operators, reductions and matmul as device work, checked against numpy and closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernbench.dtypes import resolve_dtype
+from kernbench.machine.pe import gemm_ps, vector_ps
+from kernbench.numerics import assert_close
+from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.tensor_ops import BINARY, UNARY
+from kernbench.session import Session
+from tests.runtime_api.closed_forms import dma_ps
+
+# Inputs each unary row is defined on (positive where a log or root needs it).
+POSITIVE = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "log1p"}
+INTEGRAL = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+
+def _run(fn, timing_only: bool = False):
+    session = Session("default", timing_only=timing_only)
+    out = {}
+    session.run(lambda torch: out.update(value=fn(torch)), session.torch)
+    return session, out["value"]
+
+
+def _values(rng, shape, dtype: str, positive: bool = False):
+    if dtype in ("i32", "i64"):
+        return rng.integers(1, 9, shape).astype(resolve_dtype(dtype).numpy)
+    values = rng.uniform(0.5 if positive else -2.0, 2.0, shape)
+    return values.astype(resolve_dtype(dtype).numpy)
+
+
+@pytest.mark.parametrize("name", sorted(set(UNARY) - INTEGRAL - {"logical_not"}))
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_adr0016_t1_each_unary_row_matches_numpy(name, dtype):
+    rng = np.random.default_rng(1)
+    values = _values(rng, (3, 70), dtype, positive=name in POSITIVE)
+    _, result = _run(lambda torch: getattr(torch.tensor(values, dtype=dtype), name)().numpy())
+    fn, _ = UNARY[name]
+    expected = fn(values.astype(np.float64))
+    kind = resolve_dtype(dtype).name if result.dtype != np.bool_ else "bool"
+    assert_close(result, expected, kind)
+
+
+@pytest.mark.parametrize("name", sorted(set(BINARY) - INTEGRAL))
+@pytest.mark.parametrize("shapes", [((4, 5), (4, 5)), ((4, 5), (5,)), ((3, 1, 5), (4, 1)), ((), (2, 3))])
+def test_adr0016_t2_each_binary_row_broadcasts_as_numpy(name, shapes):
+    rng = np.random.default_rng(2)
+    a, b = (_values(rng, shape, "f32", positive=True) for shape in shapes)
+    _, result = _run(lambda torch: getattr(torch.tensor(a), name)(torch.tensor(b)).numpy())
+    fn, _ = BINARY[name]
+    expected = fn(a.astype(np.float64), b.astype(np.float64))
+    assert result.shape == np.broadcast_shapes(a.shape, b.shape)
+    assert_close(result, expected, "f32" if result.dtype != np.bool_ else "bool")
+
+
+@pytest.mark.parametrize("left, right, expected", [
+    (("f16", (3,)), 1.5, "f16"),           # a number never widens a tensor of its category
+    (("i32", (3,)), 1.5, "f32"),           # a float number over integers: the default float
+    (("i32", (3,)), ("f16", ()), "f16"),   # a zero-dim tensor of a higher category decides
+    (("f32", (3,)), ("f64", ()), "f32"),   # ... but not within the same category
+    (("i64", (3,)), ("f16", (3,)), "f16"),  # integer meets float: the float type (numpy would say f64)
+    (("f16", (3,)), ("bf16", (3,)), "f32"),
+    (("bool", (3,)), 2, "i64"),
+    (("u8", (3,)), ("i8", (3,)), "i16"),
+])
+def test_adr0016_t3_type_promotion_is_torchs(left, right, expected):
+    def operand(torch, spec):
+        if not isinstance(spec, tuple):
+            return spec
+        dtype, shape = spec
+        return torch.ones(shape, dtype=dtype)
+
+    _, dtype = _run(lambda torch: (operand(torch, left) + operand(torch, right)).dtype)
+    assert dtype.name == expected
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "argmax", "argmin", "prod"])
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, True)])
+def test_adr0016_t4_reductions_match_numpy_over_any_dims(op, dim, keepdim):
+    rng = np.random.default_rng(4)
+    values = rng.uniform(0.5, 1.5, (3, 5, 7)).astype(np.float32)
+    if op in ("argmax", "argmin") and isinstance(dim, tuple):
+        return  # torch's argmax takes one dim
+    _, result = _run(lambda torch: getattr(torch.tensor(values), op)(dim, keepdim).numpy())
+    reference = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min, "prod": np.prod,
+                 "argmax": np.argmax, "argmin": np.argmin}[op]
+    if op in ("argmax", "argmin"):
+        expected = reference(values, axis=dim, keepdims=keepdim) if dim is not None else reference(values)
+        assert np.array_equal(result, expected)
+    else:
+        assert_close(result, reference(values.astype(np.float64), axis=dim, keepdims=keepdim), "f32")
+
+
+def test_adr0016_t5_a_reduction_larger_than_a_tile_is_chunked_and_exact():
+    """Sum and argmax of 2^20 elements: more than one TCM tile per output, merged across chunks."""
+    values = np.random.default_rng(5).uniform(-1, 1, 1 << 20).astype(np.float32)
+    values[777_777] = 5.0
+    session, (total, where) = _run(lambda torch: (torch.tensor(values).sum().item(),
+                                                  torch.tensor(values).argmax().item()))
+    assert_close(total, values.astype(np.float64).sum(), "f32")
+    assert where == 777_777
+    steps = [op for op in session.ctx.machine.oplog.select(label="sum") if op.kind == "vector"]
+    assert len(steps) > 1
+
+
+@pytest.mark.parametrize("shapes", [((8, 16), (16, 4)), ((70, 33), (33, 65)), ((16,), (16, 8)), ((8, 16), (16,)),
+                                    ((16,), (16,)), ((2, 3, 8, 16), (16, 4)), ((3, 8, 16), (1, 16, 5))])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_adr0016_t6_matmul_matches_numpy_in_every_torch_form(shapes, dtype):
+    rng = np.random.default_rng(6)
+    a, b = (rng.uniform(-1, 1, shape).astype(resolve_dtype(dtype).numpy) for shape in shapes)
+    _, result = _run(lambda torch: (torch.tensor(a, dtype=dtype) @ torch.tensor(b, dtype=dtype)).numpy())
+    assert_close(result, np.matmul(a.astype(np.float64), b.astype(np.float64)), dtype)
+
+
+def test_adr0016_t7_an_elementwise_op_takes_its_closed_form_on_an_idle_machine():
+    """One tile on one PE: load x, load y, one vector pass, store — each a DMA through the PE's engine."""
+    n = 4096
+    session = Session("default")
+
+    def bench(torch):
+        x, y = torch.ones(n), torch.ones(n)
+        torch.ahbm.synchronize()
+        (x + y).numpy()
+
+    session.run(bench, session.torch)
+    topology = session.ctx.topology
+    ops = session.ctx.machine.oplog.select(label="add")
+    one_dma = dma_ps(topology, n * 4, data_cube=0, pe_cube=0)
+    assert [op.kind for op in ops] == ["dma", "dma", "vector", "dma"]
+    assert ops[-1].end - ops[0].start == 3 * one_dma + vector_ps(topology, n)
+
+
+def test_adr0016_t8_a_matmul_block_is_its_flops_over_the_matrix_unit():
+    session, _ = _run(lambda torch: (torch.ones(64, 32, dtype="f16") @ torch.ones(32, 64, dtype="f16")).numpy())
+    gemms = [op for op in session.ctx.machine.oplog.select(label="matmul") if op.kind == "gemm"]
+    flops = 2 * 64 * 64 * 32
+    assert [op.flops for op in gemms] == [flops]
+    assert gemms[0].end - gemms[0].start == gemm_ps(session.ctx.topology, "f16", flops)
+
+
+def test_adr0016_t9_ops_are_enqueued_and_timing_only_takes_the_same_time():
+    def bench(torch):
+        x = torch.ones(1 << 16)
+        y = (x * 3).exp().sum(0)
+        torch.ahbm.synchronize()
+        return y
+
+    with_data, _ = _run(bench)
+    timing, _ = _run(bench, timing_only=True)
+    assert with_data.ctx.engine.now == timing.ctx.engine.now > 0
+    assert [(op.kind, op.start, op.end) for op in with_data.ctx.machine.oplog] == \
+        [(op.kind, op.start, op.end) for op in timing.ctx.machine.oplog]
+
+
+def test_adr0016_t10_composites_match_numpy():
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=(6, 32)).astype(np.float32)
+    w = rng.normal(size=(32,)).astype(np.float32)
+
+    def bench(torch):
+        t = torch.tensor(x)
+        F = torch.nn.functional
+        return {name: fn(t).numpy() for name, fn in {
+            "softmax": lambda t: F.softmax(t, dim=-1), "log_softmax": lambda t: F.log_softmax(t, dim=1),
+            "layer_norm": lambda t: F.layer_norm(t, (32,), torch.tensor(w)),
+            "rms_norm": lambda t: F.rms_norm(t, (32,), eps=1e-6), "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+            "var": lambda t: t.var(1), "std": lambda t: t.std(), "norm": lambda t: t.norm(),
+            "where": lambda t: torch.where(t > 0, t, 0.0), "clamp": lambda t: t.clamp(-0.5, 0.5),
+            "masked_fill": lambda t: t.masked_fill(t < 0, -1.0),
+            "cat": lambda t: torch.cat([t, t[:2]]), "stack": lambda t: torch.stack([t, t], dim=1),
+        }.items()}
+
+    _, got = _run(bench)
+    x64 = x.astype(np.float64)
+    shifted = np.exp(x64 - x64.max(-1, keepdims=True))
+    centered = x64 - x64.mean(-1, keepdims=True)
+    expected = {
+        "softmax": shifted / shifted.sum(-1, keepdims=True),
+        "log_softmax": np.log(shifted / shifted.sum(-1, keepdims=True)),
+        "layer_norm": centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + 1e-5) * w,
+        "rms_norm": x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6),
+        "gelu_tanh": 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3))),
+        "var": x64.var(1, ddof=1), "std": x64.std(ddof=1), "norm": np.sqrt((x64 ** 2).sum()),
+        "where": np.where(x64 > 0, x64, 0.0), "clamp": np.clip(x64, -0.5, 0.5),
+        "masked_fill": np.where(x64 < 0, -1.0, x64),
+        "cat": np.concatenate([x64, x64[:2]]), "stack": np.stack([x64, x64], axis=1),
+    }
+    for name, value in expected.items():
+        assert_close(got[name], value, "f32")
+
+
+def test_adr0016_t11_in_place_ops_write_through_views_and_refuse_narrowing():
+    def bench(torch):
+        x = torch.zeros(4, 4)
+        x[1:3] += 2.0
+        x[:, 0].mul_(5.0)
+        x.T[3].add_(torch.ones(4))
+        counts = torch.zeros(3, dtype=torch.int32)
+        with pytest.raises(TensorError, match="result type f32 can't be cast to the output .* of type i32"):
+            counts.add_(0.5)
+        return x.numpy()
+
+    _, got = _run(bench)
+    expected = np.zeros((4, 4), dtype=np.float32)
+    expected[1:3] += 2.0
+    expected[:, 0] *= 5.0
+    expected.T[3] += 1.0
+    assert np.array_equal(got, expected)
+
+
+def test_adr0016_t12_comparisons_to_the_host_are_one_value():
+    def bench(torch):
+        a = torch.ones(8)
+        b = a + 1e-7
+        return torch.allclose(a, b), torch.equal(a, a * 1), torch.equal(a, b + 1), bool((a == 1).all())
+
+    _, got = _run(bench)
+    assert got == (True, True, False, True)
+
+
+def test_adr0016_t13_operands_on_different_devices_are_one_error():
+    def bench(torch):
+        with pytest.raises(TensorError, match=r"^add: expected all tensors to be on the same device, got "):
+            torch.ones(3, device="ahbm:0") + torch.ones(3, device="ahbm:1")
+
+    _run(bench)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 40), st.sampled_from(["add", "mul", "maximum", "sub"]))
+def test_adr0016_t14_ops_on_strided_views_match_numpy(rows, cols, name):
+    """Inputs that are transposed and sliced views, and a broadcast row, as numpy computes them."""
+    rng = np.random.default_rng(rows * 100 + cols)
+    a = rng.normal(size=(cols, rows)).astype(np.float32)
+    b = rng.normal(size=(1, cols)).astype(np.float32)
+    _, got = _run(lambda torch: getattr(torch.tensor(a).T[:, ::2], name)(torch.tensor(b)[:, ::2]).numpy())
+    assert_close(got, BINARY[name][0](a.T[:, ::2], b[:, ::2]), "f32")
