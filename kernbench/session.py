@@ -29,6 +29,7 @@ from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
+from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
 from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace
 from kernbench.sim_engine import ProcessFailed
@@ -76,6 +77,11 @@ class Session:
         return process.value
 
 
+def _parameter(data: Tensor, requires_grad: bool = True) -> Tensor:
+    """`torch.nn.Parameter(t)`: the tensor's storage as a leaf that requires grad."""
+    return data.detach().requires_grad_(requires_grad)
+
+
 def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
     """The fake `torch` module for one run, its `distributed` using `ccl_config`."""
     factories = Factories(ctx)
@@ -99,7 +105,12 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
         ),
         **{name: getattr(factories, name) for name in _FACTORY_NAMES},
         **TORCH_FUNCTIONS,
-        nn=SimpleNamespace(functional=functional_namespace()),
+        nn=SimpleNamespace(functional=functional_namespace(), Parameter=_parameter),
+        autograd=SimpleNamespace(Function=autograd.Function, backward=autograd.backward),
+        no_grad=lambda: autograd.GradMode(ctx, False),
+        enable_grad=lambda: autograd.GradMode(ctx, True),
+        set_grad_enabled=lambda mode: autograd.GradMode(ctx, bool(mode)),
+        is_grad_enabled=lambda: autograd.grad_enabled(ctx),
         **{d.torch_name: d for d in ALL_DTYPES},
         half=dtypes.float16, float=dtypes.float32, double=dtypes.float64,
         int=dtypes.int32, long=dtypes.int64, short=dtypes.int16,

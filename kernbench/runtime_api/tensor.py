@@ -25,7 +25,7 @@ from kernbench.dtypes import DType
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.placed_dma import lanes_per_cube
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api import views
+from kernbench.runtime_api import autograd, views
 from kernbench.runtime_api.boxes import box_span
 from kernbench.runtime_api.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
@@ -69,6 +69,9 @@ class Tensor:
         self._layout = layout or Layout.contiguous(tuple(shape))
         self.shape = self._layout.shape
         self._base = view_of
+        self.requires_grad = False
+        self.grad: Tensor | None = None
+        self.grad_fn = None
         if view_of is not None:
             self._allocation = view_of._allocation
             self._host_storage = view_of._host_storage
@@ -154,20 +157,25 @@ class Tensor:
         return Tensor(self._ctx, layout.shape, self.dtype, self.device, f"{self.name}.{what}", view_of=self,
                       layout=layout)
 
+    def _view(self, transform, what: str, *, injective: bool = True) -> "Tensor":
+        """The view `transform(layout)` of this tensor, recorded for autograd (its backward undoes the view)."""
+        out = self._viewed(transform(self._layout), what)
+        return autograd.record(out, what, (self,), autograd.view_backward(self, transform, injective))
+
     def view(self, *shape) -> "Tensor":
         """The same storage seen with `shape`; an error where no strides can express it (use reshape)."""
         shape = views.infer_shape(shape, self.numel(), "view")
-        layout = views.view(self._layout, shape)
-        if layout is None:
+        if views.view(self._layout, shape) is None:
             raise TensorError(f"view size is not compatible with input tensor's size and stride (shape {self.shape}, "
                               f"strides {self.stride()}); use .reshape(...) instead")
-        return self._viewed(layout, "view")
+        return self._view(lambda layout: views.view(layout, shape), "view")
 
     def reshape(self, *shape) -> "Tensor":
         """A view with `shape` where one exists, else a contiguous copy (as torch)."""
         shape = views.infer_shape(shape, self.numel(), "reshape")
-        layout = views.view(self._layout, shape)
-        return self._viewed(layout, "reshape") if layout is not None else self.contiguous().view(shape)
+        if views.view(self._layout, shape) is None:
+            return self.contiguous().view(shape)
+        return self._view(lambda layout: views.view(layout, shape), "reshape")
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         if not self.shape:
@@ -177,10 +185,10 @@ class Tensor:
 
     def permute(self, *dims) -> "Tensor":
         dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        return self._viewed(views.permute(self._layout, dims), "permute")
+        return self._view(lambda layout: views.permute(layout, dims), "permute")
 
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
-        return self._viewed(views.transpose(self._layout, dim0, dim1), "transpose")
+        return self._view(lambda layout: views.transpose(layout, dim0, dim1), "transpose")
 
     def t(self) -> "Tensor":
         if self.ndim > 2:
@@ -196,22 +204,22 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def expand(self, *sizes) -> "Tensor":
-        return self._viewed(views.expand(self._layout, sizes), "expand")
+        return self._view(lambda layout: views.expand(layout, sizes), "expand", injective=False)
 
     def expand_as(self, other: "Tensor") -> "Tensor":
         return self.expand(other.shape)
 
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
-        return self._viewed(views.narrow(self._layout, dim, start, length), "narrow")
+        return self._view(lambda layout: views.narrow(layout, dim, start, length), "narrow")
 
     def select(self, dim: int, index: int) -> "Tensor":
-        return self._viewed(views.select(self._layout, dim, index), "select")
+        return self._view(lambda layout: views.select(layout, dim, index), "select")
 
     def squeeze(self, dim=None) -> "Tensor":
-        return self._viewed(views.squeeze(self._layout, dim), "squeeze")
+        return self._view(lambda layout: views.squeeze(layout, dim), "squeeze")
 
     def unsqueeze(self, dim: int) -> "Tensor":
-        return self._viewed(views.unsqueeze(self._layout, dim), "unsqueeze")
+        return self._view(lambda layout: views.unsqueeze(layout, dim), "unsqueeze")
 
     def split(self, split_size_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
         dim = dim % max(self.ndim, 1)
@@ -233,30 +241,35 @@ class Tensor:
 
     def __getitem__(self, key) -> "Tensor":
         """A view for basic indexing (ints, slices, None, ...); a gathered copy for advanced indexing."""
-        layout = views.basic_index(self._layout, key)
-        if layout is not None:
-            return self._viewed(layout, "index")
+        if views.basic_index(self._layout, key) is not None:
+            return self._view(lambda layout: views.basic_index(layout, key), "index")
+        key = self._resolved(key)
         selected = self._selected(key)
         out = self._new_like(selected.shape, f"{self.name}.gather")
         copy_elements(out, None, self, selected, non_blocking=True)
-        return out
+        return autograd.record(out, "index", (self,), functools.partial(_gather_backward, self, key))
 
     def __setitem__(self, key, value) -> None:
         """Write `value` (a number, a tensor or an array, broadcast) into the indexed elements, as device work."""
+        autograd.check_in_place(self, "__setitem__", (value,))
         layout = views.basic_index(self._layout, key)
         if layout is not None:
             self._viewed(layout, "index").copy_(value, non_blocking=True)
             return
-        selected = self._selected(key)
-        copy_elements(self, selected, value, None, non_blocking=True)
+        copy_elements(self, self._selected(self._resolved(key)), value, None, non_blocking=True)
+
+    @staticmethod
+    def _resolved(key):
+        """`key` with index tensors read to the host: the simulator needs the indices to know what moves."""
+        if isinstance(key, tuple):
+            return tuple(item._read_to_host("indexing with a tensor") if isinstance(item, Tensor) else item
+                         for item in key)
+        return key._read_to_host("indexing with a tensor") if isinstance(key, Tensor) else key
 
     def _selected(self, key) -> np.ndarray:
         """Storage elements that advanced indexing `key` picks, in the result's shape (numpy's rules)."""
-        items = key if isinstance(key, tuple) else (key,)
-        resolved = tuple(item._read_to_host("indexing with a tensor") if isinstance(item, Tensor) else item
-                         for item in items)
         try:
-            return self._layout.indices()[resolved if isinstance(key, tuple) else resolved[0]]
+            return self._layout.indices()[key]
         except IndexError as error:
             raise TensorError(f"indexing {self.name!r} of shape {self.shape}: {error}") from None
 
@@ -272,11 +285,6 @@ class Tensor:
         """The values as a numpy array (a copy, for a device tensor)."""
         return self._read_to_host("numpy()")
 
-    @property
-    @host_read
-    def data(self) -> np.ndarray:
-        """The values as a numpy array, like `numpy()`."""
-        return self._read_to_host(".data")
 
     @host_read
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -424,11 +432,13 @@ class Tensor:
         Host→device, device→host and device→device copies are each timed DMAs;
         `src` is broadcast to this tensor's shape and converted to its dtype.
         """
+        autograd.check_in_place(self, "copy", (src,))
         copy_into(self, src, non_blocking=non_blocking)
         return self
 
     def fill_(self, value) -> "Tensor":
         """Every element set to `value`, as device work (an HBM fill) enqueued on the current stream."""
+        autograd.check_in_place(self, "fill", (value,))
         fill_into(self, value)
         return self
 
@@ -442,7 +452,60 @@ class Tensor:
             return self._ctx_host_tensor(self._host_array.copy())
         policy = self.placement.policy if self._is_whole_storage() else DEFAULT_POLICY
         twin = device_tensor(self._ctx, self.shape, self.dtype, self.device.index, policy, f"{self.name}.clone")
-        return twin.copy_(self)
+        copy_into(twin, self, non_blocking=False)
+        return autograd.record(twin, "clone", (self,), _identity_backward)
+
+    # ---- autograd (autograd.py) ----------------------------------------------------------
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def data(self) -> "Tensor":
+        """This tensor's values outside autograd: an alias of its storage that requires no grad (as torch's)."""
+        return self.detach()
+
+    def detach(self) -> "Tensor":
+        """A view of the same storage with no autograd history."""
+        return self._viewed(self._layout, "detach")
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn, self.requires_grad = None, False
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self.grad_fn is not None and not requires_grad:
+            raise TensorError(f"requires_grad_(False) on {self.name!r}, which is not a leaf; use detach()")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise TensorError(f"only tensors of floating point dtype can require gradients; {self.name!r} is "
+                              f"{self.dtype.name}")
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in `.grad` after backward."""
+        self._retains_grad = True
+
+    def backward(self, gradient: "Tensor | None" = None, retain_graph=None, create_graph: bool = False,
+                 inputs=None) -> None:
+        """Accumulate the gradient of this tensor into every leaf that requires grad; backward ops are device work."""
+        if create_graph or inputs is not None:
+            raise TensorError("backward: create_graph= and inputs= are not supported by kernbench")
+        autograd.backward(self, gradient)
+
+
+def _identity_backward(grad):
+    return (grad,)
+
+
+def _gather_backward(base, key, grad):
+    """Gradient of `base[key]`: the output gradient scattered into zeros (indices must not repeat)."""
+    zeros = base._new_like(base.shape, f"{base.name}.grad").fill_(0)
+    targets = zeros._selected(key)
+    if np.unique(targets).size != targets.size:
+        raise TensorError(f"backward of indexing {base.name!r} with repeated indices is not supported by kernbench")
+    copy_elements(zeros, targets, grad, None, non_blocking=True)
+    return (zeros,)
 
 
 def device_tensor(ctx: "RuntimeContext", shape, dtype: DType, device_index: int, policy, name: str) -> Tensor:

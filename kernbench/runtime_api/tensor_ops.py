@@ -13,6 +13,7 @@ matmul block (adr/0016-device-ops.md).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from types import SimpleNamespace
@@ -20,7 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from kernbench.dtypes import DType, bool_, float32, int64, resolve_dtype
-from kernbench.runtime_api import device_ops
+from kernbench.runtime_api import autograd, device_ops
 from kernbench.runtime_api.device_ops import Reduction, float_type
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.promotion import category, is_tensor, result_type
@@ -72,6 +73,55 @@ BINARY = {
     "bitwise_and": (np.bitwise_and, "integral"), "bitwise_or": (np.bitwise_or, "integral"),
     "bitwise_xor": (np.bitwise_xor, "integral"),
 }
+# Backward rows: d(op)/d(operand) applied to the output gradient g, given the operands and the output.
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+UNARY_GRAD = {
+    "neg": lambda g, x, out: -g, "abs": lambda g, x, out: g * x.sign(), "square": lambda g, x, out: g * x * 2,
+    "relu": lambda g, x, out: where(x > 0, g, 0.0),
+    "exp": lambda g, x, out: g * out, "exp2": lambda g, x, out: g * out * _LN2,
+    "expm1": lambda g, x, out: g * (out + 1), "log": lambda g, x, out: g / x,
+    "log2": lambda g, x, out: g / (x * _LN2), "log10": lambda g, x, out: g / (x * _LN10),
+    "log1p": lambda g, x, out: g / (x + 1), "sqrt": lambda g, x, out: g / (out * 2),
+    "rsqrt": lambda g, x, out: g * out * out * out * -0.5, "reciprocal": lambda g, x, out: -(g * out * out),
+    "sin": lambda g, x, out: g * x.cos(), "cos": lambda g, x, out: -(g * x.sin()),
+    "tan": lambda g, x, out: g * (out * out + 1), "tanh": lambda g, x, out: g * (1 - out * out),
+    "sigmoid": lambda g, x, out: g * out * (1 - out),
+    "erf": lambda g, x, out: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)),
+    "silu": lambda g, x, out: g * _silu_slope(x),
+    "gelu": lambda g, x, out: g * ((x / math.sqrt(2.0)).erf() * 0.5 + 0.5
+                                   + x * (x * x * -0.5).exp() / math.sqrt(2.0 * math.pi)),
+    **{name: (lambda g, x, out: g * 0.0) for name in ("sign", "floor", "ceil", "round", "trunc")},
+}
+BINARY_GRAD = {
+    "add": (lambda g, a, b, out: g, lambda g, a, b, out: g),
+    "sub": (lambda g, a, b, out: g, lambda g, a, b, out: -g),
+    "mul": (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a),
+    "div": (lambda g, a, b, out: g / b, lambda g, a, b, out: -(g * a / (b * b))),
+    "true_divide": (lambda g, a, b, out: g / b, lambda g, a, b, out: -(g * a / (b * b))),
+    "pow": (lambda g, a, b, out: g * b * a ** (b - 1), lambda g, a, b, out: g * out * _log(a)),
+    "maximum": (lambda g, a, b, out: g * _share(a > b, a == b), lambda g, a, b, out: g * _share(b > a, a == b)),
+    "minimum": (lambda g, a, b, out: g * _share(a < b, a == b), lambda g, a, b, out: g * _share(b < a, a == b)),
+    "atan2": (lambda g, a, b, out: g * b / (a * a + b * b), lambda g, a, b, out: -(g * a / (a * a + b * b))),
+    "remainder": (lambda g, a, b, out: g, lambda g, a, b, out: -(g * (a / b).floor())),
+    "fmod": (lambda g, a, b, out: g, lambda g, a, b, out: -(g * (a / b).trunc())),
+    "floor_divide": (lambda g, a, b, out: g * 0.0, lambda g, a, b, out: g * 0.0),
+}
+
+
+def _silu_slope(x):
+    s = x.sigmoid()
+    return s * (x * (1 - s) + 1)
+
+
+def _share(wins, ties):
+    """1 where an operand wins, 1/2 where the two tie (torch splits the gradient of max/min on ties)."""
+    return wins.float() + ties.float() * 0.5
+
+
+def _log(value):
+    return value.log() if is_tensor(value) else math.log(value)
+
+
 OPERATORS = {
     "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide", "mod": "remainder",
     "pow": "pow", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
@@ -113,8 +163,21 @@ def apply(name: str, *operands, out: Tensor | None = None) -> Tensor:
     if out is not None and category(result) > category(out.dtype):
         raise TensorError(f"{name}: result type {result.name} can't be cast to the output {out.name!r} of type "
                           f"{out.dtype.name}")
-    return device_ops.elementwise(name, fn, list(operands), out.dtype if out is not None else result, compute,
-                                  out=out, new_tensor=_maker(operands))
+    value = device_ops.elementwise(name, fn, list(operands), out.dtype if out is not None else result, compute,
+                                   out=out, new_tensor=_maker(operands))
+    if out is not None or not result.is_floating_point:
+        return value
+    return autograd.record(value, name, operands, functools.partial(_elementwise_backward, name, operands, value))
+
+
+def _elementwise_backward(name: str, operands, out, grad):
+    if name in UNARY_GRAD:
+        return (UNARY_GRAD[name](grad, operands[0], out),)
+    rules = BINARY_GRAD.get(name)
+    if rules is None:
+        raise TensorError(f"{name}: no gradient is defined for it in kernbench")
+    return tuple(rule(grad, *operands, out) if autograd.requires_grad(operand) else None
+                 for rule, operand in zip(rules, operands))
 
 
 def add(x, y, *, alpha=1, out=None):
@@ -134,8 +197,11 @@ def _scaled(y, alpha):
 def where(condition, x, y):
     """x where `condition` else y, broadcast (one vector op per element)."""
     dtype = result_type(x, y)
-    return device_ops.elementwise("where", lambda c, a, b: np.where(c.astype(bool), a, b), [condition, x, y],
-                                  dtype, dtype, new_tensor=_maker((condition, x, y)))
+    out = device_ops.elementwise("where", lambda c, a, b: np.where(c.astype(bool), a, b), [condition, x, y],
+                                 dtype, dtype, new_tensor=_maker((condition, x, y)))
+    return autograd.record(out, "where", (condition, x, y), lambda g: (
+        None, where(condition, g, 0.0) if autograd.requires_grad(x) else None,
+        where(condition, 0.0, g) if autograd.requires_grad(y) else None))
 
 
 def clamp(x, min=None, max=None, *, out=None):
@@ -148,8 +214,12 @@ def clamp(x, min=None, max=None, *, out=None):
 
 def masked_fill(x, mask, value, *, out=None):
     """`value` where `mask` is true, else x, in x's dtype."""
-    return device_ops.elementwise("masked_fill", lambda m, a, v: np.where(m.astype(bool), v, a), [mask, x, value],
-                                  x.dtype, x.dtype, out=out, new_tensor=_maker((x, mask)))
+    if out is not None:
+        autograd.check_in_place(out, "masked_fill", (mask, value))
+    filled = device_ops.elementwise("masked_fill", lambda m, a, v: np.where(m.astype(bool), v, a), [mask, x, value],
+                                    x.dtype, x.dtype, out=out, new_tensor=_maker((x, mask)))
+    return filled if out is not None else autograd.record(filled, "masked_fill", (mask, x),
+                                                          lambda g: (None, where(mask, 0.0, g)))
 
 
 def to_dtype(x, dtype) -> Tensor:
@@ -157,7 +227,8 @@ def to_dtype(x, dtype) -> Tensor:
     dtype = resolve_dtype(dtype)
     if dtype is x.dtype:
         return x
-    return device_ops.elementwise("to", lambda a: a, [x], dtype, x.dtype, new_tensor=_maker((x,)))
+    out = device_ops.elementwise("to", lambda a: a, [x], dtype, x.dtype, new_tensor=_maker((x,)))
+    return autograd.record(out, "to", (x,), lambda g: (to_dtype(g, x.dtype),)) if dtype.is_floating_point else out
 
 
 # ---- reductions ------------------------------------------------------------------------------------
@@ -218,7 +289,27 @@ def reduce(name: str, x, dim=None, keepdim: bool = False, *, dtype=None) -> Tens
     if x.ndim == 0:
         dims = ()
     result, compute = _reduction_dtypes(name, x, dtype)
-    return device_ops.reduce(name, REDUCTIONS[name], x, dims, keepdim, result, compute, _maker((x,)))
+    out = device_ops.reduce(name, REDUCTIONS[name], x, dims, keepdim, result, compute, _maker((x,)))
+    if name not in _REDUCTION_GRAD:
+        return out
+    return autograd.record(out, name, (x,), functools.partial(_reduction_backward, name, x, dims, keepdim, out))
+
+
+def _reduction_backward(name: str, x, dims, keepdim: bool, out, grad):
+    """The output gradient spread back over the reduced elements (keepdim restored, then broadcast)."""
+    if not keepdim:
+        for d in dims:
+            grad, out = grad.unsqueeze(d), out.unsqueeze(d)
+    return (_REDUCTION_GRAD[name](grad, x, out, dims),)
+
+
+_REDUCTION_GRAD = {
+    "sum": lambda g, x, out, dims: g.expand(x.shape),
+    "mean": lambda g, x, out, dims: g.expand(x.shape) / max(1, x.numel() // max(1, out.numel())),
+    "prod": lambda g, x, out, dims: g * out / x,
+    **{name: (lambda g, x, out, dims: where(x == out, g / (x == out).float().sum(dims, keepdim=True), 0.0))
+       for name in ("amax", "amin")},
+}
 
 
 class _ValuesIndices(tuple):
@@ -290,6 +381,9 @@ def matmul(a, b):
             raise TensorError(f"matmul: the matrix unit has no rate for {a.dtype.name} in this topology "
                               f"(it has {', '.join(a._ctx.topology.dtypes)})") from None
     device_ops.matmul(left, right, out)
+    autograd.record(out, "matmul", (left, right), lambda g: (
+        matmul(g, right.mT) if autograd.requires_grad(left) else None,
+        matmul(left.mT, g) if autograd.requires_grad(right) else None))
     if a.ndim == 1:
         out = out.squeeze(-2)
     if b.ndim == 1:
@@ -314,7 +408,7 @@ def bmm(a, b):
 def linear(x, weight, bias=None):
     """x @ weightᵀ (+ bias): a matmul, then an add."""
     out = matmul(x, weight.mT if weight.ndim >= 2 else weight)
-    return out if bias is None else add(out, bias, out=out)
+    return out if bias is None else add(out, bias)
 
 
 # ---- shapes ---------------------------------------------------------------------------------------
@@ -331,11 +425,13 @@ def cat(tensors, dim: int = 0):
             raise TensorError(f"cat: sizes must match except in dimension {dim}, got {first.shape} and {t.shape}")
     shape = first.shape[:dim] + (sum(t.shape[dim] for t in tensors),) + first.shape[dim + 1:]
     out = _maker(tensors)(shape, result_type(*tensors), first.device, "cat")
-    start = 0
-    for t in tensors:
-        out.narrow(dim, start, t.shape[dim]).copy_(t, non_blocking=True)
-        start += t.shape[dim]
-    return out
+    starts = []
+    with autograd.GradMode(first._ctx, False):
+        for t in tensors:
+            starts.append(sum(s.shape[dim] for s in tensors[:len(starts)]))
+            out.narrow(dim, starts[-1], t.shape[dim]).copy_(t, non_blocking=True)
+    return autograd.record(out, "cat", tensors, lambda g: tuple(
+        g.narrow(dim, start, t.shape[dim]) if autograd.requires_grad(t) else None for t, start in zip(tensors, starts)))
 
 
 def stack(tensors, dim: int = 0):
@@ -391,8 +487,9 @@ def log_softmax(x, dim: int, dtype=None):
 
 def _sub_exp(x, m):
     dtype = float_type(result_type(x, m))
-    return device_ops.elementwise("sub_exp", lambda a, b: np.exp(a - b), [x, m], dtype, dtype,
-                                  new_tensor=_maker((x, m)))
+    out = device_ops.elementwise("sub_exp", lambda a, b: np.exp(a - b), [x, m], dtype, dtype,
+                                 new_tensor=_maker((x, m)))
+    return autograd.record(out, "sub_exp", (x, m), lambda g: (g * out, -(g * out)))
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -402,8 +499,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     inv = apply("rsqrt", add(reduce("mean", apply("square", centered), dims, keepdim=True), eps))
     out = apply("mul", centered, inv)
     if weight is not None:
-        out = apply("mul", out, weight, out=out)
-    return out if bias is None else add(out, bias, out=out)
+        out = apply("mul", out, weight)
+    return out if bias is None else add(out, bias)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
@@ -412,7 +509,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
     eps = float(np.finfo(x.dtype.numpy).eps) if eps is None else eps
     inv = apply("rsqrt", add(reduce("mean", apply("square", x), dims, keepdim=True), eps))
     out = apply("mul", x, inv)
-    return out if weight is None else apply("mul", out, weight, out=out)
+    return out if weight is None else apply("mul", out, weight)
 
 
 def gelu(x, approximate: str = "none"):
@@ -421,8 +518,15 @@ def gelu(x, approximate: str = "none"):
         raise TensorError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if approximate == "tanh":
         dtype = float_type(x.dtype)
-        return device_ops.elementwise("gelu_tanh", _gelu_tanh, [x], dtype, dtype, new_tensor=_maker((x,)))
+        out = device_ops.elementwise("gelu_tanh", _gelu_tanh, [x], dtype, dtype, new_tensor=_maker((x,)))
+        return autograd.record(out, "gelu_tanh", (x,), lambda g: (g * _gelu_tanh_slope(x),))
     return apply("gelu", x)
+
+
+def _gelu_tanh_slope(x):
+    k = math.sqrt(2.0 / math.pi)
+    t = ((x + x * x * x * 0.044715) * k).tanh()
+    return (t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k)
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
@@ -434,8 +538,11 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
     ctx = x._ctx
     new = _maker((x,))
     keep = device_ops.elementwise("rand", lambda a: ctx.rng.random(a.shape), [x], float32, float32, new_tensor=new)
-    return device_ops.elementwise("dropout", lambda a, r: np.where(r >= p, a / (1 - p), 0), [x, keep],
-                                  x.dtype, float_type(x.dtype), out=x if inplace else None, new_tensor=new)
+    if inplace:
+        autograd.check_in_place(x, "dropout", ())
+    out = device_ops.elementwise("dropout", lambda a, r: np.where(r >= p, a / (1 - p), 0), [x, keep],
+                                 x.dtype, float_type(x.dtype), out=x if inplace else None, new_tensor=new)
+    return autograd.record(out, "dropout", (x,), lambda g: (where(keep >= p, g / (1 - p), 0.0),))
 
 
 FUNCTIONAL = {
@@ -463,6 +570,7 @@ def _method(name: str):
 
 def _in_place(name: str):
     def method(self, *others):
+        autograd.check_in_place(self, name, others)
         apply(name, self, *others, out=self)
         return self
     method.__name__ = name + "_"

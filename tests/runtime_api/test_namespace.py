@@ -18,7 +18,6 @@ from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, host_to_cube_path
 # What each registered entry point is called with, for the barrier test.
 CALLS = {
     "numpy": lambda t: t.numpy(),
-    "data": lambda t: t.data,
     "__array__": lambda t: np.asarray(t),
     "item": lambda t: t[0].item(),
     "__float__": lambda t: float(t[0]),
@@ -51,7 +50,7 @@ def test_adr0005_t1_every_host_read_waits_for_pending_writes(session):
         start, end, result = done_at[0]
         latency, bandwidth = host_to_cube_path(topology, 0, 0)
         assert end - start >= latency + ceil_div(n * 4 * PS_PER_S, bandwidth), name
-        if name in ("numpy", "data", "__array__", "cpu", "copy_"):
+        if name in ("numpy", "__array__", "cpu", "copy_"):
             assert (np.asarray(result) == 3.0).all(), name
         elif name in ("item", "__float__", "__int__"):
             assert result == 3

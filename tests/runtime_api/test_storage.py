@@ -136,7 +136,7 @@ def test_adr0013_t5_timing_only_keeps_no_storage_and_no_values():
 
 
 READS = {
-    "numpy": lambda t: t.numpy(), "data": lambda t: t.data, "__array__": lambda t: np.asarray(t),
+    "numpy": lambda t: t.numpy(), "__array__": lambda t: np.asarray(t),
     "item": lambda t: t.item(), "tolist": lambda t: t.tolist(),
     "__float__": lambda t: float(t), "__int__": lambda t: int(t), "__bool__": lambda t: bool(t),
     "cpu": lambda t: t.cpu(), "__repr__": lambda t: repr(t),

@@ -1,0 +1,183 @@
+"""ADR 0017: autograd on the simulated device — gradients against numpy, the backward pass as device work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.numerics import assert_close
+from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.tensor_ops import BINARY, BINARY_GRAD, UNARY, UNARY_GRAD
+from kernbench.session import Session
+
+POSITIVE = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "log1p"}
+STEP = 1e-6
+
+
+def _run(fn, timing_only: bool = False):
+    session = Session("default", timing_only=timing_only)
+    out = {}
+    session.run(lambda torch: out.update(value=fn(torch)), session.torch)
+    return session, out["value"]
+
+
+def _numeric_derivative(fn, x: np.ndarray) -> np.ndarray:
+    """d f(x) / dx elementwise by central differences in float64: the reference every row is held to."""
+    return (fn(x + STEP) - fn(x - STEP)) / (2 * STEP)
+
+
+@pytest.mark.parametrize("name", sorted(set(UNARY_GRAD) - {"sign", "floor", "ceil", "round", "trunc", "abs"}))
+def test_adr0017_t1_each_unary_gradient_is_the_functions_derivative(name):
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.3 if name in POSITIVE else -1.5, 1.5, (3, 17))
+
+    def bench(torch):
+        t = torch.tensor(x, dtype=torch.float64).requires_grad_()
+        getattr(t, name)().sum().backward()
+        return t.grad.numpy()
+
+    _, grad = _run(bench)
+    assert_close(grad, _numeric_derivative(UNARY[name][0], x), "f32")
+
+
+@pytest.mark.parametrize("name", sorted(set(BINARY_GRAD) - {"floor_divide", "remainder", "fmod"}))
+def test_adr0017_t2_each_binary_gradient_is_the_partial_derivatives_with_broadcasting(name):
+    rng = np.random.default_rng(2)
+    a, b = rng.uniform(0.5, 1.5, (4, 5)), rng.uniform(0.5, 1.5, (5,))
+    b[0] = a[0, 0] + 0.25  # no ties for maximum/minimum
+
+    def bench(torch):
+        ta = torch.tensor(a, dtype=torch.float64).requires_grad_()
+        tb = torch.tensor(b, dtype=torch.float64).requires_grad_()
+        getattr(ta, name)(tb).sum().backward()
+        return ta.grad.numpy(), tb.grad.numpy()
+
+    _, (grad_a, grad_b) = _run(bench)
+    fn = BINARY[name][0]
+    assert_close(grad_a, _numeric_derivative(lambda v: fn(v, b), a), "f32")
+    assert_close(grad_b, _numeric_derivative(lambda v: fn(a, v), np.broadcast_to(b, a.shape)).sum(0), "f32")
+
+
+def test_adr0017_t3_a_linear_layer_gradients_are_the_analytic_ones():
+    """loss = sum(gelu(x Wᵀ + b)): dW = gᵀx, dx = gW, db = Σg with g = gelu'(y)."""
+    rng = np.random.default_rng(3)
+    x, w, bias = (rng.normal(size=shape).astype(np.float32).astype(np.float64) for shape in ((8, 16), (4, 16), (4,)))
+
+    def bench(torch):  # f32: the matrix unit's widest type
+        tx = torch.tensor(x, dtype=torch.float32).requires_grad_()
+        tw = torch.nn.Parameter(torch.tensor(w, dtype=torch.float32))
+        tb = torch.nn.Parameter(torch.tensor(bias, dtype=torch.float32))
+        torch.nn.functional.gelu(torch.nn.functional.linear(tx, tw, tb)).sum().backward()
+        return tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()
+
+    _, (dx, dw, db) = _run(bench)
+    y = x @ w.T + bias
+    g = _numeric_derivative(UNARY["gelu"][0], y)
+    assert_close(dw, g.T @ x, "f32")
+    assert_close(dx, g @ w, "f32")
+    assert_close(db, g.sum(0), "f32")
+
+
+def test_adr0017_t4_gradients_flow_through_views_reductions_and_composites():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(6, 8))
+
+    def bench(torch):
+        t = torch.tensor(x, dtype=torch.float64).requires_grad_()
+        picked = t.T[1:5].reshape(-1)[::3]  # transpose, slice, reshape (a copy), step
+        loss = picked.sum() + torch.softmax(t, dim=-1)[:, 0].mean() + t.amax(1).sum() + t.var()
+        loss.backward()
+        return t.grad.numpy()
+
+    _, grad = _run(bench)
+
+    def loss(v):
+        e = np.exp(v - v.max(-1, keepdims=True))
+        return v.T[1:5].reshape(-1)[::3].sum() + (e / e.sum(-1, keepdims=True))[:, 0].mean() + v.max(1).sum() \
+            + v.var(ddof=1)
+
+    numeric = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = STEP
+        numeric[index] = (loss(x + step) - loss(x - step)) / (2 * STEP)
+    assert_close(grad, numeric, "f32")
+
+
+def test_adr0017_t5_autograd_function_runs_its_own_backward():
+    def bench(torch):
+        class CubeFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, a, scale):
+                ctx.save_for_backward(a)
+                ctx.scale = scale
+                return a * a * a * scale
+
+            @staticmethod
+            def backward(ctx, grad):
+                (a,) = ctx.saved_tensors
+                return grad * a * a * (3 * ctx.scale), None
+
+        u = torch.tensor([1.0, 2.0, -1.0]).requires_grad_()
+        out = CubeFn.apply(u, 2.0)
+        assert out.grad_fn is not None
+        out.sum().backward()
+        return u.grad.numpy()
+
+    _, grad = _run(bench)
+    assert np.array_equal(grad, [6.0, 24.0, 6.0])
+
+
+def test_adr0017_t6_gradients_accumulate_and_no_grad_records_nothing():
+    def bench(torch):
+        w = torch.ones(3).requires_grad_()
+        (w * 2).sum().backward()
+        (w * 3).sum().backward()
+        with torch.no_grad():
+            detached = w * 5
+        assert torch.is_grad_enabled()
+        return w.grad.numpy(), detached.requires_grad, detached.grad_fn, w.data.requires_grad
+
+    _, (grad, requires, fn, data_requires) = _run(bench)
+    assert np.array_equal(grad, [5.0, 5.0, 5.0]) and requires is False and fn is None and data_requires is False
+
+
+def test_adr0017_t7_in_place_ops_that_would_corrupt_the_graph_are_one_line():
+    def bench(torch):
+        w = torch.ones(3).requires_grad_()
+        with pytest.raises(TensorError, match=r"^add_: a leaf tensor that requires grad .* is used in an in-place"):
+            w.add_(1.0)
+        y = w * 2
+        with pytest.raises(TensorError, match=r"^mul_: in-place operations on tensors that take part in autograd"):
+            y.mul_(3.0)
+        with torch.no_grad():
+            w.add_(1.0)  # an optimizer step
+        w.data.copy_(torch.zeros(3))  # Megatron's weight.data.copy_ idiom
+        return w.numpy()
+
+    _, values = _run(bench)
+    assert np.array_equal(values, [0.0, 0.0, 0.0])
+
+
+def test_adr0017_t8_the_backward_pass_is_device_work_timed_like_the_forward():
+    def bench(torch):
+        x = torch.ones(256, 256).requires_grad_()
+        w = torch.ones(256, 256).requires_grad_()
+        loss = (x @ w).sum()
+        torch.ahbm.synchronize()
+        before = len(torch_session[0].ctx.machine.oplog)
+        loss.backward()
+        torch.ahbm.synchronize()
+        return [op for op in torch_session[0].ctx.machine.oplog][before:]
+
+    torch_session = []
+    timings = {}
+    for timing_only in (False, True):
+        session = Session("default", timing_only=timing_only)
+        torch_session[:] = [session]
+        out = {}
+        session.run(lambda torch: out.update(ops=bench(torch)), session.torch)
+        timings[timing_only] = [(op.kind, op.label, op.start, op.end) for op in out["ops"]]
+    backward_gemms = [op for op in timings[False] if op[0] == "gemm"]
+    assert len(backward_gemms) == 2 * 4 * 4 * 8  # two matmuls of 4x4 tiles of 64, each 8 blocks of 32 in K
+    assert timings[False] == timings[True]
