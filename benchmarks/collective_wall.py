@@ -1,62 +1,152 @@
 """Wall time of a simulated all-reduce: values computed against timing only, and per IPCQ message.
 
-Runs the same ring all-reduce (4 ranks, one per SIP of the default
-topology, f16, 16 MiB per rank, the shipped ccl.yaml) twice in this process,
-once computing values and once `timing_only`, and takes the best of a few
-repetitions of each. Both runs must report the same simulated time. Prints
-the wall times, the IPCQ messages the collective sent and the wall time per
-message; the last line is `timing_only_speedup: X.XX` (data / timing only),
-the factor a sweep gains from `--timing-only`.
+Two parts, every run a ring all-reduce of f16 with the shipped ccl.yaml
+(8 slots of 64 KiB), one rank per SIP, through `Session` the way a bench
+does (spawn one worker per rank, `all_reduce`, `synchronize`):
 
-Run as `python benchmarks/collective_wall.py` from the repository root.
+- *values against timing only*: 4 ranks x 16 MiB on default.yaml, run with
+  values and `timing_only`, best of a few repetitions of each; both must
+  report the same simulated time.
+- *timing-only scale*: 4 ranks x 64 MiB on default.yaml, and 64 ranks x
+  1 MiB on large.yaml with `system.sips.count` set to 64 (a temporary copy).
+  Each row runs in a fresh interpreter, so its peak RSS
+  (`resource.getrusage`) is its own, best of a few such runs. Per row: IPCQ
+  messages, simulated time, wall time, wall and CPU time per message (on a
+  shared machine CPU time moves less), wall against the 20 us per message a
+  256-SIP x 1 GiB ring needs to finish in 10 s, and peak RSS.
+
+The last line is `timing_only_us_per_message: X.X`, the geometric mean of
+the scale rows' wall per message (lower is better).
+
+Run as `python benchmarks/collective_wall.py` from the repository root
+(`--quick`: skip the values-against-timing part).
 """
 
 from __future__ import annotations
 
-import time
+import os
 
-from kernbench.session import Session
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"  # a multithreaded BLAS fights the simulator on a small machine
 
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+
+from kernbench.session import Session  # noqa: E402
+from kernbench.topology.loader import resolve_topology_path  # noqa: E402
+
+MIB = 1 << 20
 RANKS = 4
 ELEMENTS = 8 << 20  # 16 MiB of f16 per rank
 REPEATS = 3
+SCALE_REPEATS = 3  # fresh interpreters per scale row
+SCALE_ROWS = [("default", 4, 64 * MIB), ("large", 64, 1 * MIB)]  # (topology, ranks, bytes per rank)
+TARGET_US_PER_MESSAGE = 20.0
 
 
-def bench(torch):
+def bench(torch, ranks: int, elements: int):
     torch.distributed.init_process_group(backend="ahbm")
-    torch.multiprocessing.spawn(_worker, args=(torch,), nprocs=RANKS)
+    torch.multiprocessing.spawn(_worker, args=(torch, elements), nprocs=ranks)
 
 
-def _worker(rank, torch):
+def _worker(rank, torch, elements):
     torch.ahbm.set_device(rank)
-    x = torch.full((1, ELEMENTS), rank + 1, dtype=torch.float16)
+    x = torch.full((1, elements), rank + 1, dtype=torch.float16)
     torch.distributed.all_reduce(x)
     torch.ahbm.synchronize()
 
 
-def one_run(timing_only: bool) -> tuple[float, int, int]:
-    """(wall seconds of the run, simulated ps of the collective, IPCQ messages sent)."""
-    session = Session("default", timing_only=timing_only)
-    began = time.perf_counter()
-    session.run(bench, session.torch)
-    wall = time.perf_counter() - began
+def one_run(topology, timing_only: bool, ranks: int = RANKS, elements: int = ELEMENTS) -> tuple[float, int, int, float]:
+    """(wall seconds of the run, simulated ps of the collective, IPCQ messages sent, CPU seconds of the run)."""
+    session = Session(topology, timing_only=timing_only)
+    began, cpu_began = time.perf_counter(), time.process_time()
+    session.run(bench, session.torch, ranks, elements)
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     (record,) = session.ctx.collectives
     messages = len(session.ctx.machine.oplog.select(kind="ipcq_send"))
-    return wall, record["time_ps"], messages
+    return wall, record["time_ps"], messages, cpu
 
 
-def main() -> None:
+def topology_with_sips(name: str, sips: int, directory: Path) -> Path:
+    """A copy of the shipped topology `name` with `system.sips.count` set to `sips`."""
+    spec = yaml.safe_load(resolve_topology_path(name).read_text())
+    if spec["system"]["sips"]["count"] == sips:
+        return resolve_topology_path(name)
+    spec["system"]["sips"]["count"] = sips
+    path = directory / f"{name}_{sips}_sips.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def scale_row(topology: str, ranks: int, nbytes: int) -> dict:
+    """One timing-only row in this interpreter (called in a fresh one, see `main`)."""
+    with tempfile.TemporaryDirectory() as directory:
+        wall, ps, messages, cpu = one_run(topology_with_sips(topology, ranks, Path(directory)), True,
+                                          ranks=ranks, elements=nbytes // 2)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"wall": wall, "cpu": cpu, "ps": ps, "messages": messages, "rss_mib": peak_kib / 1024}
+
+
+def _fresh_row(index: int) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--row", str(index)], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def values_against_timing() -> None:
     best = {}
     for timing_only in (False, True):
-        runs = [one_run(timing_only) for _ in range(REPEATS)]
+        runs = [one_run("default", timing_only) for _ in range(REPEATS)]
         best[timing_only] = min(runs)
-    (data_wall, data_ps, messages), (timing_wall, timing_ps, _) = best[False], best[True]
+    (data_wall, data_ps, messages, _), (timing_wall, timing_ps, _, _) = best[False], best[True]
     assert data_ps == timing_ps, f"simulated times differ: {data_ps} ps with values, {timing_ps} ps without"
     print(f"ring all_reduce, {RANKS} ranks x {ELEMENTS * 2 >> 20} MiB f16, simulated {data_ps / 1e6:.3f} us")
     print(f"IPCQ messages          : {messages}")
     print(f"wall, values computed  : {data_wall * 1e3:8.1f} ms  ({data_wall / messages * 1e6:6.1f} us per message)")
     print(f"wall, timing only      : {timing_wall * 1e3:8.1f} ms  ({timing_wall / messages * 1e6:6.1f} us per message)")
-    print(f"timing_only_speedup: {data_wall / timing_wall:.2f}")
+    print(f"timing_only_speedup    : {data_wall / timing_wall:.2f}")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="only the timing-only scale rows")
+    parser.add_argument("--row", type=int, help=argparse.SUPPRESS)  # internal: run one scale row, print JSON
+    args = parser.parse_args()
+    if args.row is not None:
+        print(json.dumps(scale_row(*SCALE_ROWS[args.row])))
+        return
+    # Scale rows first: a child's getrusage peak starts from its parent's size at the fork, so the parent
+    # must not have grown (the values runs below) before they are measured.
+    rows = []
+    for index in range(len(SCALE_ROWS)):
+        runs = [_fresh_row(index) for _ in range(SCALE_REPEATS)]
+        assert len({run["ps"] for run in runs}) == 1, f"row {index}: simulated times differ between runs"
+        rows.append(runs)
+    if not args.quick:
+        values_against_timing()
+    print(f"{'ranks':>6} {'bytes/rank':>11} {'messages':>9} {'sim time':>12} {'wall':>8} {'wall/msg':>9} "
+          f"{'cpu/msg':>8} {'vs target':>10} {'peak RSS':>9}")
+    print(f"{'':>6} {'':>11} {'':>9} {'(us)':>12} {'(s)':>8} {'(us)':>9} {'(us)':>8} {'(20 us)':>10} {'(MiB)':>9}")
+    per_message = []
+    for (_, ranks, nbytes), runs in zip(SCALE_ROWS, rows):
+        row = min(runs, key=lambda run: run["wall"])
+        us = row["wall"] / row["messages"] * 1e6
+        cpu_us = min(run["cpu"] for run in runs) / row["messages"] * 1e6
+        per_message.append(us)
+        print(f"{ranks:>6} {nbytes // MIB:>7} MiB {row['messages']:>9} {row['ps'] / 1e6:>12.3f} {row['wall']:>8.2f} "
+              f"{us:>9.1f} {cpu_us:>8.1f} {us / TARGET_US_PER_MESSAGE:>9.1f}x "
+              f"{max(run['rss_mib'] for run in runs):>9.0f}")
+    geomean = math.exp(sum(math.log(us) for us in per_message) / len(per_message))
+    print(f"timing_only_us_per_message: {geomean:.1f}")
 
 
 if __name__ == "__main__":

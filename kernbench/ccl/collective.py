@@ -62,6 +62,14 @@ class Region:
         piece = self.indices[start:stop]
         return np.arange(piece.start, piece.stop, dtype=np.int64) if isinstance(piece, range) else piece
 
+    def selector(self, start: int, stop: int) -> np.ndarray | slice:
+        """The flat elements of positions [start, stop): a slice for a contiguous region, else their indices.
+
+        What a DMA of a piece takes: a slice costs no array, however large the piece.
+        """
+        piece = self.indices[start:stop]
+        return slice(piece.start, max(piece.start, piece.stop)) if isinstance(piece, range) else piece
+
 
 @dataclass(frozen=True)
 class Member:

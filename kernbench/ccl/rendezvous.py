@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kernbench.ccl.errors import CollectiveError
+from kernbench.sim_engine import Event
 
 
 @dataclass(frozen=True)
@@ -44,33 +45,34 @@ class Rendezvous:
     """One collective call of one group (its `seq`-th), joined by `size` ranks."""
 
     def __init__(self, engine, label: str, size: int, ranks: tuple[int, ...], compare: Callable):
+        """`compare(a, b)` says how two calls differ ('' when they match); it must be an equivalence (every
+        call is compared with the first only)."""
         self.label = label
         self.size = size
         self.ranks = ranks
         self.entries: dict[int, Entry] = {}
         self._arrived: set[int] = set()
         self._compare = compare
-        self.done = engine.event()
+        self.done = _Joined(engine, self)
         self._engine = engine
-        self._rename()
 
     def register(self, entry: Entry) -> None:
         """Add a rank's call; a call that does not match an earlier rank's is a `CollectiveError` naming both."""
         if entry.group_rank in self.entries:
             raise CollectiveError(f"{self.label}: rank {entry.global_rank} joined twice")
-        for other in self.entries.values():
-            problem = self._compare(other, entry)
+        # Every earlier call matched the first, so the first is the one a mismatch is named against.
+        first = next(iter(self.entries.values()), None)
+        if first is not None:
+            problem = self._compare(first, entry)
             if problem:
                 raise CollectiveError(
-                    f"{self.label}: ranks disagree: rank {other.global_rank} called {other.describe()}, "
+                    f"{self.label}: ranks disagree: rank {first.global_rank} called {first.describe()}, "
                     f"rank {entry.global_rank} called {entry.describe()} ({problem})")
         self.entries[entry.group_rank] = entry
-        self._rename()
 
     def arrive(self, group_rank: int, run: Callable[["Rendezvous"], None]) -> None:
         """Called in a rank's stream order: the last arrival runs `run(self)`; the others wait until it is done."""
         self._arrived.add(group_rank)
-        self._rename()
         if len(self._arrived) < self.size:
             self._engine.wait(self.done)
             return
@@ -84,8 +86,23 @@ class Rendezvous:
     def missing(self) -> list[int]:
         return [self.ranks[r] for r in range(self.size) if r not in self._arrived]
 
-    def _rename(self) -> None:
+    def describe_wait(self) -> str:
+        """What waiting on `done` means now: the ranks that have not joined, or that the collective runs."""
         missing = self.missing()
         waiting_for = ", ".join(map(str, missing))
-        self.done.name = (f"{self.label} over ranks {list(self.ranks)}: rank(s) {waiting_for} have not joined"
-                          if missing else f"{self.label}: running")
+        return (f"{self.label} over ranks {list(self.ranks)}: rank(s) {waiting_for} have not joined"
+                if missing else f"{self.label}: running")
+
+
+class _Joined(Event):
+    """`Rendezvous.done`, described from the rendezvous' state when a `Deadlock` report asks (rather than
+    renamed at every arrival, O(p) each)."""
+
+    __slots__ = ("_rendezvous",)
+
+    def __init__(self, engine, rendezvous: Rendezvous):
+        super().__init__(engine)
+        self._rendezvous = rendezvous
+
+    def describe(self) -> str:
+        return repr(self._rendezvous.describe_wait())

@@ -20,6 +20,7 @@ element sets.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class DataHazard(KernbenchError):
         self.hazard = hazard
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per DMA, and a frozen __init__ costs half again as much
 class Region:
     """Elements of one allocation a DMA reads or writes: `elements` (indices or a slice) of `itemsize` bytes."""
 
@@ -61,7 +62,7 @@ class Region:
         return (elements[:, None] * ratio + np.arange(ratio)).ravel()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as Region
 class Access:
     """Who did a DMA and when: its op-log label, program, unit, and simulated [start, end)."""
 
@@ -100,27 +101,36 @@ class Hazard:
 
 
 class _InFlight:
-    __slots__ = ("region", "lo", "hi", "access", "process")
+    __slots__ = ("region", "lo", "hi", "end", "who", "process")
 
-    def __init__(self, region: Region, access: Access, process):
+    def __init__(self, region: Region, end: int, who: Callable[[], Access], process):
         self.region = region
         self.lo, self.hi = region.bounds()
-        self.access = access
+        self.end = end
+        self.who = who
         self.process = process
 
 
 class HazardDetector:
-    """In-flight writes per allocation, and the hazards found so far (`hazards`, in order found)."""
+    """In-flight writes per allocation, and the hazards found so far (`hazards`, in order found).
+
+    Each op is named by `who`, a callable returning its `Access`, called only
+    when a hazard is reported: the common case, no hazard, builds no report.
+    """
 
     def __init__(self, strict: bool = False):
         self.strict = strict
         self.hazards: list[Hazard] = []
         self._writes: dict[Allocation, list[_InFlight]] = {}
 
-    def write_issued(self, region: Region, access: Access, process) -> _InFlight:
-        """Remember a write until `write_landed`; returns its token."""
-        entry = _InFlight(region, access, process)
-        self._writes.setdefault(region.allocation, []).append(entry)
+    def write_issued(self, region: Region, end: int, who: Callable[[], Access], process) -> _InFlight:
+        """Remember a write landing at `end` until `write_landed`; returns its token."""
+        entry = _InFlight(region, end, who, process)
+        writes = self._writes.get(region.allocation)
+        if writes is None:
+            self._writes[region.allocation] = [entry]
+        else:
+            writes.append(entry)
         return entry
 
     def write_landed(self, entry: _InFlight) -> None:
@@ -129,33 +139,36 @@ class HazardDetector:
         if not writes:
             del self._writes[entry.region.allocation]
 
-    def read(self, region: Region, access: Access, process, now: int) -> Hazard | None:
+    def read(self, region: Region, who: Callable[[], Access], process, now: int) -> Hazard | None:
         """Check a read starting now against in-flight writes of other processes; return the first hazard."""
         writes = self._writes.get(region.allocation)
         if not writes:
             return None
         # A write whose end has passed without landing belongs to a process that was killed.
-        writes[:] = [w for w in writes if w.access.end >= now]
+        writes[:] = [w for w in writes if w.end >= now]
         lo, hi = region.bounds()
         for write in writes:
             if write.process is process or write.hi <= lo or hi <= write.lo:
                 continue
-            hazard = _overlap(region, access, write)
-            if hazard is not None:
+            common = _common_bytes(region, write.region)
+            if common is not None:
+                offset, nbytes = common
+                allocation = region.allocation
+                hazard = Hazard(allocation.name, allocation.sip, allocation.base + offset, offset, nbytes,
+                                who(), write.who())
                 self.hazards.append(hazard)
                 return hazard
         return None
 
 
-def _overlap(region: Region, access: Access, write: _InFlight) -> Hazard | None:
-    unit = min(region.itemsize, write.region.itemsize)
-    common = np.intersect1d(region.byte_offsets(unit), write.region.byte_offsets(unit))
+def _common_bytes(region: Region, written: Region) -> tuple[int, int] | None:
+    """(offset, nbytes) from the first to the last byte both regions hold, or None when they share none."""
+    unit = min(region.itemsize, written.itemsize)
+    common = np.intersect1d(region.byte_offsets(unit), written.byte_offsets(unit))
     if not common.size:
         return None
-    allocation = region.allocation
     offset = int(common[0]) * unit
-    return Hazard(allocation.name, allocation.sip, allocation.base + offset, offset,
-                  (int(common[-1]) + 1) * unit - offset, access, write.access)
+    return offset, (int(common[-1]) + 1) * unit - offset
 
 
 def _access_dict(access: Access) -> dict:

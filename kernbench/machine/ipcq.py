@@ -38,7 +38,6 @@ an `ipcq_wait` entry.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import weakref
 from collections import deque
@@ -113,6 +112,8 @@ class IpcQueue:
         if sender == receiver:
             raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
         *self._network, self._buffer = machine.route(sender, buffer)
+        self._buffer_route = [self._buffer]
+        self._flow_ids = _flow_ids(machine)
         self._to_buffer = sum(channel.latency_ps for channel in self._network)
         self._copy_route = machine.route(buffer, receiver)
         self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
@@ -124,6 +125,9 @@ class IpcQueue:
         self.polls = 0
         self._names = (pe_name(sender), pe_name(receiver))
         self._units = (f"cube{sender.cube}.pe{sender.pe}.ipcq", f"cube{receiver.cube}.pe{receiver.pe}.ipcq")
+        # What a Deadlock report prints for each wait (built once: a wait happens per message).
+        self._slot_wait = f"a free IPCQ slot to send from {self._names[0]} to {self._names[1]} ({label})"
+        self._recv_wait = f"recv on {self._names[1]} from {self._names[0]} ({label})"
 
     @property
     def undelivered(self) -> int:
@@ -139,21 +143,20 @@ class IpcQueue:
                             f"IPCQ slot of slot_size = {self.settings.slot_size} bytes")
         firsts = range(0, max(values.size, 1), per_slot)
         for number, first in enumerate(firsts):
-            part = values[first:first + per_slot]
+            part = values if len(firsts) == 1 else values[first:first + per_slot]
             self._take_slot()
             self._wait_for_route()
             engine = self._engine
             start, network_end = transfer(engine, self._network, part.nbytes)
-            chunk = _Chunk(part.copy() if self._data else part, part.nbytes, number, len(firsts), start)
+            chunk = _Chunk(part.copy() if self._data else part, part.nbytes, number, len(firsts), start, network_end)
             self._chunks.append(chunk)
-            engine.timeout(start + self._to_buffer - engine.now).add_callback(
-                functools.partial(self._land, chunk, network_end))
+            engine.call_at(start + self._to_buffer, self._land, chunk)
 
-    def _land(self, chunk: "_Chunk", network_end: int, _event) -> None:
+    def _land(self, chunk: "_Chunk") -> None:
         """The chunk's first byte reaches the slot: book the slot's channel, fix the arrival, wake the receiver."""
-        _, buffer_end = transfer(self._engine, [self._buffer], chunk.nbytes)
-        chunk.arrival = max(network_end + self._buffer.latency_ps, buffer_end) + self._overhead
-        chunk.flow_id = _next_flow_id(self._machine)
+        _, buffer_end = transfer(self._engine, self._buffer_route, chunk.nbytes)
+        chunk.arrival = max(chunk.network_end + self._buffer.latency_ps, buffer_end) + self._overhead
+        chunk.flow_id = next(self._flow_ids)
         self._machine.oplog.append(
             "ipcq_send", f"sip{self.sender.sip}", self._units[0], self._label, self._programs[0], chunk.nbytes, 0,
             chunk.start, chunk.arrival, {"flow_id": chunk.flow_id, "to": self._names[1],
@@ -169,8 +172,7 @@ class IpcQueue:
         if self._free_slots == 0:
             began = engine.now
             if not self._credits:
-                self._credit_returned = engine.event(
-                    f"a free IPCQ slot to send from {self._names[0]} to {self._names[1]} ({self._label})")
+                self._credit_returned = engine.event(self._slot_wait)
                 engine.wait(self._credit_returned)
             arrival = self._credits[0]
             args = {"backpressure": self.settings.backpressure}
@@ -210,7 +212,7 @@ class IpcQueue:
         parts = []
         while True:
             while not self._chunks or self._chunks[0].arrival is None:
-                self._chunk_landed = engine.event(f"recv on {self._names[1]} from {self._names[0]} ({self._label})")
+                self._chunk_landed = engine.event(self._recv_wait)
                 engine.wait(self._chunk_landed)
             chunk = self._chunks.popleft()
             if chunk.arrival > engine.now:
@@ -230,16 +232,18 @@ class IpcQueue:
 
 
 class _Chunk:
-    """One slot's worth of a message; `arrival` and `flow_id` are set when it lands."""
+    """One slot's worth of a message, on the wire from `start` to `network_end` (its last byte leaving the
+    network for the slot's channel); `arrival` and `flow_id` are set when it lands."""
 
-    __slots__ = ("values", "nbytes", "number", "count", "start", "arrival", "flow_id")
+    __slots__ = ("values", "nbytes", "number", "count", "start", "network_end", "arrival", "flow_id")
 
-    def __init__(self, values: np.ndarray, nbytes: int, number: int, count: int, start: int):
+    def __init__(self, values: np.ndarray, nbytes: int, number: int, count: int, start: int, network_end: int):
         self.values = values
         self.nbytes = nbytes
         self.number = number
         self.count = count
         self.start = start
+        self.network_end = network_end
         self.arrival: int | None = None
         self.flow_id: int | None = None
 
@@ -249,12 +253,13 @@ def pe_name(endpoint: Endpoint) -> str:
     return f"sip{endpoint.sip}.cube{endpoint.cube}.pe{endpoint.pe}"
 
 
-def _next_flow_id(machine: Machine) -> int:
-    """Flow ids are unique per machine, so every send pairs with exactly its receive in a trace."""
+def _flow_ids(machine: Machine) -> "itertools.count[int]":
+    """The machine's flow-id counter: ids are unique per machine, so every send pairs with exactly its
+    receive in a trace."""
     counter = _FLOW_IDS.get(machine)
     if counter is None:
         counter = _FLOW_IDS[machine] = itertools.count(1)
-    return next(counter)
+    return counter
 
 
 def _is_int(value) -> bool:

@@ -9,12 +9,14 @@ outside crosses the mesh from there to the cube that holds the data.
 `run_transfers` is the one DMA primitive: it reserves each transfer's route
 at the current simulated time, reads the source bytes at the transfer's
 start, and writes them at its end — the data executor's rule that a load
-sees memory as of its start and a store becomes visible at its end.
+sees memory as of its start and a store becomes visible at its end. Work
+that does not block in a process (an engine `Task`) uses its two halves:
+`issue_transfers` (or `issue_dma`, one transfer given field by field) now,
+`land` at each end.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
@@ -29,9 +31,10 @@ from kernbench.sim_engine import Channel, ExclusiveUnit, OpLog, transfer
 from kernbench.topology import Link, Topology
 
 IO_CUBE = 0
+_PATHS_BY_ID_KEPT = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ goes through object.__setattr__, half again the cost
 class Transfer:
     """One DMA: `nbytes` from `src` to `dst` (`src=None`: the device writes values it made itself).
 
@@ -65,6 +68,8 @@ class Machine:
         self.channels: dict[str, Channel] = {}
         self._channel_kind: dict[str, str] = {}
         self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = {}
+        self._paths: dict[tuple[Endpoint | None, Endpoint], _Path] = {}
+        self._paths_by_id: dict[tuple[int, int], tuple[_Path, Endpoint | None, Endpoint]] = {}
         self._pes: dict[tuple[int, int, int], PeUnits] = {}
 
     def pe(self, sip: int, cube: int, pe: int) -> PeUnits:
@@ -168,45 +173,85 @@ class Machine:
         end time.
         """
         engine = self.engine
-        process = engine.current_process
-        now = engine.now
-        landing = []
-        for order, item in enumerate(transfers):
-            route = self.route(item.src, item.dst)
-            if dma_engine is not None:
-                route = [dma_engine, *route]
-            start, end = transfer(engine, route, item.nbytes)
-            owner = device or _device_of(item)
-            self.oplog.append("dma", owner, unit, label, program, item.nbytes, 0, start, end,
-                              {"src": str(item.src) if item.src else "generated", "dst": str(item.dst)})
-            effect = _Effect(item, data and item.read is not None)
-            if item.src_region is not None or item.dst_region is not None:
-                effect.access = Access(label, program, f"{owner}.{unit}", start, end)
-            if start > now and (effect.reads or item.src_region is not None):
-                engine.timeout(start - now).add_callback(functools.partial(self._read, effect, process))
-            else:
-                self._read(effect, process)
-            if item.dst_region is not None:
-                effect.in_flight = self.hazards.write_issued(item.dst_region, effect.access, process)
-            landing.append((end, order, effect))
-        landing.sort(key=_landing_order)
-        for end, _, effect in landing:
+        landing = self.issue_transfers(transfers, label=label, data=data, device=device, unit=unit,
+                                       program=program, dma_engine=dma_engine, owner=engine.current_process)
+        for end, effect in landing:
             engine.sleep_until(end)
-            if effect.hazard is not None and self.hazards.strict:
-                raise DataHazard(effect.hazard)
-            if effect.values is not None and effect.item.write is not None:
-                effect.item.write(effect.values)
-            if effect.in_flight is not None:
-                self.hazards.write_landed(effect.in_flight)
-        return landing[-1][0] if landing else now
+            self.land(effect)
+        return landing[-1][0] if landing else engine.now
 
-    def _read(self, effect: "_Effect", process, _timeout=None) -> None:
+    def issue_transfers(self, transfers: list[Transfer], *, label: str, data: bool, device: str | None, unit: str,
+                        program, dma_engine: Channel | None, owner) -> list[tuple[int, "_Effect"]]:
+        """The first half of `run_transfers`, for work that does not block in a process (an engine `Task`):
+        reserve every transfer now and return `(end, effect)` in landing order; the caller then calls
+        `land(effect)` at each end. `owner` is the process or task the DMAs belong to (for hazards)."""
+        landing = [self.issue_dma(item.src, item.dst, item.nbytes, item.read, item.write, item.src_region,
+                                  item.dst_region, label, data, device, unit, program, dma_engine, owner)
+                   for item in transfers]
+        if len(landing) > 1:
+            landing.sort(key=landing_time)  # stable: equal ends land in issue order
+        return landing
+
+    def land(self, effect: "_Effect") -> None:
+        """A transfer's end: raise its hazard if strict, then write its values and retire its write."""
+        if effect.hazard is not None and self.hazards.strict:
+            raise DataHazard(effect.hazard)
+        if effect.values is not None and effect.write is not None:
+            effect.write(effect.values)
+        if effect.in_flight is not None:
+            self.hazards.write_landed(effect.in_flight)
+            effect.in_flight = None  # it names the effect (who wrote): drop the cycle, free both at once
+
+    def issue_dma(self, src: Endpoint | None, dst: Endpoint, nbytes: int, read, write, src_region: Region | None,
+                  dst_region: Region | None, label: str, data: bool, device: str | None, unit: str, program,
+                  dma_engine: Channel | None, owner) -> tuple[int, "_Effect"]:
+        """One `Transfer` of `issue_transfers`, its fields given one by one (the placed DMAs' path, which
+        builds no `Transfer`): reserve its route now, log it, arrange its read at its start; return
+        `(end, effect)`."""
+        engine = self.engine
+        known = self._paths_by_id.get((id(src), id(dst)))
+        path = known[0] if known is not None and known[1] is src and known[2] is dst else self._path(src, dst)
+        route = path.route
+        if dma_engine is not None:
+            route = path.through.get(dma_engine)
+            if route is None:
+                route = path.through[dma_engine] = [dma_engine, *path.route]
+        start, end = transfer(engine, route, nbytes)
+        device = device or _device_of(src, dst)
+        self.oplog.append("dma", device, unit, label, program, nbytes, 0, start, end,
+                          {"src": path.src_name, "dst": path.dst_name})
+        effect = _Effect(read if data else None, write, src_region)
+        if src_region is not None or dst_region is not None:
+            effect.op = (label, program, device, unit, start, end)
+        if start > engine._now and (effect.read is not None or src_region is not None):
+            engine.call_at(start, self._read_at_start, (effect, owner))
+        else:
+            self._read(effect, owner)
+        if dst_region is not None:
+            effect.in_flight = self.hazards.write_issued(dst_region, end, effect.access, owner)
+        return end, effect
+
+    def _path(self, src: Endpoint | None, dst: Endpoint) -> "_Path":
+        """The resolved pair (src, dst), found by value, then remembered by the identity of these two
+        objects: callers that keep their endpoints (placed DMAs) skip hashing them. The entry holds the
+        objects, so their ids cannot be reused while it is kept."""
+        path = self._paths.get((src, dst))
+        if path is None:
+            path = self._paths[src, dst] = _Path(self.route(src, dst), src, dst)
+        if len(self._paths_by_id) >= _PATHS_BY_ID_KEPT:
+            self._paths_by_id.clear()
+        self._paths_by_id[id(src), id(dst)] = (path, src, dst)
+        return path
+
+    def _read_at_start(self, call: tuple) -> None:
+        self._read(*call)
+
+    def _read(self, effect: "_Effect", owner) -> None:
         """A transfer's start: check its source against writes in flight, then take the source values."""
-        item = effect.item
-        if item.src_region is not None:
-            effect.hazard = self.hazards.read(item.src_region, effect.access, process, self.engine.now)
-        if effect.reads:
-            effect.values = item.read()
+        if effect.src_region is not None:
+            effect.hazard = self.hazards.read(effect.src_region, effect.access, owner, self.engine.now)
+        if effect.read is not None:
+            effect.values = effect.read()
 
     # ---- compute ----------------------------------------------------------------------
     def compute(self, unit: ExclusiveUnit, duration_ps: int, *, kind: str, label: str, program=None,
@@ -229,26 +274,49 @@ class Machine:
         return self._channel_kind[name]
 
 
+class _Path:
+    """A resolved (src, dst) pair: its route, the names its op-log entries give, and the route behind
+    each DMA engine that has used it (built once, not per transfer)."""
+
+    __slots__ = ("route", "src_name", "dst_name", "through")
+
+    def __init__(self, route: list[Channel], src: Endpoint | None, dst: Endpoint):
+        self.route = route
+        self.src_name = str(src) if src else "generated"
+        self.dst_name = str(dst)
+        self.through: dict[Channel, list[Channel]] = {}
+
+
 class _Effect:
-    """One transfer's data effect between its start and its end."""
+    """One transfer's data effect between its start and its end (`read` is None when nothing is read).
 
-    __slots__ = ("item", "reads", "values", "access", "hazard", "in_flight")
+    `op` (label, program, device, unit, start, end) is kept for a transfer that touches a tensor, and
+    becomes an `Access` only when a hazard report names it.
+    """
 
-    def __init__(self, item: Transfer, reads: bool):
-        self.item = item
-        self.reads = reads
+    __slots__ = ("read", "write", "src_region", "values", "op", "hazard", "in_flight")
+
+    def __init__(self, read, write, src_region: Region | None):
+        self.read = read
+        self.write = write
+        self.src_region = src_region
         self.values = None
-        self.access = None
+        self.op = None
         self.hazard = None
         self.in_flight = None
 
+    def access(self) -> Access:
+        label, program, device, unit, start, end = self.op
+        return Access(label, program, f"{device}.{unit}", start, end)
 
-def _landing_order(entry) -> tuple[int, int]:
-    return entry[0], entry[1]
+
+def landing_time(entry: tuple[int, "_Effect"]) -> int:
+    """The sort key of `(end, effect)` landings."""
+    return entry[0]
 
 
-def _device_of(item: Transfer) -> str:
-    side = item.dst if item.dst.kind != "host" else item.src
+def _device_of(src: Endpoint | None, dst: Endpoint) -> str:
+    side = dst if dst.kind != "host" else src
     return f"sip{side.sip}"
 
 

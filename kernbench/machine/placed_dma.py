@@ -6,6 +6,10 @@ the PE), all issued together through the PE's least busy DMA engine — the
 rule a Triton program's loads and stores follow (runtime_api/kernel_port.py),
 kept here so the collectives' PE programs move region elements the same way.
 Values are read at each DMA's start and written at its end (`run_transfers`).
+`issue_load` / `issue_store` are the same DMAs for work that does not block
+(a collective's started loads and stores run as engine tasks). A contiguous
+run of elements is a slice throughout: it is placed by its bounds and named
+to the hazard detector by the slice, never expanded to an index array.
 """
 
 from __future__ import annotations
@@ -16,20 +20,43 @@ import numpy as np
 
 from kernbench.machine.data_executor import Region
 from kernbench.machine.endpoints import hbm, tcm
-from kernbench.machine.machine import Machine, Transfer
+from kernbench.machine.machine import Machine, landing_time
 from kernbench.machine.memory import Allocation
 from kernbench.machine.pe import PeUnits
 
 
-def load_elements(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, indices: np.ndarray, *,
-                  label: str, program: int | None, data: bool) -> np.ndarray:
+def load_elements(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype,
+                  indices: np.ndarray | slice, *, label: str, program: int | None, data: bool) -> np.ndarray:
     """HBM → TCM: the elements `indices` of `allocation` (viewed as `dtype`), in order.
 
-    Without `data` (timing-only runs) the DMAs are timed identically and the
-    returned array is uninitialized.
+    `indices` is an index array, or a slice (step 1) for a contiguous run, which
+    then never becomes an array. Without `data` (timing-only runs) the DMAs are
+    timed identically, storage is never touched and the returned array is
+    uninitialized.
     """
-    out = np.empty(indices.size, dtype=dtype)
-    if indices.size:
+    out, landing = issue_load(machine, pe, allocation, dtype, indices, label=label, program=program, data=data,
+                              owner=machine.engine.current_process)
+    _land_all(machine, landing)
+    return out
+
+
+def store_elements(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
+                   values: np.ndarray, *, label: str, program: int | None, data: bool) -> None:
+    """TCM → HBM: `values` into the elements `indices` (an array, or a slice) of `allocation` (viewed as
+    `values.dtype`)."""
+    _land_all(machine, issue_store(machine, pe, allocation, indices, values, label=label, program=program, data=data,
+                                   owner=machine.engine.current_process))
+
+
+def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, indices: np.ndarray | slice,
+               *, label: str, program: int | None, data: bool, owner) -> tuple[np.ndarray, list]:
+    """`load_elements` without blocking: reserve its DMAs now; return the array they fill and their
+    `(end, effect)` landings, each to pass to `machine.land` at its end (`owner`: who issues them)."""
+    out = np.empty(_count(indices), dtype=dtype)
+    if not out.size:
+        return out, []
+    read = write = None
+    if data:
         storage = allocation.storage
 
         def read(lanes, selector):
@@ -40,64 +67,128 @@ def load_elements(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: 
         def write(lanes, selector, values):
             out[lanes] = values
 
-        _dma(machine, pe, allocation, indices, dtype.itemsize, to_tcm=True, read=read, write=write,
-             label=label, program=program, data=data)
-    return out
+    return out, _issue(machine, pe, allocation, indices, dtype.itemsize, to_tcm=True, read=read, write=write,
+                       label=label, program=program, data=data, owner=owner)
 
 
-def store_elements(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray, values: np.ndarray, *,
-                   label: str, program: int | None, data: bool) -> None:
-    """TCM → HBM: `values` into the elements `indices` of `allocation` (viewed as `values.dtype`)."""
-    if not indices.size:
-        return
-    storage = allocation.storage
+def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
+                values: np.ndarray, *, label: str, program: int | None, data: bool, owner) -> list:
+    """`store_elements` without blocking: reserve its DMAs now; return their `(end, effect)` landings."""
+    if not _count(indices):
+        return []
+    read = write = None
+    if data:
+        storage = allocation.storage
 
-    def read(lanes, selector):
-        return values[lanes]
+        def read(lanes, selector):
+            return values[lanes]
 
-    def write(lanes, selector, stored):
-        storage.typed(values.dtype, selector)[selector] = stored
+        def write(lanes, selector, stored):
+            storage.typed(values.dtype, selector)[selector] = stored
 
-    _dma(machine, pe, allocation, indices, values.dtype.itemsize, to_tcm=False, read=read, write=write,
-         label=label, program=program, data=data)
+    return _issue(machine, pe, allocation, indices, values.dtype.itemsize, to_tcm=False, read=read, write=write,
+                  label=label, program=program, data=data, owner=owner)
 
 
-def _dma(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray, itemsize: int, *, to_tcm: bool,
-         read, write, label: str, program: int | None, data: bool) -> None:
-    here = tcm(pe.sip, pe.cube, pe.pe)
-    replica = machine.nearest_replica(allocation.placement, pe.sip, pe.cube)
-    transfers = []
-    for cube, lanes, count in lanes_per_cube(allocation.placement, indices, replica):
-        memory = hbm(pe.sip, cube)
-        selector = _selector(indices[lanes])
+def _land_all(machine: Machine, landing: list) -> None:
+    engine = machine.engine
+    for end, effect in landing:
+        engine.sleep_until(end)
+        machine.land(effect)
+
+
+def _issue(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice, itemsize: int, *,
+           to_tcm: bool, read, write, label: str, program: int | None, data: bool, owner) -> list:
+    """One DMA per cube holding some of `indices`, issued in cube order through the PE's least busy DMA
+    engine (what `Machine.issue_transfers` would do with their `Transfer`s, without building them)."""
+    ends = _ends(pe)
+    here = ends.here
+    placement = allocation.placement
+    replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
+    engine = pe.free_dma_engine()
+    landing = []
+    for cube, lanes, count in lanes_per_cube(placement, indices, replica):
+        memory = ends.hbm(cube)
+        if isinstance(indices, slice):
+            selector = indices if lanes is _ALL else _selector(indices.start + lanes)
+        else:
+            selector = _selector(indices[lanes])
         region = Region(allocation, selector, itemsize)
-        transfers.append(Transfer(
-            src=memory if to_tcm else here, dst=here if to_tcm else memory, nbytes=count * itemsize,
-            read=functools.partial(read, lanes, selector), write=functools.partial(write, lanes, selector),
-            src_region=region if to_tcm else None, dst_region=None if to_tcm else region))
-    machine.run_transfers(transfers, label=label, data=data, device=f"sip{pe.sip}", unit=f"{pe.name}.dma",
-                          program=program, dma_engine=pe.free_dma_engine())
+        landing.append(machine.issue_dma(
+            memory if to_tcm else here, here if to_tcm else memory, count * itemsize,
+            None if read is None else functools.partial(read, lanes, selector),
+            None if write is None else functools.partial(write, lanes, selector),
+            region if to_tcm else None, None if to_tcm else region,
+            label, data, ends.device, ends.unit, program, engine, owner))
+    if len(landing) > 1:
+        landing.sort(key=landing_time)  # stable: equal ends land in cube order, as issued
+    return landing
 
 
-def lanes_per_cube(placement, indices: np.ndarray, replica: int) -> list[tuple[int, slice | np.ndarray, int]]:
+class _Ends:
+    """One PE's side of its DMAs: its TCM, the HBM of each cube, its op-log names.
+
+    Plain values (endpoints compare by value), so one per PE position serves
+    every machine, and the endpoints are the same objects on every DMA, which
+    makes `Machine.run_transfers` find their route by identity.
+    """
+
+    __slots__ = ("here", "device", "unit", "_hbm")
+
+    def __init__(self, pe: PeUnits):
+        self.here = tcm(pe.sip, pe.cube, pe.pe)
+        self.device = f"sip{pe.sip}"
+        self.unit = f"{pe.name}.dma"
+        self._hbm: dict[int, object] = {}
+
+    def hbm(self, cube: int):
+        endpoint = self._hbm.get(cube)
+        if endpoint is None:
+            endpoint = self._hbm[cube] = hbm(self.here.sip, cube)
+        return endpoint
+
+
+_ENDS: dict[tuple[int, int, int], _Ends] = {}
+
+
+def _ends(pe: PeUnits) -> _Ends:
+    key = (pe.sip, pe.cube, pe.pe)
+    ends = _ENDS.get(key)
+    if ends is None:
+        ends = _ENDS[key] = _Ends(pe)
+    return ends
+
+
+def _count(indices: np.ndarray | slice) -> int:
+    return indices.stop - indices.start if isinstance(indices, slice) else indices.size
+
+
+def lanes_per_cube(placement, indices: np.ndarray | slice, replica: int) -> list[tuple[int, slice | np.ndarray, int]]:
     """(cube, lanes, lane count) for each cube of `replica` holding some of `indices`, in cube order.
 
-    Each cube's shards tile a box of the tensor (the cube-level split), so
-    membership is tested against a handful of boxes, not every PE shard; a
-    block that lies in one box — the usual case, a program near its data —
-    is one DMA with every lane.
+    `indices` is an index array or a slice (step 1). Each cube's shards tile a
+    box of the tensor (the cube-level split), so membership is tested against
+    a handful of boxes, not every PE shard; a block that lies in one box — the
+    usual case, a program near its data — is one DMA with every lane
+    (`slice(None)`).
     """
+    count = _count(indices)
     if len(placement.shards) == 1:
-        return [(placement.shards[0].cube, slice(None), indices.size)]
-    boxes = _cube_boxes(placement, replica)
+        return [(placement.shards[0].cube, _ALL, count)]
+    boxes = _layout(placement).boxes(replica)
     if len(boxes) == 1:
-        return [(boxes[0][0], slice(None), indices.size)]
+        return [(boxes[0][0], _ALL, count)]
+    if isinstance(indices, slice):
+        bounds = _run_bounds(placement.shape, indices.start, indices.stop)
+        if bounds is not None:
+            cube = _box_holding(boxes, *bounds)
+            if cube is not None:
+                return [(cube, _ALL, count)]
+        indices = np.arange(indices.start, indices.stop, dtype=np.int64)
     coords = np.unravel_index(indices, placement.shape) if len(placement.shape) > 1 else (indices,)
-    low = [int(axis.min()) for axis in coords]
-    high = [int(axis.max()) for axis in coords]
-    for cube, starts, stops in boxes:
-        if all(start <= lo and hi < stop for start, stop, lo, hi in zip(starts, stops, low, high)):
-            return [(cube, slice(None), indices.size)]
+    cube = _box_holding(boxes, [int(axis.min()) for axis in coords], [int(axis.max()) for axis in coords])
+    if cube is not None:
+        return [(cube, _ALL, count)]
     groups = []
     for cube, starts, stops in boxes:
         inside = np.ones(indices.shape, dtype=bool)
@@ -109,26 +200,64 @@ def lanes_per_cube(placement, indices: np.ndarray, replica: int) -> list[tuple[i
     return groups
 
 
-_BOXES_KEPT = 1024
-_boxes: dict[tuple[int, int], tuple[object, list]] = {}
+_ALL = slice(None)
 
 
-def _cube_boxes(placement, replica: int) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
-    """(cube, box starts, box stops) of each cube of `replica`, in cube order: the bounds of its shards.
+def _box_holding(boxes, low, high) -> int | None:
+    """The first cube whose box holds every coordinate from `low` to `high` (per axis), else None."""
+    for cube, starts, stops in boxes:
+        if all(start <= lo and hi < stop for start, stop, lo, hi in zip(starts, stops, low, high)):
+            return cube
+    return None
 
-    Remembered per placement (by identity, holding it so the id stays its
-    own; a placement's slices make it unhashable), since every DMA of a
-    kernel asks again.
-    """
-    key = (id(placement), replica)
-    kept = _boxes.get(key)
-    if kept is not None:
-        return kept[1]
-    if len(_boxes) >= _BOXES_KEPT:
-        _boxes.clear()
-    boxes = _boxes_of(placement, replica)
-    _boxes[key] = (placement, boxes)
-    return boxes
+
+def _run_bounds(shape, first: int, stop: int):
+    """Per-axis (low, high) coordinates of the flat run [first, stop) when it lies in one row of the last
+    axis (so every other axis is constant), else None."""
+    if len(shape) <= 1:
+        return [first], [stop - 1]
+    last = shape[-1]
+    row, column = divmod(first, last)
+    if row != (stop - 1) // last:
+        return None
+    low = [column]
+    for extent in reversed(shape[:-1]):
+        row, coordinate = divmod(row, extent)
+        low.append(coordinate)
+    low.reverse()
+    return low, low[:-1] + [column + (stop - 1 - first)]
+
+
+class _Layout:
+    """What DMAs ask of one placement, worked out once: its replica count and each replica's cube boxes."""
+
+    __slots__ = ("placement", "replicas", "_boxes")
+
+    def __init__(self, placement):
+        self.placement = placement  # held, so the id it is kept under stays its own
+        self.replicas = placement.replicas
+        self._boxes: dict[int, list] = {}
+
+    def boxes(self, replica: int) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+        boxes = self._boxes.get(replica)
+        if boxes is None:
+            boxes = self._boxes[replica] = _boxes_of(self.placement, replica)
+        return boxes
+
+
+_LAYOUTS_KEPT = 1024
+_layouts: dict[int, _Layout] = {}
+
+
+def _layout(placement) -> _Layout:
+    """The placement's `_Layout`, remembered by identity (a placement's slices make it unhashable), since
+    every DMA of a kernel or a collective asks again."""
+    layout = _layouts.get(id(placement))
+    if layout is None or layout.placement is not placement:
+        if len(_layouts) >= _LAYOUTS_KEPT:
+            _layouts.clear()
+        layout = _layouts[id(placement)] = _Layout(placement)
+    return layout
 
 
 def _boxes_of(placement, replica: int) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:

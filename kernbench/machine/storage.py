@@ -80,11 +80,11 @@ class Storage:
             return  # a storage never touched reads as zeros already
         first, last = -(-lo // CHUNK_BYTES), hi // CHUNK_BYTES
         if self.nbytes < MAPPED_FROM_BYTES or first >= last:
-            self.typed(np.uint8, slice(lo, hi))[lo:hi] = np.resize(pattern, hi - lo)
+            _repeat(self.typed(np.uint8, slice(lo, hi))[lo:hi], pattern)
             return
         head, tail = first * CHUNK_BYTES, last * CHUNK_BYTES
-        self.typed(np.uint8, slice(lo, head))[lo:head] = np.resize(pattern, head - lo)
-        self.typed(np.uint8, slice(tail, hi))[tail:hi] = np.resize(pattern, hi - tail)
+        _repeat(self.typed(np.uint8, slice(lo, head))[lo:head], pattern)
+        _repeat(self.typed(np.uint8, slice(tail, hi))[tail:hi], pattern)
         self._map.madvise(mmap.MADV_DONTNEED, head, tail - head)
         for chunk in range(first, last):
             if zero:
@@ -112,8 +112,13 @@ class Storage:
                 continue
             start = chunk * CHUNK_BYTES
             stop = min(start + CHUNK_BYTES, self.nbytes)
-            self._bytes[start:stop] = np.resize(pattern, stop - start)
+            _repeat(self._bytes[start:stop], pattern)
             del pending[chunk]
+
+
+def _repeat(target: np.ndarray, pattern: np.ndarray) -> None:
+    """Fill the bytes `target` with `pattern` end to end (its length is a whole number of patterns)."""
+    target.reshape(-1, pattern.size)[...] = pattern
 
 
 def _byte_bounds(selector, itemsize: int, nbytes: int) -> tuple[int, int]:

@@ -4,7 +4,7 @@ from kernbench.sim_engine.engine import Engine
 from kernbench.sim_engine.errors import Deadlock, EngineUsageError, ProcessFailed
 from kernbench.sim_engine.events import Event, Timeout
 from kernbench.sim_engine.op_log import LabelTotals, OpLog, OpRecord, UnitUsage
-from kernbench.sim_engine.process import Process
+from kernbench.sim_engine.process import Process, Task
 from kernbench.sim_engine.resources import Channel, ExclusiveUnit, transfer, transfer_and_wait
 from kernbench.sim_engine.trace import chrome_trace_events, write_chrome_trace
 
@@ -20,6 +20,7 @@ __all__ = [
     "OpRecord",
     "Process",
     "ProcessFailed",
+    "Task",
     "Timeout",
     "UnitUsage",
     "chrome_trace_events",

@@ -34,7 +34,7 @@ class Deadlock(KernbenchError):
 class ProcessFailed(KernbenchError):
     """A process raised while nothing was waiting for it; `run()` stops and raises this.
 
-    `process` is the failed `Process` (its event holds the original exception,
+    `process` is the failed `Process` or `Task` (its event holds the original exception,
     which is also this error's `__cause__`, with the process's traceback), and
     `now` the simulated time of the failure.
     """

@@ -118,3 +118,80 @@ class Process(Event):
     def _release(self) -> None:
         """Drop references to the function and its arguments once they cannot run."""
         self._fn = self._args = self._kwargs = None
+
+
+class Task(Event):
+    """A process without a greenlet: a generator the engine advances from its loop.
+
+    Created by `Engine.task(fn, *args)`, which calls `fn(task, *args)` for the
+    generator. The generator blocks only by `yield t`, which stands for
+    `sleep_until(t)`; it runs exactly where a `Process` running the same code
+    would (its first step where a process spawned now first runs, each later
+    one where that process would wake), so replacing such a process by a task
+    changes no simulated time and no order of execution. It cannot make
+    blocking engine calls (it is not a process; `current_process` is None
+    while it runs). As an event it succeeds with the generator's return value
+    or fails with what it raised; a failure nothing waits for stops `run()`
+    with `ProcessFailed`, and `kill` behaves as `Process.kill`. A task costs a
+    generator frame and one heap entry per step, where a process costs a
+    greenlet and two switches per block: what work started by the thousand
+    (a collective's prefetches and posted stores) needs.
+    """
+
+    __slots__ = ("_generator", "_step", "_killed")
+
+    def __init__(self, engine, fn, args, name: str):
+        super().__init__(engine, name)
+        self._generator = fn(self, *args)
+        # One bound object, so kill() can find this task's heap entries by identity.
+        self._step = self._advance
+        self._killed = False
+        engine._schedule_now(self._step, None)
+
+    @property
+    def is_alive(self) -> bool:
+        """True until the generator returns or raises, or the task is killed."""
+        return self._ok is None
+
+    def describe(self) -> str:
+        return f"process {self.name!r}"
+
+    def kill(self, exc: BaseException | None = None) -> None:
+        """Throw `exc` (default `GreenletExit`) into the generator where it waits, as `Process.kill` does."""
+        if self._ok is not None:
+            return
+        if exc is None:
+            exc = GreenletExit(f"{self.name} killed")
+        if self._generator.gi_running:
+            raise EngineUsageError(f"task {self.name!r} cannot kill itself; return or raise instead")
+        engine = self._engine
+        if engine._current is None:
+            self._kill_now(exc)
+        else:
+            engine._schedule_now(self._kill_now, exc)
+
+    def _kill_now(self, exc: BaseException) -> None:
+        if self._ok is not None:
+            return
+        self._engine._unschedule(self._step)
+        self._killed = True
+        self._advance(exc)
+
+    def _advance(self, exc: BaseException | None) -> None:
+        engine = self._engine
+        try:
+            wake = self._generator.send(None) if exc is None else self._generator.throw(exc)
+        except StopIteration as stop:
+            self._generator = self._step = None  # no cycle left: the task is freed by reference counting
+            self.succeed(stop.value)
+        except BaseException as failure:
+            self._generator = self._step = None
+            observed = bool(self._callbacks) or self._killed
+            self.fail(failure)
+            if not observed:
+                raise ProcessFailed(self, engine._now, failure) from failure
+        else:
+            try:
+                engine.wake_at(wake, self._step)
+            except EngineUsageError as error:  # a time in the past: raised where the task yielded it,
+                self._advance(error)  # as sleep_until raises in the process that calls it

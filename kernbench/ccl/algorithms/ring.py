@@ -30,12 +30,16 @@ from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
 __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", "send"]
 
 
+# A slab's chunks are given as `chunks(q)`, the pieces of chunk q, made when a step needs them: a rank
+# touches each chunk once or twice, and holding all p lists for every rank costs O(p^2) objects.
+
+
 def all_reduce(ctx, request) -> None:
     me = ctx.member
     per_piece = ctx.slot_elements(me.input.dtype)
     for slab in _slabs(ctx, me.input.count, per_piece):
-        chunks = [pieces(a, b, per_piece) for a, b in split(*slab, ctx.size)]
-        _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, chunks[ctx.rank], forward=True)
+        chunks = _pieces_of(split(*slab, ctx.size), per_piece)
+        _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, chunks(ctx.rank), forward=True)
         _all_gather(ctx, me.output, chunks, first_step=1)
 
 
@@ -45,8 +49,7 @@ def reduce_scatter(ctx, request) -> None:
     chunk = me.output.count
     for slab in _slabs(ctx, chunk, per_piece, parts=1):
         mine = pieces(*slab, per_piece)
-        chunks = [shifted(mine, q * chunk) for q in range(ctx.size)]
-        _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, mine, forward=False)
+        _reduce_scatter(ctx, request.reduce_op, me.input, _shifts(mine, chunk), me.output, mine, forward=False)
 
 
 def all_gather(ctx, request) -> None:
@@ -55,8 +58,8 @@ def all_gather(ctx, request) -> None:
     chunk = me.input.count
     for slab in _slabs(ctx, chunk, per_piece, parts=1):
         mine = pieces(*slab, per_piece)
-        chunks = [shifted(mine, q * chunk) for q in range(ctx.size)]
-        for (a, b), (oa, ob) in zip(mine, chunks[r]):
+        chunks = _shifts(mine, chunk)
+        for (a, b), (oa, ob) in zip(mine, chunks(r)):
             values = ctx.load(me.input, a, b)
             ctx.send(_right(ctx), values)
             ctx.start(ctx.store, me.output, oa, ob, values)
@@ -72,10 +75,10 @@ def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: 
     """
     p, r = ctx.size, ctx.rank
     right, left = _right(ctx), (r - 1) % p
-    for a, b in chunks[(r - 1) % p]:
+    for a, b in chunks((r - 1) % p):
         ctx.send(right, ctx.load(source, a, b))
     schedule = [(step, index, a, b) for step in range(1, p)
-                for index, (a, b) in enumerate(chunks[(r - step - 1) % p])]
+                for index, (a, b) in enumerate(chunks((r - step - 1) % p))]
     own = _prefetch(ctx, source, schedule, 0)
     for position, (step, index, _, _) in enumerate(schedule):
         values = own.wait()
@@ -102,11 +105,21 @@ def _all_gather(ctx, target, chunks, *, first_step: int) -> None:
     p, r = ctx.size, ctx.rank
     left = (r - 1) % p
     for step in range(first_step, p):
-        for a, b in chunks[(r - step) % p]:
+        for a, b in chunks((r - step) % p):
             values = ctx.recv(left)
             if step < p - 1:
                 ctx.send(_right(ctx), values)
             ctx.start(ctx.store, target, a, b, values)
+
+
+def _pieces_of(ranges, per_piece: int):
+    """chunks(q): range q cut into slot-sized pieces."""
+    return lambda q: pieces(*ranges[q], per_piece)
+
+
+def _shifts(mine, chunk: int):
+    """chunks(q): the pieces `mine` of a rank's chunk, shifted to chunk q of a p-chunk buffer."""
+    return lambda q: shifted(mine, q * chunk)
 
 
 def _slabs(ctx, count: int, per_piece: int, parts: int | None = None):
