@@ -2,7 +2,8 @@
 
 A bench may say `"f16"`, `"float16"`, `"half"` or `torch.float16` (which is
 this module's `float16` object); all resolve to the same `DType`. bf16 uses
-`ml_dtypes.bfloat16`, so bf16 data is a real numpy array with bf16 rounding.
+`ml_dtypes.bfloat16`, so bf16 data is a real numpy array with bf16 rounding; the
+float8 types (`float8_e4m3fn`, `float8_e5m2`) likewise use ml_dtypes.
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ int32 = DType("i32", "int32", np.dtype(np.int32))
 int64 = DType("i64", "int64", np.dtype(np.int64))
 uint8 = DType("u8", "uint8", np.dtype(np.uint8))
 bool_ = DType("bool", "bool", np.dtype(np.bool_))
+# torch's two float8 formats, as ml_dtypes stores them (storage and conversion only: no kernel computes in them).
+float8_e4m3fn = DType("f8e4m3fn", "float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn))
+float8_e5m2 = DType("f8e5m2", "float8_e5m2", np.dtype(ml_dtypes.float8_e5m2))
 
-ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_)
+ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_, float8_e4m3fn, float8_e5m2)
 
 # torch's aliases (torch.half, torch.float, ...) besides each dtype's two names.
 _ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "long": int64, "short": int16}

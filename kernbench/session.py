@@ -14,8 +14,6 @@ topology file as a plain nested dict.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from kernbench import dtypes
 from kernbench.ccl.distributed import Distributed
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
@@ -28,15 +26,19 @@ from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
+from kernbench.runtime_api.random import RandomFactories, RankRandom
 from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
 from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace
+from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.topology import Topology, load_topology
 
 _FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "randn", "rand", "tensor", "from_numpy",
-                  "empty_like", "zeros_like", "ones_like", "full_like", "manual_seed")
+                  "empty_like", "zeros_like", "ones_like", "full_like")
+_RANDOM_FACTORY_NAMES = ("randint", "randperm", "normal", "randn_like", "rand_like", "randint_like")
+_SEED_NAMES = ("manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state")
 
 
 class Session:
@@ -82,11 +84,23 @@ def _parameter(data: Tensor, requires_grad: bool = True) -> Tensor:
     return data.detach().requires_grad_(requires_grad)
 
 
-def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
-    """The fake `torch` module for one run, its `distributed` using `ccl_config`."""
+def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
+    """The fake `torch` module for one run, its `distributed` using `ccl_config`.
+
+    A name it lacks is one `UnsupportedError` line (unsupported.py);
+    docs/torch-surface.md lists what it has, generated from it.
+    """
     factories = Factories(ctx)
+    random_factories = RandomFactories(factories)
+    seeding = RankRandom(ctx)
     ahbm = AhbmModule(ctx)
-    namespace = SimpleNamespace(
+
+    def spawn_ranks(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+        """Run `fn(rank, *args)` per rank, each in a greenlet of its own, with PyTorch's signature and failures."""
+        return spawn(ctx, fn, args, nprocs, join, daemon, start_method)
+
+    namespace = Namespace(
+        "torch", "The fake torch module of one kernbench run.",
         spec=ctx.topology.spec,
         Tensor=Tensor,
         dtype=DType,
@@ -94,19 +108,26 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> SimpleNamespace:
         device=Device,
         DPPolicy=DPPolicy,
         ahbm=ahbm,
+        cuda=ahbm,
+        Generator=ctx.Generator,
+        set_default_device=ctx.set_default_device,
+        get_default_device=ctx.get_default_device,
         is_timing_only=ahbm.is_timing_only,
         distributed=Distributed(ctx, ccl_config),
-        multiprocessing=SimpleNamespace(
-            spawn=lambda fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn":
-                spawn(ctx, fn, args, nprocs, join, daemon, start_method),
+        multiprocessing=Namespace(
+            "torch.multiprocessing", None,
+            spawn=spawn_ranks,
             ProcessContext=ProcessContext,
             ProcessRaisedException=SpawnException,
             SpawnException=SpawnException,
         ),
         **{name: getattr(factories, name) for name in _FACTORY_NAMES},
+        **{name: getattr(random_factories, name) for name in _RANDOM_FACTORY_NAMES},
+        **{name: getattr(seeding, name) for name in _SEED_NAMES},
         **TORCH_FUNCTIONS,
-        nn=SimpleNamespace(functional=functional_namespace(), Parameter=_parameter),
-        autograd=SimpleNamespace(Function=autograd.Function, backward=autograd.backward),
+        nn=Namespace("torch.nn", None, Parameter=_parameter,
+                     functional=Namespace("torch.nn.functional", None, **vars(functional_namespace()))),
+        autograd=Namespace("torch.autograd", None, Function=autograd.Function, backward=autograd.backward),
         no_grad=lambda: autograd.GradMode(ctx, False),
         enable_grad=lambda: autograd.GradMode(ctx, True),
         set_grad_enabled=lambda mode: autograd.GradMode(ctx, bool(mode)),

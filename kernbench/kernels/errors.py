@@ -62,3 +62,11 @@ class TimingOnlyRefusal(KernbenchError):
 
 class UnsupportedKernelError(KernbenchError):
     """A kernel uses a Triton feature the bridge does not simulate."""
+
+
+class DescriptorError(KernbenchError):
+    """A tensor descriptor breaks Triton's rules (16-byte aligned base, strides and inner offsets; last stride 1).
+
+    A GPU's copy engine refuses such a descriptor, so the bridge does too,
+    rather than run a kernel that only works on the simulator.
+    """

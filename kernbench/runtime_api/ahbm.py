@@ -1,4 +1,4 @@
-"""`torch.ahbm`: the device module, shaped like `torch.cuda`."""
+"""`torch.ahbm`: the device module, shaped like `torch.cuda` (and reachable as `torch.cuda`: the same object)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kernbench.machine import OutOfMemoryError
+from kernbench.runtime_api.random import RankRandom
 from kernbench.runtime_api.streams import Event as _Event
 from kernbench.runtime_api.streams import Stream as _Stream
+from kernbench.runtime_api.unsupported import missing_attribute
 
 
 @dataclass(frozen=True)
@@ -23,12 +25,13 @@ class DeviceProperties:
 
 
 class AhbmModule:
-    """The device module bound to one run (what a bench calls `torch.ahbm`)."""
+    """The device module bound to one run (what a bench calls `torch.ahbm`, or `torch.cuda`)."""
 
     OutOfMemoryError = OutOfMemoryError
 
     def __init__(self, ctx):
         self._ctx = ctx
+        self._random = RankRandom(ctx)
         ctx_ref = ctx
 
         class Stream(_Stream):
@@ -46,7 +49,11 @@ class AhbmModule:
         self.Stream = Stream
         self.Event = Event
 
+    def __getattr__(self, name: str):
+        return missing_attribute(self, name, "torch.ahbm", "torch.cuda is torch.ahbm; ")
+
     def is_available(self) -> bool:
+        """Always True: the simulated device is there."""
         return True
 
     def is_timing_only(self) -> bool:
@@ -55,9 +62,15 @@ class AhbmModule:
         return self._ctx.timing_only
 
     def device_count(self) -> int:
+        """The number of SIPs (`ahbm:0` .. `ahbm:N-1`)."""
         return self._ctx.topology.n_sips
 
+    def get_device_name(self, device=None) -> str:
+        """The device's name: kernbench, its index and the topology file."""
+        return self.get_device_properties(device).name
+
     def get_device_properties(self, device=None) -> DeviceProperties:
+        """torch.cuda's properties of a SIP, plus its HBM bandwidth and peak flops per dtype."""
         topology = self._ctx.topology
         index = self._ctx.parse_device(device).index
         return DeviceProperties(
@@ -70,19 +83,36 @@ class AhbmModule:
         )
 
     def set_device(self, device) -> None:
+        """Make `device` the calling rank's current device (where its tensors and streams go by default)."""
         self._ctx.set_device(self._ctx.parse_device(device).index)
 
     def current_device(self) -> int:
+        """The calling rank's current device index."""
         return self._ctx.current_device()
+
+    @contextmanager
+    def device(self, device):
+        """Make `device` the calling rank's current device inside the `with` block."""
+        previous = self._ctx.current_device()
+        self.set_device(device)
+        try:
+            yield
+        finally:
+            self._ctx.set_device(previous)
+
+    def empty_cache(self) -> None:
+        """Nothing to do: kernbench keeps no cache, HBM is freed when a tensor's last view goes."""
 
     def synchronize(self, device=None) -> None:
         """Block until all work on the device's streams is done (the current device by default)."""
         self._ctx.synchronize(self._ctx.parse_device(device).index)
 
     def current_stream(self, device=None) -> _Stream:
+        """The calling rank's current stream on the device."""
         return self._ctx.current_stream(self._ctx.parse_device(device).index)
 
     def default_stream(self, device=None) -> _Stream:
+        """The device's default stream."""
         return self._ctx.default_streams[self._ctx.parse_device(device).index]
 
     @contextmanager
@@ -96,9 +126,11 @@ class AhbmModule:
         return self._memory(device).allocated
 
     def max_memory_allocated(self, device=None) -> int:
+        """The peak of memory_allocated since the start or the last reset_peak_memory_stats."""
         return self._memory(device).peak_total
 
     def reset_peak_memory_stats(self, device=None) -> None:
+        """Restart max_memory_allocated from the bytes held now."""
         self._memory(device).reset_peak()
 
     def mem_get_info(self, device=None) -> tuple[int, int]:
@@ -106,6 +138,35 @@ class AhbmModule:
         memory = self._memory(device)
         total = memory.capacity_per_cube * len(memory.used)
         return total - memory.allocated, total
+
+    # ---- random numbers: one default generator per rank serves every device (random.py) ----------
+    def manual_seed(self, seed) -> None:
+        """Seed the calling rank's default generator (the one generator behind every device)."""
+        self._random.manual_seed(seed)
+
+    def manual_seed_all(self, seed) -> None:
+        """As manual_seed: the calling rank has one default generator for all devices."""
+        self._random.manual_seed(seed)
+
+    def seed(self) -> None:
+        """Reseed the calling rank's default generator from its own stream (repeatable)."""
+        self._random.seed()
+
+    def seed_all(self) -> None:
+        """As seed: the calling rank has one default generator for all devices."""
+        self._random.seed()
+
+    def initial_seed(self) -> int:
+        """The seed the calling rank's default generator last started from."""
+        return self._random.initial_seed()
+
+    def get_rng_state(self, device="ahbm"):
+        """The calling rank's default generator state (a host uint8 tensor)."""
+        return self._random.get_rng_state()
+
+    def set_rng_state(self, new_state, device="ahbm") -> None:
+        """Continue the calling rank's default generator from get_rng_state()'s tensor."""
+        self._random.set_rng_state(new_state)
 
     def _memory(self, device):
         return self._ctx.machine.memory[self._ctx.parse_device(device).index]

@@ -1,8 +1,8 @@
 """`RuntimeContext`: everything one run owns, and the one place host code waits.
 
 One context per run: the topology, the engine, the simulated machine (memory
-and resources of every device), the streams, the random generator, and which
-device each rank has selected. Host code runs either in a rank's greenlet (an
+and resources of every device), the streams, and what each rank has selected
+(its current and default device, its default random generator). Host code runs either in a rank's greenlet (an
 engine process, as under `kernbench run` and `spawn`) or in the main greenlet
 (a test or script driving a context directly); `block_on` is where both kinds
 wait for device work, so nothing else needs to know which kind it is in.
@@ -17,6 +17,8 @@ import numpy as np
 
 from kernbench.machine import Machine
 from kernbench.runtime_api.device import Device, parse_device
+from kernbench.runtime_api.errors import RuntimeUsageError
+from kernbench.runtime_api.random import Generator, as_seed, generator_class
 from kernbench.runtime_api.streams import Stream
 from kernbench.sim_engine import Engine
 from kernbench.topology import Topology
@@ -38,7 +40,8 @@ class RuntimeContext:
         self._tensor_ids = 0
         self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
         self.programs_done = 0  # kernel programs finished so far, for the progress line
-        self.manual_seed(seed)
+        self.default_seed = as_seed(seed)  # where every rank's default generator starts (`kernbench run --seed`)
+        self.Generator = generator_class(self)  # torch.Generator of this run
 
     @property
     def hazards(self) -> list:
@@ -122,17 +125,66 @@ class RuntimeContext:
             if device_index is None or stream.device_index == device_index:
                 stream.synchronize()
 
-    # ---- randomness --------------------------------------------------------------------
-    def manual_seed(self, seed: int) -> None:
-        self.rng = np.random.Generator(np.random.PCG64(seed))
+    # ---- default device ----------------------------------------------------------------
+    def set_default_device(self, device) -> None:
+        """Where the calling rank's factories put tensors without `device=` (torch.set_default_device).
+
+        `"ahbm"` (without index) follows `torch.ahbm.set_device`; `None`
+        restores kernbench's default, the current device.
+        """
+        if device is not None:
+            parsed = self.parse_device(device)  # a device this machine lacks fails here, not at first use
+            device = parsed if parsed.is_host or _has_index(device) else Device(parsed.type)
+        self._state().default_device = device
+
+    def get_default_device(self) -> Device:
+        """The device factories use without `device=` (torch.get_default_device), resolved to an index."""
+        return self.parse_device(self._state().default_device)
+
+    def default_device(self):
+        """The calling rank's default device as set (None: the current device), for factories to resolve."""
+        return self._state().default_device
+
+    # ---- randomness (adr/0005-torch-namespace.md, random numbers) ------------------------
+    def default_generator(self) -> Generator:
+        """The calling rank's default generator, started from the run's seed on first use."""
+        state = self._state()
+        if state.generator is None:
+            state.generator = self.Generator().manual_seed(self.default_seed)
+        return state.generator
+
+    def manual_seed(self, seed) -> Generator:
+        """Seed the calling rank's default generator."""
+        return self.default_generator().manual_seed(seed)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The numpy generator of the calling rank's default stream."""
+        return self.default_generator().numpy_rng
+
+    def rng_for(self, generator) -> np.random.Generator:
+        """The numpy generator behind a factory's `generator=`: the argument's stream, or the rank's default."""
+        if generator is None:
+            return self.rng
+        if not isinstance(generator, Generator):
+            raise RuntimeUsageError(f"generator= expects a torch.Generator, got {generator!r}")
+        return generator.numpy_rng
 
 
 class _RankState:
-    """What one rank (greenlet) has selected — its current device and streams — and its spawn rank, if any."""
+    """What one rank (greenlet) has selected — its current and default device, its streams — its spawn rank, if
+    any, and its default random generator (made on first use, as each PyTorch process has its own)."""
 
-    __slots__ = ("device", "streams", "rank")
+    __slots__ = ("device", "streams", "rank", "default_device", "generator")
 
     def __init__(self):
         self.device = 0
         self.rank: int | None = None
         self.streams: dict[int, Stream] = {}
+        self.default_device: Device | None = None
+        self.generator: Generator | None = None
+
+
+def _has_index(device) -> bool:
+    """Whether a device spelling names an index (`"ahbm:1"`, `1`, `device("ahbm", 1)`), not just a type."""
+    return not isinstance(device, (str, Device)) or (Device(device).index is not None)

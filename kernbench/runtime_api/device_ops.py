@@ -91,7 +91,7 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
 
 def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None]) -> None:
     """Launch `n_programs` tile programs reading `inputs` and writing `output` (all on one device)."""
-    tensors = [*inputs, output]
+    tensors = [*inputs, output]  # the output last: launch placement follows the largest, ties to the first
 
     def run(pe, number: int) -> None:
         run_program(Program(ctx, pe, label, number))
@@ -155,6 +155,33 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
 
     run_tiles(ctx, tensors, out, -(-numel // per_tile), name, program)
     return out
+
+
+def generate(name: str, make: Callable[[int], np.ndarray], out) -> None:
+    """Values `make(count)` written over `out` tile by tile: one vector pass and a store per tile (no load).
+
+    What a random fill is on a device (a counter-based generator on the vector
+    unit); `make` is called in tile order, so a seeded generator gives the same
+    values in every run.
+    """
+    if out.device.is_host:
+        out._host_array[...] = make(out.numel()).reshape(out.shape)
+        return
+    numel = out.numel()
+    if numel == 0:
+        return
+    ctx = out._ctx
+    per_tile = tile_elements(ctx, out.dtype.itemsize)
+    layout = out._layout
+
+    def program(p: Program) -> None:
+        start = p.number * per_tile
+        stop = min(numel, start + per_tile)
+        p.vector(name, stop - start, out.dtype)
+        values = make(stop - start) if p.data else np.empty(stop - start, dtype=out.dtype.numpy)
+        p.store(out, storage_indices(layout, out.shape, start, stop), np.asarray(values))
+
+    run_tiles(ctx, [], out, -(-numel // per_tile), name, program)
 
 
 def _host_operand(op, dtype: DType):

@@ -1,12 +1,13 @@
 """Tensor factories with torch's signatures, plus `dp=` (placement) and `name=`.
 
 Device tensors are the default (the simulated device plays the role of
-`torch.set_default_device("ahbm")`); `device="cpu"` and `from_numpy` make host
-tensors. Values a device produces itself (zeros, ones, full, arange, random
-numbers) are written by an HBM fill enqueued on the current stream; values
-that come from the host (`tensor(data)`) cross the host link as a copy.
-Random numbers come from the run's seeded generator (`manual_seed`), so a
-run's data is as repeatable as its timing.
+`torch.set_default_device("ahbm")`, and `torch.set_default_device` changes it
+per rank); `device="cpu"` and `from_numpy` make host tensors. Values a device
+produces itself (zeros, ones, full, arange, random numbers) are written by an
+HBM fill enqueued on the current stream; values that come from the host
+(`tensor(data)`) cross the host link as a copy.
+Random numbers come from `generator=` or the calling rank's default
+generator (random.py), so a run's data is as repeatable as its timing.
 
 Capacity comes first: a device tensor is allocated (and refused, if it does
 not fit) before any host memory is spent on its values. A constant fill
@@ -65,14 +66,14 @@ class Factories:
                                lambda: np.arange(start, end, step)[:count].astype(dtype.numpy))
 
     def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
-        dtype, shape = resolve_dtype(dtype), _shape(size)
-        return self._generated(shape, dtype, device, dp, name,
-                               lambda: self._ctx.rng.standard_normal(shape).astype(dtype.numpy))
+        """Standard normal samples, drawn from `generator=` or the calling rank's default generator."""
+        dtype, shape, rng = resolve_dtype(dtype), _shape(size), self._ctx.rng_for(generator)
+        return self._generated(shape, dtype, device, dp, name, lambda: rng.standard_normal(shape).astype(dtype.numpy))
 
     def rand(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
-        dtype, shape = resolve_dtype(dtype), _shape(size)
-        return self._generated(shape, dtype, device, dp, name,
-                               lambda: self._ctx.rng.random(shape).astype(dtype.numpy))
+        """Samples uniform in [0, 1), drawn from `generator=` or the calling rank's default generator."""
+        dtype, shape, rng = resolve_dtype(dtype), _shape(size), self._ctx.rng_for(generator)
+        return self._generated(shape, dtype, device, dp, name, lambda: rng.random(shape).astype(dtype.numpy))
 
     def tensor(self, data, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         values = np.asarray(data.numpy() if isinstance(data, Tensor) else data)
@@ -101,13 +102,10 @@ class Factories:
         return self.full(other.shape, fill_value, dtype=dtype or other.dtype, device=device or other.device,
                          dp=dp or (other.placement.policy if other.placement else None), name=name)
 
-    def manual_seed(self, seed: int) -> None:
-        self._ctx.manual_seed(seed)
-
     # ---- shared machinery -------------------------------------------------------------
     def _new(self, shape, dtype: DType, device, dp, name) -> Tensor:
         ctx = self._ctx
-        target = ctx.parse_device(device)
+        target = ctx.parse_device(ctx.default_device() if device is None else device)
         if target.is_host:
             if dp is not None:
                 raise TensorError("dp= places a tensor on a device's cubes; it has no meaning for device='cpu'")

@@ -30,6 +30,8 @@ from kernbench.runtime_api.boxes import box_span
 from kernbench.runtime_api.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
+from kernbench.runtime_api.tensor_moves import cuda_device, to_device
+from kernbench.runtime_api.unsupported import tensor_getattr
 from kernbench.runtime_api.views import Layout
 
 if TYPE_CHECKING:
@@ -117,6 +119,17 @@ class Tensor:
     @property
     def is_ahbm(self) -> bool:
         return not self.device.is_host
+
+    is_cuda = is_ahbm
+    __getattr__ = tensor_getattr
+
+    def to(self, *args, **kwargs) -> "Tensor":
+        """torch's `.to(device)`, `.to(dtype)`, `.to(other)`: this tensor when nothing changes, else a copy."""
+        return to_device(self, *args, **kwargs)
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        """This tensor on an ahbm device (`cuda` is ahbm here): itself when it is there already."""
+        return cuda_device(self, device, non_blocking)
 
     @property
     def placement(self):

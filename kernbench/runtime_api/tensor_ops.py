@@ -468,8 +468,9 @@ def equal(a, b) -> bool:
 
 
 # ---- nn.functional ------------------------------------------------------------------------------
-def softmax(x, dim: int, dtype=None):
+def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     """exp(x − max) / sum: four device ops (amax, subtract-exp, sum, divide), as a fused kernel's passes."""
+    dim = axis if dim is None else dim
     if dtype is not None:
         x = to_dtype(x, dtype)
     shifted = _sub_exp(x, reduce("amax", x, dim, keepdim=True))
@@ -519,14 +520,46 @@ def gelu(x, approximate: str = "none"):
     if approximate == "tanh":
         dtype = float_type(x.dtype)
         out = device_ops.elementwise("gelu_tanh", _gelu_tanh, [x], dtype, dtype, new_tensor=_maker((x,)))
-        return autograd.record(out, "gelu_tanh", (x,), lambda g: (g * _gelu_tanh_slope(x),))
+        return autograd.record(out, "gelu_tanh", (x,), lambda g: (g * gelu_tanh_slope(x),))
     return apply("gelu", x)
 
 
-def _gelu_tanh_slope(x):
+def gelu_tanh_slope(x):
+    """d/dx of the tanh-approximated GELU, as device ops (also the backward of fused bias-GELU kernels)."""
     k = math.sqrt(2.0 / math.pi)
     t = ((x + x * x * x * 0.044715) * k).tanh()
     return (t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k)
+
+
+def uniform_(x, a: float = 0.0, b: float = 1.0, *, generator=None):
+    """Fill with U(a, b) in place (a device fill: one vector pass and a store per tile)."""
+    autograd.check_in_place(x, "uniform", ())
+    rng = x._ctx.rng_for(generator)
+    device_ops.generate("uniform_", lambda count: rng.uniform(a, b, count), x)
+    return x
+
+
+def normal_(x, mean: float = 0.0, std: float = 1.0, *, generator=None):
+    """Fill with N(mean, std²) in place (a device fill)."""
+    autograd.check_in_place(x, "normal", ())
+    rng = x._ctx.rng_for(generator)
+    device_ops.generate("normal_", lambda count: rng.normal(mean, std, count), x)
+    return x
+
+
+def testing_assert_close(actual, expected, *, rtol=None, atol=None, equal_nan: bool = False, msg=None, **_):
+    """`torch.testing.assert_close`: host reads of both, compared with torch's default tolerances per dtype."""
+    got = np.asarray(actual.numpy() if is_tensor(actual) else actual, dtype=np.float64)
+    want = np.asarray(expected.numpy() if is_tensor(expected) else expected, dtype=np.float64)
+    dtype = actual.dtype if is_tensor(actual) else float32
+    default_rtol, default_atol = _ASSERT_CLOSE_TOLERANCE.get(dtype.name, (0.0, 0.0))
+    np.testing.assert_allclose(got, want, rtol=default_rtol if rtol is None else rtol,
+                               atol=default_atol if atol is None else atol, equal_nan=equal_nan,
+                               err_msg=msg or "")
+
+
+# torch.testing.assert_close's defaults (rtol, atol) by dtype.
+_ASSERT_CLOSE_TOLERANCE = {"f16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5), "f32": (1.3e-6, 1e-5), "f64": (1e-7, 1e-7)}
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
@@ -535,9 +568,9 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
         raise TensorError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return x
-    ctx = x._ctx
+    rng = x._ctx.rng  # the calling rank's generator, drawn from in program order
     new = _maker((x,))
-    keep = device_ops.elementwise("rand", lambda a: ctx.rng.random(a.shape), [x], float32, float32, new_tensor=new)
+    keep = device_ops.elementwise("rand", lambda a: rng.random(a.shape), [x], float32, float32, new_tensor=new)
     if inplace:
         autograd.check_in_place(x, "dropout", ())
     out = device_ops.elementwise("dropout", lambda a, r: np.where(r >= p, a / (1 - p), 0), [x, keep],
@@ -634,7 +667,7 @@ def _install(cls) -> None:
         "double": lambda self: to_dtype(self, "f64"), "long": lambda self: to_dtype(self, int64),
         "int": lambda self: to_dtype(self, "i32"), "bool": lambda self: to_dtype(self, bool_),
         "type_as": lambda self, other: to_dtype(self, other.dtype),
-        "allclose": allclose, "isclose": isclose, "equal": equal,
+        "allclose": allclose, "isclose": isclose, "equal": equal, "uniform_": uniform_, "normal_": normal_,
     }
     for name, fn in extra.items():
         setattr(cls, name, fn)

@@ -27,7 +27,13 @@ size; biases start at zero. `load_full_weight` partitions given arrays the
 same way. Activations are contiguous device tensors of any number of dims,
 the last being the features (Megatron's [sequence, batch, hidden]); the
 matmul, bias and GELU are the Triton kernels of `kernbench.tp.kernels`.
-Forward only.
+
+Weights and biases are parameters (leaves that require grad). The matmul
+and the bias add are `torch.autograd.Function`s over those kernels, with
+Megatron's backward: the input gradient `grad @ W`, the weight gradient
+`gradᵀ @ X` and the bias gradient `Σ grad` over the leading dims, as device
+matmuls and reductions; with the mappings' twins this makes a layer's
+backward pass — GEMMs and collectives — simulated work (adr/0017-autograd.md).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import resolve_dtype
+from kernbench.runtime_api.autograd import Function
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
@@ -100,9 +107,11 @@ class _ParallelLinear:
                         f"{name}: {('output_size', 'input_size')[self.partition_axis]}")
         shape = list(full_shape)
         shape[self.partition_axis] = split
-        self.weight = self._torch.empty(*shape, dtype=self.params_dtype, name=f"{name}.weight")
+        parameter = self._torch.nn.Parameter
+        self.weight = parameter(self._torch.empty(*shape, dtype=self.params_dtype, name=f"{name}.weight"))
         bias_size = split if self.partition_axis == 0 else output_size
-        self.bias = self._torch.empty(bias_size, dtype=self.params_dtype, name=f"{name}.bias") if bias else None
+        self.bias = parameter(self._torch.empty(bias_size, dtype=self.params_dtype, name=f"{name}.bias")) \
+            if bias else None
 
         self.master_weight = None
         if config_value(config, "perform_initialization"):
@@ -126,12 +135,13 @@ class _ParallelLinear:
                                      f"but was given bias={bias is not None}")
         if bias is not None and bias.shape != (self.output_size,):
             raise ModelParallelError(f"{what}: bias has shape {bias.shape}, expected ({self.output_size},)")
-        self.weight.copy_(self._partition(weight, self.partition_axis).astype(self.params_dtype.numpy),
-                          non_blocking=True)
-        if bias is not None:
-            # A row-parallel layer adds its whole bias once, after the all-reduce.
-            part = self._partition(bias, 0) if self.partition_axis == 0 else bias
-            self.bias.copy_(part.astype(self.params_dtype.numpy), non_blocking=True)
+        with self._torch.no_grad():
+            self.weight.copy_(self._partition(weight, self.partition_axis).astype(self.params_dtype.numpy),
+                              non_blocking=True)
+            if bias is not None:
+                # A row-parallel layer adds its whole bias once, after the all-reduce.
+                part = self._partition(bias, 0) if self.partition_axis == 0 else bias
+                self.bias.copy_(part.astype(self.params_dtype.numpy), non_blocking=True)
 
     def _partition(self, array: np.ndarray, axis: int) -> np.ndarray:
         return np.split(array, self.tensor_model_parallel_size, axis=axis)[self.tensor_model_parallel_rank]
@@ -143,9 +153,7 @@ class _ParallelLinear:
 
     def _matmul(self, input_, bias):
         """This rank's `input_ @ weight.T (+ bias)` into a new tensor on the input's device."""
-        output = self._torch.empty(*input_.shape[:-1], self.weight.shape[0], dtype=input_.dtype,
-                                   device=input_.device, name=f"{input_.name}.{type(self).__name__}")
-        return kernels.linear(input_, self.weight, bias, output)
+        return LinearFunction.apply(input_, self.weight, bias, f"{input_.name}.{type(self).__name__}")
 
 
 class ColumnParallelLinear(_ParallelLinear):
@@ -233,9 +241,44 @@ class RowParallelLinear(_ParallelLinear):
             output = reduce_from_tensor_model_parallel_region(output_parallel)
         if self.skip_bias_add or self.bias is None:
             return output, (self.bias if self.skip_bias_add else None)
-        return kernels.add_bias(output, self.bias, output), None
+        return AddBiasFunction.apply(output, self.bias), None
 
     __call__ = forward
+
+
+class LinearFunction(Function):
+    """`input @ weight.T (+ bias)` by the Triton linear kernel; backward as Megatron's linear with grad accumulation."""
+
+    @staticmethod
+    def forward(ctx, input_, weight, bias, name: str):
+        ctx.save_for_backward(input_, weight)
+        ctx.has_bias = bias is not None
+        torch = parallel_state.get_torch_namespace()
+        output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
+        return kernels.linear(input_.contiguous(), weight, bias, output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input_, weight = ctx.saved_tensors
+        rows = grad_output.contiguous().reshape(-1, grad_output.shape[-1])
+        grad_input = (rows @ weight).reshape(*input_.shape)
+        grad_weight = rows.mT @ input_.contiguous().reshape(-1, input_.shape[-1])
+        grad_bias = rows.sum(0) if ctx.has_bias else None
+        return grad_input, grad_weight, grad_bias, None
+
+
+class AddBiasFunction(Function):
+    """`input + bias` over the last dim by the Triton add_bias kernel; backward: the gradient, and its column sums."""
+
+    @staticmethod
+    def forward(ctx, input_, bias):
+        torch = parallel_state.get_torch_namespace()
+        output = torch.empty(*input_.shape, dtype=input_.dtype, device=input_.device, name=f"{input_.name}.bias")
+        return kernels.add_bias(input_.contiguous(), bias, output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, grad_output.contiguous().reshape(-1, grad_output.shape[-1]).sum(0)
 
 
 def _divide(size: int, world_size: int, what: str) -> int:

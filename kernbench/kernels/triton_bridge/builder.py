@@ -34,6 +34,7 @@ import triton.language as tl
 from triton._C.libtriton import ir
 
 from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
+from kernbench.kernels.triton_bridge import blocks
 from kernbench.kernels.triton_bridge.dtypes import cost_dtype_name, dtype_name, element_size, numpy_dtype
 from kernbench.kernels.triton_bridge.port import ProgramPort
 from kernbench.kernels.triton_bridge.values import Value, placeholder
@@ -308,18 +309,24 @@ class BridgeBuilder:
         return self._load(ptrs, mask, other)
 
     def _load(self, ptrs: Value, mask: Value | None, other: Value | None) -> Value:
-        element = ptrs.dtype.element_ty
         addresses = self._addresses(ptrs, "a load")
         active = self._mask(mask, "a load")
+        return self.load_block(addresses, active, other.data if other is not None else 0, ptrs.dtype.element_ty)
+
+    def load_block(self, addresses: np.ndarray, active: np.ndarray | None, fill, element: tl.dtype) -> Value:
+        """Load `element`s at `addresses`; lanes outside `active` are not read and hold `fill`."""
         loaded = self.port.load(addresses, active, dtype_name(element))
         data = np.asarray(loaded, dtype=numpy_dtype(element))
         if self.timing_only:
             # The port's values are stand-ins; filling masked-off lanes would compute nothing real.
             return Value(data, element, True)
-        if mask is not None:
-            fill = other.data if other is not None else np.zeros((), data.dtype)
-            data = np.where(active, data, fill)
+        if active is not None:
+            data = np.where(active, data, np.asarray(fill, dtype=data.dtype))
         return Value(data, element)
+
+    def store_block(self, addresses: np.ndarray, value: Value, active: np.ndarray | None) -> None:
+        """Store `value` at `addresses`; lanes outside `active` are not written."""
+        self.port.store(addresses, value.data, active)
 
     def create_store(self, ptr, value, *hints):
         self.port.store(self._addresses(ptr, "a store"), value.data, None)
@@ -343,6 +350,29 @@ class BridgeBuilder:
         old = self.port.atomic_cas(self._addresses(ptr, "an atomic"), compare.data, value.data, dtype_name(element))
         poisoned = self.timing_only or _poisoned(compare, value)
         return Value(np.asarray(old, dtype=numpy_dtype(element)), value.dtype, poisoned)
+
+    # -- tensor descriptors (block pointers are lowered in `blocks`, above the builder) ----------
+
+    def create_make_tensor_descriptor(self, base, shape, strides, block_shape, is_signed, padding="zero"):
+        return blocks.make_descriptor(base, shape, strides, block_shape, padding)
+
+    def create_descriptor_load(self, desc, offsets, *hints):
+        addresses, inside = desc.block_at(self._offsets(desc, offsets, "a descriptor load"))
+        fill = np.nan if desc.padding == "nan" else 0
+        value = self.load_block(addresses, inside, fill, desc.element)
+        if desc.round_f32_to_tf32 and desc.element == tl.float32 and not value.poisoned:
+            value = Value(blocks.round_f32_to_tf32(value.data), value.dtype)
+        return value
+
+    def create_descriptor_store(self, desc, value, offsets):
+        addresses, inside = desc.block_at(self._offsets(desc, offsets, "a descriptor store"))
+        self.store_block(addresses, value, inside)
+
+    def _offsets(self, desc, offsets, access: str) -> tuple[int, ...]:
+        """A descriptor's block offsets decide which bytes move, so neither they nor its geometry may be poisoned."""
+        if desc.poisoned or any(o.poisoned for o in offsets):
+            raise TimingOnlyRefusal(self.kernel_name, self.program_id, f"the block of {access}")
+        return tuple(int(o.data.reshape(-1)[0]) for o in offsets)
 
     # -- matrix unit -----------------------------------------------------------
 

@@ -8,7 +8,10 @@ the hook and whether or not `TRITON_INTERPRET` chose the interpreter class.
 The outermost wrapper sees the call first, so a decorated kernel is
 prepared once, as a whole. A launch with no kernbench tensor among its
 arguments goes to the original `run` untouched: the same kernel file runs
-on a GPU with torch tensors.
+on a GPU with torch tensors. A host `TensorDescriptor` over a kernbench
+tensor counts as a kernbench tensor. `kernel.warmup(...)` (a `run` with
+`warmup=True`) prepares the launch without running it and returns a
+`compiled.CompiledKernel` whose numbers come from the PE model.
 """
 
 from __future__ import annotations
@@ -20,17 +23,16 @@ from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from kernbench.kernels.triton_bridge.launch import PreparedLaunch, is_kernbench_tensor, prepare_launch
+from kernbench.kernels.triton_bridge.compiled import CompiledKernel
+from kernbench.kernels.triton_bridge.driver import active_device_properties
+from kernbench.kernels.triton_bridge.launch import PreparedLaunch, holds_kernbench_tensor, prepare_launch
 
 _KERNEL_CLASSES = (JITFunction, InterpretedFunction, Autotuner, Heuristics)
 _original_runs: dict[type, Callable] = {}
 
 
 def _has_kernbench_tensor(args: tuple, kwargs: dict) -> bool:
-    for value in (*args, *kwargs.values()):
-        if is_kernbench_tensor(value) or (isinstance(value, tuple) and any(map(is_kernbench_tensor, value))):
-            return True
-    return False
+    return any(map(holds_kernbench_tensor, (*args, *kwargs.values())))
 
 
 def _hooked_run(original: Callable, on_launch: Callable[[PreparedLaunch], Any]) -> Callable:
@@ -41,7 +43,12 @@ def _hooked_run(original: Callable, on_launch: Callable[[PreparedLaunch], Any]) 
         grid = kwargs.pop("grid")
         warmup = kwargs.pop("warmup", False)
         launch = prepare_launch(self, grid, args, kwargs)
-        return None if warmup else on_launch(launch)
+        if not warmup:
+            return on_launch(launch)
+        device = getattr(launch.pointer_args[0].tensor, "device", None) if launch.pointer_args else None
+        index = getattr(device, "index", None) or 0
+        return CompiledKernel(launch, kwargs, active_device_properties(index),
+                              lambda grid, args, kwargs: on_launch(prepare_launch(self, grid, args, kwargs)))
 
     return run
 

@@ -23,8 +23,10 @@ from triton.language.semantic import TritonSemantic
 from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernbench.kernels.errors import KernelFault, UnsupportedKernelError
+from kernbench.kernels.triton_bridge import blocks
 from kernbench.kernels.triton_bridge.builder import BridgeBuilder
 from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
 from kernbench.kernels.triton_bridge.dtypes import numpy_dtype, triton_dtype
@@ -37,6 +39,15 @@ from kernbench.kernels.triton_bridge.values import Value
 def is_kernbench_tensor(value: Any) -> bool:
     """Whether `value` is a kernbench tensor (it can name its address and dtype)."""
     return hasattr(type(value), "__kernbench_pointer__")
+
+
+def holds_kernbench_tensor(value: Any) -> bool:
+    """Whether a kernel argument is a kernbench tensor, a host `TensorDescriptor` of one, or a tuple holding one."""
+    if isinstance(value, TensorDescriptor):
+        return is_kernbench_tensor(value.base)
+    if isinstance(value, tuple):
+        return any(map(holds_kernbench_tensor, value))
+    return is_kernbench_tensor(value)
 
 
 @dataclass(frozen=True)
@@ -135,11 +146,32 @@ def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[Callable, dict]:
             for name, heuristic in kernel.values.items():
                 kwargs[name] = heuristic({**dict(zip(kernel.arg_names, args)), **kwargs})
         elif isinstance(kernel, Autotuner):
-            kwargs = {**kwargs, **kernel.configs[0].all_kwargs()}
+            kwargs = _first_config(kernel, args, kwargs)
         else:
             raise UnsupportedKernelError(f"{kernel!r} is not a @triton.jit kernel")
         kernel = kernel.fn
     return kernel.fn, kwargs
+
+
+def _first_config(tuner: Autotuner, args: tuple, kwargs: dict) -> dict:
+    """`kwargs` with the config the bridge runs: the first one left by `early_config_prune`, its pre-hook run.
+
+    Triton prunes only when there is a choice, and runs the chosen config's
+    pre-hook before every launch (a pre-hook may set a host descriptor's
+    block shape from the config, as tutorial 06 does).
+    """
+    nargs = dict(zip(tuner.arg_names, args))
+    configs = tuner.configs
+    if len(configs) > 1 and getattr(tuner, "early_config_prune", None):
+        configs = tuner.early_config_prune(configs, nargs, **kwargs)
+        if not configs:
+            raise UnsupportedKernelError(
+                f"autotuned kernel '{tuner.base_fn.__name__}': early_config_prune left no config")
+    config = configs[0]
+    kwargs = {**kwargs, **config.all_kwargs()}
+    if config.pre_hook is not None:
+        config.pre_hook({**nargs, **kwargs})
+    return kwargs
 
 
 def _is_constexpr(parameter: inspect.Parameter) -> bool:
@@ -173,6 +205,8 @@ def _kernel_value(kernel_name: str, name: str, value: Any, pointers: list) -> An
     if isinstance(value, (bool, int, float)):
         scalar = _scalar_type(value)
         return tl.tensor(Value(np.array([value]).astype(numpy_dtype(scalar)), scalar), scalar)
+    if isinstance(value, TensorDescriptor) and is_kernbench_tensor(value.base):
+        return blocks.host_descriptor(_kernel_value(kernel_name, name, value.base, pointers), value)
     if isinstance(value, tuple):
         return tuple(_kernel_value(kernel_name, name, item, pointers) for item in value)
     if hasattr(value, "data_ptr"):

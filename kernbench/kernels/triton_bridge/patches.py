@@ -9,6 +9,10 @@ calling greenlet (`context.current_program`) and passes that program's
 semantic. Called outside a bridge program, a dispatcher calls the original
 unchanged, so interleaved programs of different kernels and launches each
 reach their own builder, and code that is not ours sees stock Triton.
+Tensor-descriptor methods are dispatched the same way. Block pointers are
+the bridge's own on every Triton version (`blocks`): `make_block_ptr`,
+`advance`, `load` and `store` dispatch to wrappers that handle block
+pointers and hand everything else to Triton's builtin.
 
 Further entries change no result and exist for speed, since a kernel runs
 Triton's language layer for every op: `tl.block_type(...)` and
@@ -39,7 +43,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
-from kernbench.kernels.triton_bridge import reductions
+from kernbench.kernels.triton_bridge import blocks, reductions
 from kernbench.kernels.triton_bridge.context import current_program
 from kernbench.kernels.triton_bridge.rewriter import rewritten
 from kernbench.kernels.triton_bridge.values import Value
@@ -87,14 +91,27 @@ _REPLACED_BUILTINS = {
 }
 
 
+# Builtins the bridge implements itself on top of Triton's: each is called as
+# `fn(triton_builtin, *args, _semantic=..., **kwargs)` and hands what is not
+# its own (a load through ordinary pointers) to the builtin it was given.
+_WRAPPED_BUILTINS = {
+    "make_block_ptr": blocks.make_block_ptr,
+    "advance": blocks.advance,
+    "load": blocks.load,
+    "store": blocks.store,
+}
+
+
 # The body of Triton's `@builtin` wrapper: it only checks that `_semantic` was passed.
 _BUILTIN_WRAPPER_CODE = tl.core.builtin(lambda _semantic=None: None).__code__
 
 
-def _dispatch_builtin(original, replacement=None):
+def _dispatch_builtin(original, replacement=None, wrapper=None):
     # Calling the function inside Triton's `@builtin` check directly saves a frame per op;
     # the dispatcher always passes `_semantic`, which is all that check enforces.
     checked = original.__wrapped__ if getattr(original, "__code__", None) is _BUILTIN_WRAPPER_CODE else original
+    if wrapper is not None:
+        checked = functools.partial(wrapper, checked)
 
     @functools.wraps(original)
     def dispatch(*args, **kwargs):
@@ -287,7 +304,14 @@ def _patch_table() -> list[tuple[object, str, object]]:
         for name, member in vars(module).items():
             member = _unpatched(member)
             if tl.core.is_builtin(member):
-                table.append((module, name, _dispatch_builtin(member, _REPLACED_BUILTINS.get(name))))
+                table.append((module, name, _dispatch_builtin(
+                    member, _REPLACED_BUILTINS.get(name), _WRAPPED_BUILTINS.get(name))))
+        if module is tl:
+            # Triton 3.9 dropped `tl.advance` from the namespace (block pointers are the bridge's there).
+            for name in ("make_block_ptr", "advance"):
+                if name not in vars(tl) and hasattr(tl.core, name):
+                    member = _unpatched(getattr(tl.core, name))
+                    table.append((tl, name, _dispatch_builtin(member, wrapper=_WRAPPED_BUILTINS[name])))
         for name in ("range", "static_range"):
             if hasattr(module, name):
                 table.append((module, name, _dispatch_plain(getattr(module, name), _python_range)))
@@ -299,7 +323,11 @@ def _patch_table() -> list[tuple[object, str, object]]:
     for name, member in vars(tl.tensor).items():
         member = _unpatched(member)
         if tl.core.is_builtin(member):
-            table.append((tl.tensor, name, _dispatch_builtin(member)))
+            table.append((tl.tensor, name, _dispatch_builtin(member, wrapper=_WRAPPED_BUILTINS.get(name))))
+    for name, member in vars(tl.core.tensor_descriptor_base).items():
+        member = _unpatched(member)
+        if tl.core.is_builtin(member):
+            table.append((tl.core.tensor_descriptor_base, name, _dispatch_builtin(member)))
     tensor_attrs = vars(tl.tensor)
     for name, replacement, stock in (("__bool__", _tensor_bool, _stock_truth), ("__index__", _tensor_index, _stock_index)):
         table.append((tl.tensor, name, _data_method(tensor_attrs.get(name, stock), replacement)))
