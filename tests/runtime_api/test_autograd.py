@@ -9,6 +9,7 @@ from kernbench.numerics import assert_close
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.tensor_ops import BINARY, BINARY_GRAD, UNARY, UNARY_GRAD
 from kernbench.session import Session
+from tests.cli import REPO_ROOT, run_kernbench
 
 POSITIVE = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "log1p"}
 STEP = 1e-6
@@ -181,3 +182,15 @@ def test_adr0017_t8_the_backward_pass_is_device_work_timed_like_the_forward():
     backward_gemms = [op for op in timings[False] if op[0] == "gemm"]
     assert len(backward_gemms) == 2 * 4 * 4 * 8  # two matmuls of 4x4 tiles of 64, each 8 blocks of 32 in K
     assert timings[False] == timings[True]
+
+
+def test_adr0017_t11_the_readme_training_example_runs_as_written(tmp_path):
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("## Tensors, operators and training steps", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    bench = tmp_path / "train_step.py"
+    bench.write_text(example)
+    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    loss, shape = result.stdout.splitlines()[0].split(" ", 1)
+    assert float(loss) > 0 and shape == "(1024, 512)"
