@@ -14,6 +14,8 @@ topology file as a plain nested dict.
 
 from __future__ import annotations
 
+import functools
+
 from kernbench import dtypes
 from kernbench.ccl.distributed import Distributed
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
@@ -27,12 +29,13 @@ from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.random import RandomFactories, RankRandom
-from kernbench.runtime_api.spawn import ProcessContext, SpawnException, spawn
+from kernbench.runtime_api.spawn import ProcessContext, ProcessExitedException, SpawnException, spawn
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
-from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace
+from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace, testing_assert_close
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
+from kernbench.sim_engine.interrupts import ctrl_c_in_driver
 from kernbench.topology import Topology, load_topology
 
 _FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "randn", "rand", "tensor", "from_numpy",
@@ -70,13 +73,27 @@ class Session:
         set_current_torch(self.torch)
         process = self.engine.spawn(fn, *args, name="bench")
         try:
-            self.engine.run()
+            with ctrl_c_in_driver(self.engine):
+                self.engine.run()
         except ProcessFailed as failure:
             cause = failure.__cause__
             if cause is not None and (failure.process is process or isinstance(cause, KernbenchError)):
                 raise cause from None
             raise
         return process.value
+
+
+def _with_autograd_keywords(factory):
+    """A factory that also takes torch's `requires_grad=` (a leaf that requires grad) and `pin_memory=`.
+
+    Pinned host memory has no meaning for a simulated host, so `pin_memory`
+    is accepted and has no effect.
+    """
+    @functools.wraps(factory)
+    def make(*args, requires_grad: bool = False, pin_memory: bool = False, **kwargs):
+        tensor = factory(*args, **kwargs)
+        return tensor.requires_grad_() if requires_grad else tensor
+    return make
 
 
 def _parameter(data: Tensor, requires_grad: bool = True) -> Tensor:
@@ -119,15 +136,17 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
             spawn=spawn_ranks,
             ProcessContext=ProcessContext,
             ProcessRaisedException=SpawnException,
+            ProcessExitedException=ProcessExitedException,
             SpawnException=SpawnException,
         ),
-        **{name: getattr(factories, name) for name in _FACTORY_NAMES},
-        **{name: getattr(random_factories, name) for name in _RANDOM_FACTORY_NAMES},
+        **{name: _with_autograd_keywords(getattr(factories, name)) for name in _FACTORY_NAMES},
+        **{name: _with_autograd_keywords(getattr(random_factories, name)) for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},
         **TORCH_FUNCTIONS,
         nn=Namespace("torch.nn", None, Parameter=_parameter,
                      functional=Namespace("torch.nn.functional", None, **vars(functional_namespace()))),
         autograd=Namespace("torch.autograd", None, Function=autograd.Function, backward=autograd.backward),
+        testing=Namespace("torch.testing", None, assert_close=testing_assert_close),
         no_grad=lambda: autograd.GradMode(ctx, False),
         enable_grad=lambda: autograd.GradMode(ctx, True),
         set_grad_enabled=lambda mode: autograd.GradMode(ctx, bool(mode)),

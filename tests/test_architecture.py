@@ -121,3 +121,19 @@ def test_adr0001_t5_the_repository_points_at_no_file_outside_it():
             if outside in line:
                 offending.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
     assert not offending, f"files pointing at {outside} (outside the repository):\n" + "\n".join(offending)
+
+
+def test_adr0001_t6_kernbench_run_answers_tritons_driver_queries_from_the_topology(tmp_path):
+    """A bench that asks Triton's driver for the device at import time, as Triton's tutorials do."""
+    bench = tmp_path / "asks_the_driver.py"
+    bench.write_text(
+        "import triton\n"
+        "from triton.runtime import driver\n"
+        "DEVICE = driver.active.get_active_torch_device()\n"
+        "PROPERTIES = driver.active.utils.get_device_properties(DEVICE.index)\n"
+        "def run(torch):\n"
+        "    print(DEVICE, PROPERTIES['multiprocessor_count'], torch.spec['cube']['pe_layout']['pe_per_corner'])\n")
+    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    device, pes, per_corner = result.stdout.splitlines()[0].split()
+    assert device == "ahbm:0" and int(pes) == 2 * 2 * 4 * int(per_corner)  # default.yaml: 2x2 cubes, 4 corners

@@ -76,6 +76,7 @@ import numpy as np
 
 from kernbench.ccl.install import load_ccl_config, resolve_algorithm_config
 from kernbench.ccl.records import bus_factor
+from kernbench.cli.output_files import checked_output
 from kernbench.errors import KernbenchError
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
@@ -86,6 +87,7 @@ DEFAULT_MAX_BYTES = 64 * 2**20
 DATA_MODE_MAX_BYTES = 8 * 2**20  # default bound when values are computed (see the module docstring)
 DEFAULT_FACTOR = 4
 US_PER_MS = 1000
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # formats matplotlib writes without extra software
 
 
 class SweepUsageError(KernbenchError):
@@ -159,6 +161,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--factor {options.factor}: must be at least 2")
     if options.max_bytes is not None and options.max_bytes < options.min_bytes:
         parser.error(f"--max-bytes {options.max_bytes} is below --min-bytes {options.min_bytes}")
+    if options.plot is not None:
+        if not options.plot.lower().endswith(PLOT_SUFFIXES):
+            parser.error(f"--plot {options.plot}: expected a name ending in {', '.join(PLOT_SUFFIXES)}")
+        checked_output("--plot", options.plot)  # before the sweep, not after it
     return options
 
 

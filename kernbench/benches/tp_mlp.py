@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
 from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels, parallel_state
 
@@ -36,13 +37,35 @@ TOKENS = 256
 PHASES = ("gemm", "elementwise", "all-reduce")
 
 
+class MlpSettingError(KernbenchError):
+    """A KERNBENCH_* setting tp_mlp cannot use: the CLI prints it as one line, with status 2."""
+
+
 def run(torch):
     world_size = torch.ahbm.device_count()
-    tp = int(os.environ.get("KERNBENCH_TP", world_size))
-    hidden = int(os.environ.get("KERNBENCH_HIDDEN", HIDDEN))
-    tokens = int(os.environ.get("KERNBENCH_TOKENS", TOKENS))
+    tp = _setting("KERNBENCH_TP", world_size)
+    if world_size % tp:
+        divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
+        raise MlpSettingError(f"tp_mlp: KERNBENCH_TP={tp} does not divide the {world_size} ranks (one per SIP); "
+                              f"expected one of {', '.join(map(str, divisors))}")
+    hidden = _setting("KERNBENCH_HIDDEN", HIDDEN)
+    tokens = _setting("KERNBENCH_TOKENS", TOKENS)
     phases = mlp_phases(torch, tp, tokens, hidden)
     _print_breakdown(torch, tokens, hidden, tp, world_size, phases)
+
+
+def _setting(name: str, default: int) -> int:
+    """The positive whole number in environment variable `name`, else `default`."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise MlpSettingError(f"tp_mlp: {name}={text!r}: expected a positive whole number (default {default})")
+    return value
 
 
 def mlp_phases(torch, tp: int, tokens: int, hidden: int) -> dict:

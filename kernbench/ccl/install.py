@@ -9,10 +9,19 @@ the wrong kind — is one `CclConfigError` naming the file, the line and the
 key path, and listing what is valid. Values that depend on the machine (slot
 counts against the topology's IPCQ depth) are checked when the process group
 is initialized, where the topology is known.
+
+Each algorithm's `module` is imported when the file is loaded (adr/0014), so
+a module that raises while importing — any exception, `sys.exit` included —
+is one error naming the key, the module and the exception, not a traceback
+from inside importlib at the first collective. A module that is not found
+is left to `init_process_group` (adr/0012), since a bench may put it on
+`sys.path` before then.
 """
 
 from __future__ import annotations
 
+import importlib
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -196,7 +205,7 @@ def _check_value(data: dict, path: KeyPath, fail) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise fail(path, f"found {describe(value)}; expected a positive integer")
     elif key == "poll_interval_ns":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
             raise fail(path, f"found {describe(value)}; expected a positive number of nanoseconds")
     elif key in _CHOICES:
         if value not in _CHOICES[key]:
@@ -204,3 +213,28 @@ def _check_value(data: dict, path: KeyPath, fail) -> None:
     elif key in ("algorithm", "module", "wiring"):
         if not isinstance(value, str) or not value:
             raise fail(path, f"found {describe(value)}; expected a name")
+        if key == "module":
+            _check_module(value, path, fail)
+
+
+def _check_module(name: str, path: KeyPath, fail) -> None:
+    """An absolute module path that imports, or is not found (yet: see the module docstring)."""
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise fail(path, f"found {name!r}; expected an absolute Python module path such as "
+                         "kernbench.ccl.algorithms.ring (a relative or malformed name cannot be imported)")
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (name == error.name or name.startswith(f"{error.name}.")):
+            return
+        raise fail(path, _import_failure(name, error)) from None
+    except (Exception, SystemExit) as error:  # a module's own code may raise anything while it runs
+        raise fail(path, _import_failure(name, error)) from None
+
+
+def _import_failure(name: str, error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    detail = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    if len(detail) > 200:
+        detail = detail[:200] + "..."
+    return f"importing {name!r} raised {detail}; expected a module that imports"

@@ -3,16 +3,21 @@
 Each subcommand module exposes `register(subparsers)`, which adds its parser
 and sets `handler` to a function taking the parsed arguments and returning
 an exit status. User errors (`KernbenchError`) are printed as their message
-with exit status 2 — never a traceback.
+with exit status 2 — never a traceback. SIGINT and SIGTERM end any command
+with one line and status 130 (`interrupts.py`). Subcommand modules import
+the simulator itself inside their handlers, so the signal handlers are in
+place before the slow imports (triton) start.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
 from kernbench.cli import run_cmd, topo_cmd
+from kernbench.cli.interrupts import INTERRUPTED_STATUS, Interrupts
 from kernbench.errors import KernbenchError
 
 USER_ERROR_STATUS = 2
@@ -30,18 +35,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    # Arguments kernbench does not know are the bench's own (`kernbench run ccl_sweep --plot out.png`);
-    # only subcommands that pass them on accept them.
-    args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "accepts_extra", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.extra = extra
-    try:
-        return args.handler(args)
-    except KernbenchError as error:
-        print(f"kernbench: error: {error}", file=sys.stderr)
-        return USER_ERROR_STATUS
-    except BrokenPipeError:  # the reader stopped early (`kernbench run ... | head`): not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    with Interrupts() as interrupts:
+        try:
+            parser = build_parser()
+            # Arguments kernbench does not know are the bench's own (`kernbench run ccl_sweep --plot out.png`);
+            # only subcommands that pass them on accept them.
+            args, extra = parser.parse_known_args(argv)
+            if extra and not getattr(args, "accepts_extra", False):
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            args.extra = extra
+            args.interrupts = interrupts
+            return args.handler(args)
+        except KernbenchError as error:
+            print(f"kernbench: error: {error}", file=sys.stderr)
+            return USER_ERROR_STATUS
+        except BrokenPipeError:  # the reader stopped early (`kernbench run ... | head`): not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except KeyboardInterrupt:
+            with contextlib.suppress(OSError):
+                sys.stdout.flush()  # what the bench printed comes before the line that ends it
+            print(f"kernbench: {interrupts.line()}", file=sys.stderr)
+            return INTERRUPTED_STATUS

@@ -44,12 +44,31 @@ def resolve_bench_path(bench: str) -> Path:
 
 
 def load_bench(bench: str) -> Callable:
-    """Import the bench and return its `run` function."""
+    """Import the bench and return its `run` function, checked against the contract before anything runs.
+
+    `run` must be a plain function taking the `torch` namespace (and, for
+    benches with arguments, `argv`): an `async def` or a generator would
+    return without running a line, and a `def run():` would fail only once
+    called, as an internal-looking TypeError.
+    """
     path = resolve_bench_path(bench)
     module = _import_file(path)
     run = getattr(module, "run", None)
     if not callable(run):
         raise BenchError(f"{path}: a bench must define a function run(torch); none found")
+    where = _definition_of(run, path)
+    if inspect.iscoroutinefunction(run) or inspect.isasyncgenfunction(run):
+        raise BenchError(f"{where}: run is `async def`; a bench's run(torch) must be a plain function "
+                         "(the simulator schedules device work itself, with no event loop)")
+    if inspect.isgeneratorfunction(run):
+        raise BenchError(f"{where}: run is a generator (it yields); a bench's run(torch) must be a plain function")
+    try:
+        signature = inspect.signature(run)
+    except (TypeError, ValueError):
+        return run  # a builtin or an extension callable: nothing to check it against
+    if not any(_binds(signature, *args) for args in (("torch",), ("torch", []))):
+        raise BenchError(f"{where}: run{signature} cannot be called as run(torch); "
+                         "expected def run(torch) or def run(torch, argv)")
     return run
 
 
@@ -63,6 +82,22 @@ def takes_argv(run: Callable, bench: str, argv: list[str]) -> bool:
     if argv and not wants:
         raise BenchError(f"{bench}: unrecognized arguments {' '.join(argv)} (the bench's run(torch) takes none)")
     return wants
+
+
+def _binds(signature: inspect.Signature, *args) -> bool:
+    try:
+        signature.bind(*args)
+    except TypeError:
+        return False
+    return True
+
+
+def _definition_of(run: Callable, path: Path) -> str:
+    """`bench.py:LINE` of `run`'s `def`, or the bench's path when the line is not known."""
+    code = getattr(inspect.unwrap(run), "__code__", None)
+    if code is None or Path(code.co_filename).resolve() != path.resolve():
+        return str(path)
+    return f"{path}:{code.co_firstlineno}"
 
 
 def _import_file(path: Path) -> ModuleType:

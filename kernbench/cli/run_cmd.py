@@ -8,13 +8,13 @@ import sys
 import traceback
 from pathlib import Path
 
-from kernbench.cli.bench_loader import load_bench, takes_argv
+from kernbench.cli.bench_loader import load_bench, resolve_bench_path, takes_argv
+from kernbench.cli.output_files import checked_outputs, staged_outputs
 from kernbench.errors import KernbenchError
 from kernbench.report import format_report, run_report
 from kernbench.report.progress import ProgressLine
-from kernbench.runtime_api.spawn import SpawnException
-from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
+from kernbench.topology.loader import resolve_topology_path
 
 BENCH_FAILED_STATUS = 1
 
@@ -50,16 +50,37 @@ def register(subparsers) -> None:
 
 
 def handle(args) -> int:
+    # Outputs are checked before anything slow happens, so a path that cannot be written costs no run.
+    outputs = checked_outputs({"--json": args.json, "--trace": args.trace},
+                              inputs={"bench file": _bench_file(args.bench),
+                                      "--topology file": resolve_topology_path(args.topology), "--ccl file": args.ccl})
+    from kernbench.runtime_api.triton_driver import triton_driver  # with the simulator: slow
+    from kernbench.topology import load_topology
+
+    topology = load_topology(args.topology)
+    with triton_driver(topology):  # Triton code may ask its driver about the device, even at import
+        return _run(args, outputs, topology)
+
+
+def _run(args, outputs: dict[str, Path], topology) -> int:
+    """Load the bench, run it on a new session, report; the exit status."""
+    from kernbench.runtime_api.spawn import ProcessExitedException, SpawnException
+    from kernbench.session import Session
+
     run = load_bench(args.bench)
     bench_args = (args.extra,) if takes_argv(run, args.bench, args.extra) else ()
-    session = Session(args.topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
+    session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
                       strict_hazards=args.strict_hazards)
+    args.interrupts.engine = session.engine
     on_terminal = sys.stderr.isatty()
     progress = (ProgressLine(session.ctx, sys.stderr, interval_s=0.5 if on_terminal else 2.0)
                 if args.progress or on_terminal else contextlib.nullcontext())
     try:
         with progress:
             session.run(run, session.torch, *bench_args)
+    except ProcessExitedException as error:
+        print(f"kernbench: {error}", file=sys.stderr)  # the ranks' own sys.exit: one line, as PyTorch's
+        return BENCH_FAILED_STATUS
     except SpawnException as error:
         if error.user_errors_only:
             raise
@@ -73,8 +94,23 @@ def handle(args) -> int:
     report = run_report(session.ctx)
     print()
     print(format_report(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    if args.trace:
-        write_chrome_trace(session.ctx.machine.oplog, args.trace)
+    _write_outputs(outputs, report, session.ctx.machine.oplog)
     return 0
+
+
+def _bench_file(bench: str) -> Path | None:
+    try:
+        return resolve_bench_path(bench)
+    except KernbenchError:
+        return None  # load_bench says what is wrong with it, after the outputs are checked
+
+
+def _write_outputs(outputs: dict[str, Path], report: dict, oplog) -> None:
+    """Write every output to a temporary file, then put them all in place: all of them, or none."""
+    with staged_outputs() as staging:
+        if "--json" in outputs:
+            with staging.file("--json", outputs["--json"]) as file:
+                file.write(json.dumps(report, indent=2) + "\n")
+        if "--trace" in outputs:
+            with staging.file("--trace", outputs["--trace"]) as file:
+                write_chrome_trace(oplog, file)

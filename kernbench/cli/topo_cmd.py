@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from kernbench.cli.output_files import checked_output, staged_outputs
+from kernbench.errors import KernbenchError
 from kernbench.topology import load_topology, shipped_topology_names
 from kernbench.topology.summary import format_summary
 
@@ -35,15 +37,21 @@ def register(subparsers) -> None:
 
 
 def handle(args) -> int:
+    drawing = checked_output("--draw", args.draw) if args.draw else None  # before the work, not after it
     topology = load_topology(args.file)
     if args.json:
         print(json.dumps(topology.to_json_dict(), indent=2))
     else:
         print(format_summary(topology))
-    if args.draw:
+    if drawing is not None:
         # matplotlib takes about a second to import; only --draw pays for it.
         from kernbench.topology.draw import draw_topology
 
-        written = draw_topology(topology, args.draw)
-        print(f"kernbench: wrote {written}", file=sys.stderr)
+        with staged_outputs() as staging:
+            temporary = staging.path("--draw", drawing, suffix=drawing.suffix)
+            try:
+                draw_topology(topology, temporary)
+            except KernbenchError as error:  # its message names the file it was given: name the user's
+                raise KernbenchError(str(error).replace(str(temporary), str(drawing))) from None
+        print(f"kernbench: wrote {args.draw}", file=sys.stderr)
     return 0

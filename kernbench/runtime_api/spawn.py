@@ -5,7 +5,10 @@ Ranks are engine processes, scheduled cooperatively in simulated-time order
 returned. When a rank raises, the ranks still running are aborted (their
 greenlets get `RankAborted` where they wait, so their `finally` blocks run)
 and `SpawnException` names every rank that raised on its own — the root
-causes, not the aborted siblings — with its traceback.
+causes, not the aborted siblings — with its traceback. A rank that calls
+`sys.exit(n)` ends as a process of PyTorch's would: with `n` 0 (or None) it
+simply finished; otherwise it failed with exit code `n`, and when every
+failing rank exited so, `join` raises `ProcessExitedException`, one line.
 """
 
 from __future__ import annotations
@@ -25,22 +28,83 @@ class SpawnException(KernbenchError):
 
     A rank's user error (a `KernbenchError`: a mismatched collective, a
     kernel fault, a tensor that does not fit) is shown as its one-line
-    message; any other exception is the bench's own bug and keeps its
-    traceback. `user_errors_only` tells the command line which it is.
+    message (ranks that raised the same message share it); any other
+    exception is the bench's own bug and keeps its traceback.
+    `user_errors_only` tells the command line which it is.
     """
 
     def __init__(self, failures: dict[int, BaseException]):
         self.failures = dict(sorted(failures.items()))
         self.error_index = min(self.failures)
         self.user_errors_only = all(isinstance(exc, KernbenchError) for exc in self.failures.values())
-        parts = [f"{len(self.failures)} rank(s) raised: {', '.join(f'rank {r}' for r in self.failures)}"]
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        """The header, then one part per failure. Ranks with the same one-line message share a part (a
+        bad ccl.yaml fails every rank alike), and a lone one-line part stays on the header's line."""
+        header = f"{len(self.failures)} rank(s) raised: {', '.join(f'rank {r}' for r in self.failures)}"
+        one_line: dict[str, list[int]] = {}  # message -> the ranks that raised it
+        parts: list[tuple[list[int] | None, str]] = []  # (ranks of a one-line message, or None; text)
         for rank, exc in self.failures.items():
-            if isinstance(exc, KernbenchError):
-                parts.append(f"-- rank {rank}: {exc}")
+            if isinstance(exc, (KernbenchError, SystemExit)):
+                text = str(exc) if isinstance(exc, KernbenchError) else f"terminated with exit code {exit_code(exc)}"
+                if text not in one_line:
+                    one_line[text] = []
+                    parts.append((one_line[text], text))
+                one_line[text].append(rank)
             else:
                 text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-                parts.append(f"\n-- Process {rank} terminated with the following error:\n{text}")
-        super().__init__("\n".join(parts))
+                parts.append((None, f"\n-- Process {rank} terminated with the following error:\n{text}"))
+        lines = [text if ranks is None else f"-- {_ranks(ranks)}: {text}" for ranks, text in parts]
+        if len(parts) == 1 and parts[0][0] is not None:
+            return f"{header} {lines[0]}"
+        return "\n".join([header, *lines])
+
+
+class ProcessExitedException(SpawnException):
+    """Every failing rank called `sys.exit(n)` with a non-zero `n`, as PyTorch's `ProcessExitedException`.
+
+    The message is one line, `process R terminated with exit code N` for each
+    such rank; `exit_code` is the lowest failing rank's. Exiting is the
+    bench's own decision, not a user error, so the command line reports it
+    with status 1.
+    """
+
+    def __init__(self, failures: dict[int, SystemExit]):
+        self.exit_code = exit_code(failures[min(failures)])
+        super().__init__(failures)
+
+    def _message(self) -> str:
+        return "; ".join(_exited(rank, exc) for rank, exc in self.failures.items())
+
+
+def exit_code(exc: SystemExit) -> int:
+    """The status `sys.exit(code)` gives a process: None is 0, an int itself, anything else (a message) 1."""
+    code = exc.code
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+
+
+def _exited(rank: int, exc: SystemExit) -> str:
+    return f"process {rank} terminated with exit code {exit_code(exc)}"
+
+
+def _spawn_failure(failures: dict[int, BaseException]) -> SpawnException:
+    if all(isinstance(exc, SystemExit) for exc in failures.values()):
+        return ProcessExitedException(failures)
+    return SpawnException(failures)
+
+
+def _failed(process) -> bool:
+    """A rank that ended by raising on its own: not an aborted sibling, not `sys.exit(0)`."""
+    if not process.triggered or process.ok or isinstance(process.value, RankAborted):
+        return False
+    return not (isinstance(process.value, SystemExit) and exit_code(process.value) == 0)
 
 
 class ProcessContext:
@@ -54,15 +118,15 @@ class ProcessContext:
         return [p.pid for p in self.processes]
 
     def join(self, timeout=None) -> bool:
-        """Wait until every rank has returned (True), or raise `SpawnException` when one raised."""
+        """Wait until every rank has returned (True), or raise `SpawnException` when one raised
+        (`ProcessExitedException` when the failing ranks called `sys.exit` with a non-zero code)."""
         while True:
-            failures = {rank: p.value for rank, p in enumerate(self.processes)
-                        if p.triggered and not p.ok and not isinstance(p.value, RankAborted)}
+            failures = {rank: p.value for rank, p in enumerate(self.processes) if _failed(p)}
             if failures:
                 for process in self.processes:
                     if process.is_alive:
                         process.kill(RankAborted(f"aborted because rank(s) {sorted(failures)} raised"))
-                raise SpawnException(failures)
+                raise _spawn_failure(failures)
             running = [p for p in self.processes if p.is_alive]
             if not running:
                 return True

@@ -67,7 +67,16 @@ def chrome_trace_events(oplog: OpLog) -> list[dict]:
     return events
 
 
-def write_chrome_trace(oplog: OpLog, path) -> None:
-    """Write `{"traceEvents": [...], "displayTimeUnit": "ns"}` for `oplog` to `path`."""
-    with open(path, "w") as f:
-        json.dump({"traceEvents": chrome_trace_events(oplog), "displayTimeUnit": "ns"}, f)
+def write_chrome_trace(oplog: OpLog, path_or_file) -> None:
+    """Write `{"traceEvents": [...], "displayTimeUnit": "ns"}` for `oplog` to a path or an open text file.
+
+    The events are built before the file is touched, so a failure while
+    building them never leaves a half-written file. `kernbench run --trace`
+    passes a temporary file that replaces the target only once complete.
+    """
+    trace = {"traceEvents": chrome_trace_events(oplog), "displayTimeUnit": "ns"}
+    if hasattr(path_or_file, "write"):
+        json.dump(trace, path_or_file)
+        return
+    with open(path_or_file, "w") as f:
+        json.dump(trace, f)

@@ -3,20 +3,38 @@
 PyYAML's `safe_load` throws the line numbers away; composing the node graph
 first keeps them, so every later error can say `file:line: key.path: ...`.
 This module is the only place that touches YAML.
+
+The files are written by hand, but also downloaded, generated and fuzzed,
+so reading one is bounded (adr/0014): the composer counts the values the
+document would expand to, aliases included, and stops at `MAX_VALUES` — a
+"billion laughs" alias bomb is one error at the line where it crosses the
+bound, in milliseconds and a few megabytes, instead of gigabytes of copies.
+Numbers beyond what 64-bit arithmetic holds are refused before anything
+converts them, so no later `float()` can overflow.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kernbench.topology.errors import TopologyError
 
 KeyPath = tuple[str | int, ...]
+
+# A topology or ccl file holds about a hundred values; a thousand times that
+# is still read in a fraction of a second, and nothing legitimate comes near.
+MAX_VALUES = 100_000
+# The largest magnitude a number may have: what an int64 holds. Normalized
+# values are at most a unit factor (10^9) above it, and their products stay
+# far inside a float's range.
+LARGEST_NUMBER = 2**63 - 1
 
 # Collections are built here rather than by PyYAML's constructor, so any other
 # tag (`!!set`, `!!python/object`, a custom one) would be silently dropped.
@@ -49,11 +67,66 @@ class Document:
         return TopologyError(f"{self.source}:{self.line_of(path)}: {dotted(path)}: {problem}")
 
 
+class _TooManyValues(Exception):
+    """Raised by `_BoundedLoader` when the document would expand past `MAX_VALUES` values."""
+
+    def __init__(self, mark, problem: str):
+        super().__init__(problem)
+        self.mark = mark
+        self.problem = problem
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, composing with a budget of `MAX_VALUES` values.
+
+    Composing keeps an alias as a second reference to its anchor's node, so
+    the node graph stays as small as the text; it is turning the graph into
+    plain data that copies each reference. Each node's expanded size (itself
+    plus its children's expanded sizes, an alias counting as the whole node
+    it names) is known once the node is composed, so a bomb is refused at the
+    first node whose expansion crosses the budget, before anything is copied.
+    Composed nodes are counted as they start too, so a file that is simply
+    huge stops early rather than after it is all in memory.
+    """
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self._expanded: dict[int, int] = {}  # id(node) -> values it expands to; nodes live as long as the loader
+        self._composed = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(AliasEvent):
+            return super().compose_node(parent, index)  # its node is already counted (or open: a recursion)
+        self._composed += 1
+        if self._composed > MAX_VALUES:
+            raise _TooManyValues(self.peek_event().start_mark,
+                                 f"the file holds more than {MAX_VALUES:,} values; expected a configuration "
+                                 "(a few hundred)")
+        node = super().compose_node(parent, index)
+        if isinstance(node, ScalarNode):
+            size = 1
+        elif isinstance(node, SequenceNode):
+            size = 1 + sum(self._expanded.get(id(item), 1) for item in node.value)
+        else:
+            size = 1 + sum(self._expanded.get(id(key), 1) + self._expanded.get(id(value), 1)
+                           for key, value in node.value)
+        self._expanded[id(node)] = size
+        if size > MAX_VALUES:
+            raise _TooManyValues(node.start_mark,
+                                 f"aliases expand this value to {size:,} values, above the limit of {MAX_VALUES:,}; "
+                                 "expected plain data (is it an alias bomb?)")
+        return node
+
+
 def parse_document(text: str, source: str) -> Document:
-    """Parse YAML text into a `Document`; any syntax problem is one `TopologyError` at its own line."""
+    """Parse YAML text into a `Document`; any syntax problem is one `TopologyError` at its own line.
+
+    So is a document that expands past `MAX_VALUES` values, and a number
+    whose magnitude is above `LARGEST_NUMBER`.
+    """
     try:
         # The reader checks for unprintable characters already in the constructor.
-        loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text)
         try:
             root = loader.get_single_node()
             if root is None:
@@ -64,6 +137,8 @@ def parse_document(text: str, source: str) -> Document:
             loader.dispose()
     except yaml.YAMLError as error:
         raise TopologyError(_syntax_message(error, text, source)) from None
+    except _TooManyValues as error:
+        raise TopologyError(f"{source}:{error.mark.line + 1}: {error.problem}") from None
     except RecursionError:
         # PyYAML composes recursively; thousands of nested brackets exhaust the stack.
         raise TopologyError(f"{source}: YAML syntax error: nested too deeply; expected a topology mapping") from None
@@ -94,9 +169,14 @@ def _plain(node: Node, path: KeyPath, lines: dict, loader: yaml.SafeLoader, sour
         raise fail(node, "an alias refers to a node that contains it; expected plain (non-recursive) data")
     if isinstance(node, ScalarNode):
         try:
-            return loader.construct_object(node, deep=True)
+            value = loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError) as error:
-            raise fail(node, f"cannot read the value {node.value!r}: {getattr(error, 'problem', error)}") from None
+            raise fail(node, f"cannot read the value {_shortened(node.value)!r}: "
+                             f"{getattr(error, 'problem', error)}") from None
+        if _is_number(value) and math.isfinite(value) and abs(value) > LARGEST_NUMBER:
+            raise fail(node, f"found {_shortened(node.value)}; expected a number of magnitude at most 2^63-1 "
+                             "(about 9.2e18), what 64-bit arithmetic holds")
+        return value
     if node.tag not in _PLAIN_COLLECTION_TAGS:
         raise fail(node, f"found the tag {node.tag!r}; expected a plain mapping or list")
     open_nodes.add(id(node))
@@ -126,3 +206,12 @@ def _plain(node: Node, path: KeyPath, lines: dict, loader: yaml.SafeLoader, sour
         return mapping
     finally:
         open_nodes.discard(id(node))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _shortened(text: str, limit: int = 40) -> str:
+    """The source text of a value, cut to fit a one-line message."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

@@ -194,3 +194,16 @@ def test_adr0017_t11_the_readme_training_example_runs_as_written(tmp_path):
     assert result.returncode == 0, result.stderr
     loss, shape = result.stdout.splitlines()[0].split(" ", 1)
     assert float(loss) > 0 and shape == "(1024, 512)"
+
+
+def test_adr0017_t12_factories_take_requires_grad_and_testing_compares_with_torchs_tolerances():
+    def bench(torch):
+        w = torch.randn(4, 4, requires_grad=True)
+        z = torch.zeros(3, requires_grad=True, pin_memory=True)
+        torch.testing.assert_close(torch.ones(3) * (1 + 1e-7), torch.ones(3))
+        with pytest.raises(AssertionError):
+            torch.testing.assert_close(torch.ones(3) * 1.01, torch.ones(3))
+        return w.requires_grad and w.is_leaf, z.requires_grad
+
+    _, got = _run(bench)
+    assert got == (True, True)
