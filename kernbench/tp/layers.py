@@ -81,8 +81,10 @@ class _ParallelLinear:
 
     def __init__(self, input_size: int, output_size: int, *, config, init_method: InitMethod | None, bias: bool,
                  skip_bias_add: bool, stride: int, keep_master_weight_for_test: bool, is_expert: bool,
-                 params_dtype, seed: int):
-        name = type(self).__name__
+                 params_dtype, seed: int, tp_group=None, pg_collection=None, name: str | None = None,
+                 allocate_weight: bool = True):
+        self.name = name or type(self).__name__
+        name = self.name
         if stride != 1:
             raise ModelParallelError(f"{name}(stride={stride!r}): only stride 1 (contiguous partitions) is implemented")
         if is_expert:
@@ -91,8 +93,14 @@ class _ParallelLinear:
         self.config = config
         self.input_size, self.output_size = input_size, output_size
         self.skip_bias_add = skip_bias_add
-        self.tensor_model_parallel_size = parallel_state.get_tensor_model_parallel_world_size()
-        self.tensor_model_parallel_rank = parallel_state.get_tensor_model_parallel_rank()
+        # Megatron's layers take their group as `tp_group=` (or from `pg_collection.tp`); else parallel_state's.
+        self.tp_group = tp_group if tp_group is not None else getattr(pg_collection, "tp", None)
+        if self.tp_group is None:
+            self.tensor_model_parallel_size = parallel_state.get_tensor_model_parallel_world_size()
+            self.tensor_model_parallel_rank = parallel_state.get_tensor_model_parallel_rank()
+        else:
+            self.tensor_model_parallel_size = self.tp_group.size()
+            self.tensor_model_parallel_rank = self.tp_group.rank()
         self.sequence_parallel = bool(config_value(config, "sequence_parallel"))
         if self.sequence_parallel and self.tensor_model_parallel_size == 1:
             warnings.warn(f"{name}: `sequence_parallel` is set to True, but the tensor model parallel size is 1. "
@@ -108,13 +116,14 @@ class _ParallelLinear:
         shape = list(full_shape)
         shape[self.partition_axis] = split
         parameter = self._torch.nn.Parameter
-        self.weight = parameter(self._torch.empty(*shape, dtype=self.params_dtype, name=f"{name}.weight"))
+        self.weight = parameter(self._torch.empty(*shape, dtype=self.params_dtype, name=f"{name}.weight")) \
+            if allocate_weight else None
         bias_size = split if self.partition_axis == 0 else output_size
         self.bias = parameter(self._torch.empty(bias_size, dtype=self.params_dtype, name=f"{name}.bias")) \
             if bias else None
 
         self.master_weight = None
-        if config_value(config, "perform_initialization"):
+        if config_value(config, "perform_initialization") and allocate_weight:
             master = np.empty(full_shape, dtype=np.float32)
             (init_method or init_method_normal(0.02))(master, np.random.default_rng(seed))
             self.load_full_weight(master, np.zeros(output_size, dtype=np.float32) if bias else None)
@@ -151,9 +160,13 @@ class _ParallelLinear:
             raise ModelParallelError(f"{type(self).__name__}: input {input_.name!r} has shape {input_.shape}, "
                                      f"expected (..., {features}): features last")
 
-    def _matmul(self, input_, bias):
+    def _matmul(self, input_, bias, weight=None):
         """This rank's `input_ @ weight.T (+ bias)` into a new tensor on the input's device."""
-        return LinearFunction.apply(input_, self.weight, bias, f"{input_.name}.{type(self).__name__}")
+        weight = self.weight if weight is None else weight
+        if weight is None:
+            raise ModelParallelError(f"{self.name}: built with skip_weight_param_allocation=True, so forward() needs "
+                                     "weight=")
+        return LinearFunction.apply(input_, weight, bias, f"{input_.name}.{self.name}")
 
 
 class ColumnParallelLinear(_ParallelLinear):
@@ -168,8 +181,14 @@ class ColumnParallelLinear(_ParallelLinear):
 
     Megatron's keywords; `params_dtype` (default: `config.params_dtype`, or
     f16 without a config) and `seed` are kernbench's, `init_method` defaults
-    to `init_method_normal(0.02)`, and `tp_comm_buffer_name` is unused, as in
-    Megatron's own non-Transformer-Engine layers.
+    to `init_method_normal(0.02)`. `tp_group=` (or `pg_collection.tp`)
+    replaces parallel_state's tensor-parallel group; `name` names the
+    layer's tensors; `skip_weight_param_allocation=True` takes the weight in
+    `forward(input_, weight=...)`; `disable_grad_reduce=True` leaves the
+    input gradient un-reduced; `output_dtype` casts the output.
+    `tp_comm_buffer_name`, `embedding_activation_buffer` and
+    `grad_output_buffer` (Transformer Engine's and deferred-wgrad buffers)
+    are accepted and have no effect.
     """
 
     partition_axis = 0
@@ -177,25 +196,37 @@ class ColumnParallelLinear(_ParallelLinear):
     def __init__(self, input_size: int, output_size: int, bias: bool = True, gather_output: bool = False,
                  init_method: InitMethod | None = None, skip_bias_add: bool = False, params_dtype=None,
                  seed: int = 0, *, config=None, stride: int = 1, keep_master_weight_for_test: bool = False,
-                 is_expert: bool = False, tp_comm_buffer_name: str | None = None):
+                 skip_weight_param_allocation: bool = False, embedding_activation_buffer=None,
+                 grad_output_buffer=None, is_expert: bool = False, tp_comm_buffer_name: str | None = None,
+                 disable_grad_reduce: bool = False, output_dtype=None, tp_group=None, pg_collection=None,
+                 name: str | None = None):
         super().__init__(input_size, output_size, config=config, init_method=init_method, bias=bias,
                          skip_bias_add=skip_bias_add, stride=stride,
                          keep_master_weight_for_test=keep_master_weight_for_test, is_expert=is_expert,
-                         params_dtype=params_dtype, seed=seed)
+                         params_dtype=params_dtype, seed=seed, tp_group=tp_group, pg_collection=pg_collection,
+                         name=name, allocate_weight=not skip_weight_param_allocation)
         if gather_output and self.sequence_parallel:
             raise ModelParallelError("ColumnParallelLinear: gather_output=True and sequence parallelism exclude each "
                                      "other (the output would be gathered along both dims)")
         self.gather_output = gather_output
-        self.output_size_per_partition = self.weight.shape[0]
+        self.disable_grad_reduce = disable_grad_reduce
+        self.output_dtype = output_dtype
+        self.output_size_per_partition = output_size // self.tensor_model_parallel_size
 
-    def forward(self, input_):
+    def forward(self, input_, weight=None, runtime_gather_output: bool | None = None):
         self._check_input(input_, self.input_size)
         if self.sequence_parallel:
-            input_parallel = gather_from_sequence_parallel_region(input_)
+            input_parallel = gather_from_sequence_parallel_region(input_, group=self.tp_group)
+        elif self.disable_grad_reduce:
+            input_parallel = input_
         else:
-            input_parallel = copy_to_tensor_model_parallel_region(input_)
-        output_parallel = self._matmul(input_parallel, None if self.skip_bias_add else self.bias)
-        output = gather_from_tensor_model_parallel_region(output_parallel) if self.gather_output else output_parallel
+            input_parallel = copy_to_tensor_model_parallel_region(input_, group=self.tp_group)
+        output_parallel = self._matmul(input_parallel, None if self.skip_bias_add else self.bias, weight)
+        gather = self.gather_output if runtime_gather_output is None else runtime_gather_output
+        output = gather_from_tensor_model_parallel_region(output_parallel, group=self.tp_group) if gather \
+            else output_parallel
+        if self.output_dtype is not None:
+            output = output.to(self.output_dtype)
         return output, (self.bias if self.skip_bias_add else None)
 
     __call__ = forward
@@ -220,11 +251,13 @@ class RowParallelLinear(_ParallelLinear):
     def __init__(self, input_size: int, output_size: int, bias: bool = True, input_is_parallel: bool = False,
                  init_method: InitMethod | None = None, skip_bias_add: bool = False, params_dtype=None,
                  seed: int = 0, *, config=None, stride: int = 1, keep_master_weight_for_test: bool = False,
-                 is_expert: bool = False, tp_comm_buffer_name: str | None = None):
+                 is_expert: bool = False, tp_comm_buffer_name: str | None = None, tp_group=None, pg_collection=None,
+                 name: str | None = None):
         super().__init__(input_size, output_size, config=config, init_method=init_method, bias=bias,
                          skip_bias_add=skip_bias_add, stride=stride,
                          keep_master_weight_for_test=keep_master_weight_for_test, is_expert=is_expert,
-                         params_dtype=params_dtype, seed=seed)
+                         params_dtype=params_dtype, seed=seed, tp_group=tp_group, pg_collection=pg_collection,
+                         name=name)
         if self.sequence_parallel and not input_is_parallel:
             raise ModelParallelError("RowParallelLinear: to enable sequence parallelism, input_is_parallel must be "
                                      "True (the input is a column-parallel layer's output)")
@@ -233,12 +266,13 @@ class RowParallelLinear(_ParallelLinear):
 
     def forward(self, input_):
         self._check_input(input_, self.input_size_per_partition if self.input_is_parallel else self.input_size)
-        input_parallel = input_ if self.input_is_parallel else scatter_to_tensor_model_parallel_region(input_)
+        input_parallel = input_ if self.input_is_parallel else \
+            scatter_to_tensor_model_parallel_region(input_, group=self.tp_group)
         output_parallel = self._matmul(input_parallel, None)
         if self.sequence_parallel:
-            output = reduce_scatter_to_sequence_parallel_region(output_parallel)
+            output = reduce_scatter_to_sequence_parallel_region(output_parallel, group=self.tp_group)
         else:
-            output = reduce_from_tensor_model_parallel_region(output_parallel)
+            output = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)
         if self.skip_bias_add or self.bias is None:
             return output, (self.bias if self.skip_bias_add else None)
         return AddBiasFunction.apply(output, self.bias), None

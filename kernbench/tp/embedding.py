@@ -1,0 +1,132 @@
+"""Megatron's `VocabParallelEmbedding`: an embedding table split over the tensor-parallel group by vocabulary.
+
+Rank r of a group of p holds rows [r·V/p, (r+1)·V/p) of the (V, hidden)
+table. A lookup runs on every rank with the whole batch of token ids: ids
+outside the rank's rows read row 0 and are then zeroed, so each rank holds
+its rows' part of the output and zeros elsewhere, and the all-reduce (sum)
+of `reduce_from_tensor_model_parallel_region` completes it on every rank.
+With `reduce_scatter_embeddings` (sequence parallelism) the [b, s, h] output
+is transposed to [s, b, h] and reduce-scattered along the sequence instead,
+each rank keeping its slice.
+
+The lookup is device work on the run's `torch`: comparisons and
+`masked_fill` for the mask, advanced indexing (a gathered copy) for the rows.
+Indexing reads the ids to the host, as the simulator must know which rows
+move, so a `--timing-only` run (which computes no values) cannot look up:
+it raises `ValuesNotComputed`. Megatron's `deterministic_mode` picks between
+two equal lookups there; here there is one. The backward of the lookup is
+autograd's for indexing, which refuses repeated ids (every masked id reads
+row 0), so the embedding is forward only for now.
+
+Initialization as Megatron's: with `config.use_cpu_initialization` the
+whole (V, hidden) master table is drawn in float32 on the host from the
+rank's default generator (seed it with `torch.manual_seed`, the same on
+every rank) and each rank keeps its rows, so the table does not depend on
+the tensor-parallel size; otherwise each rank draws its own rows inside the
+RNG tracker's "model-parallel-rng" fork (`model_parallel_cuda_manual_seed`
+first). `init_method(array, rng)` fills a float32 numpy array in place from
+the numpy generator it is given, as `kernbench.tp.layers`' initializers do
+(`config.init_method` of a `TransformerConfig` is one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernbench.tp import parallel_state
+from kernbench.tp.config import config_value
+from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.mappings import reduce_from_tensor_model_parallel_region, reduce_scatter_to_sequence_parallel_region
+from kernbench.tp.random import default_generator_rng, get_cuda_rng_tracker
+
+
+def vocab_range_from_global_vocab_size(global_vocab_size: int, rank: int, world_size: int) -> tuple[int, int]:
+    """The rows [first, last) of the table that `rank` of `world_size` holds (Megatron's `VocabUtility`)."""
+    if global_vocab_size % world_size:
+        raise ModelParallelError(f"VocabParallelEmbedding: num_embeddings ({global_vocab_size}) is not divisible by "
+                                 f"the tensor-parallel size ({world_size})")
+    per_partition = global_vocab_size // world_size
+    return rank * per_partition, (rank + 1) * per_partition
+
+
+class VocabParallelEmbedding:
+    """Embedding parallelized in the vocabulary dimension: `forward(ids)` is `table[ids]`, summed over the group.
+
+    Megatron's signature. `tp_group` is the group to split over (default: the
+    rank's tensor-parallel group); `pg_collection` is accepted and unused
+    (Megatron reads only its generalized-tensor-parallel group, which does
+    not exist here). The weight is a parameter of shape
+    (num_embeddings / tp, embedding_dim) in `config.params_dtype` on the
+    rank's current device; `forward` (also `__call__`) takes integer ids of
+    any shape and returns (*ids.shape, embedding_dim) in the weight's dtype,
+    or [s, b, h] from [b, s] ids with `reduce_scatter_embeddings`, this
+    rank's s / tp rows.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, *, init_method, reduce_scatter_embeddings: bool = False,
+                 config, tp_group=None, pg_collection=None):
+        self._torch = torch = parallel_state.get_torch_namespace()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.reduce_scatter_embeddings = reduce_scatter_embeddings
+        self.config = config
+        self.deterministic_mode = config_value(config, "deterministic_mode")
+        self.tp_group = tp_group if tp_group is not None else parallel_state.get_tensor_model_parallel_group()
+        if tp_group is None:
+            rank = parallel_state.get_tensor_model_parallel_rank()
+            self.tp_size = parallel_state.get_tensor_model_parallel_world_size()
+        else:
+            rank, self.tp_size = tp_group.rank(), tp_group.size()
+            if rank < 0:
+                raise ModelParallelError(f"VocabParallelEmbedding: tp_group {tp_group.name} (ranks "
+                                         f"{list(tp_group.ranks)}) does not hold the calling rank")
+        self.vocab_start_index, self.vocab_end_index = vocab_range_from_global_vocab_size(num_embeddings, rank,
+                                                                                          self.tp_size)
+        self.num_embeddings_per_partition = self.vocab_end_index - self.vocab_start_index
+        params_dtype = config_value(config, "params_dtype")
+        self.weight = torch.nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim,
+                                                     dtype=params_dtype, name="VocabParallelEmbedding.weight"))
+        if config_value(config, "perform_initialization"):
+            rows = self._initial_rows(init_method, config_value(config, "use_cpu_initialization"))
+            with torch.no_grad():
+                self.weight.data.copy_(rows.astype(self.weight.dtype.numpy), non_blocking=True)
+
+    def _initial_rows(self, init_method, on_host: bool) -> np.ndarray:
+        """This rank's rows, float32: of the whole master table (host initialization) or drawn alone (device's)."""
+        if on_host:
+            master = np.empty((self.num_embeddings, self.embedding_dim), dtype=np.float32)
+            with default_generator_rng(self._torch) as rng:
+                init_method(master, rng)
+            return master[self.vocab_start_index:self.vocab_end_index]
+        tracker = get_cuda_rng_tracker()
+        if "model-parallel-rng" not in tracker.get_states():
+            raise ModelParallelError("VocabParallelEmbedding: initializing on the device draws from the RNG tracker's "
+                                     "model-parallel-rng state; call model_parallel_cuda_manual_seed(seed) first, or "
+                                     "set use_cpu_initialization=True in the config")
+        rows = np.empty((self.num_embeddings_per_partition, self.embedding_dim), dtype=np.float32)
+        with tracker.fork(), default_generator_rng(self._torch, device="ahbm") as rng:
+            init_method(rows, rng)
+        return rows
+
+    def forward(self, input_):
+        """The embeddings of token ids `input_`: this rank's rows looked up, then summed (or reduce-scattered)."""
+        if self.tp_size > 1:
+            input_mask = (input_ < self.vocab_start_index) | (input_ >= self.vocab_end_index)
+            masked_input = (input_ - self.vocab_start_index).masked_fill(input_mask, 0)
+        else:
+            masked_input = input_
+        output_parallel = self.weight[masked_input]
+        if self.tp_size > 1:
+            output_parallel = output_parallel.masked_fill(input_mask.unsqueeze(-1), 0.0)
+        if self.reduce_scatter_embeddings:
+            # Megatron's [b, s, h] -> [s, b, h], so the sequence is the dim the reduce-scatter splits.
+            output_parallel = output_parallel.transpose(0, 1).contiguous()
+            return reduce_scatter_to_sequence_parallel_region(output_parallel, group=self._mapping_group())
+        if self.tp_size > 1:
+            return reduce_from_tensor_model_parallel_region(output_parallel, group=self._mapping_group())
+        return output_parallel
+
+    __call__ = forward
+
+    def _mapping_group(self):
+        """The group for the mappings: None (their default, the tensor-parallel group) unless `tp_group` was given."""
+        return None if self.tp_group is parallel_state.get_tensor_model_parallel_group() else self.tp_group
