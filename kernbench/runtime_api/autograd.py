@@ -134,6 +134,8 @@ def backward(root, gradient=None) -> None:
                 if source is None or source_grad is None:
                     continue
                 source_grad = sum_to_shape(source_grad, source.shape)
+                if source_grad.dtype is not source.dtype:  # a gradient has its tensor's dtype, as in PyTorch
+                    source_grad = source_grad.to_dtype(source.dtype)
                 grads[source] = source_grad if source not in grads else grads[source] + source_grad
 
 

@@ -307,7 +307,7 @@ _REDUCTION_GRAD = {
     "sum": lambda g, x, out, dims: g.expand(x.shape),
     "mean": lambda g, x, out, dims: g.expand(x.shape) / max(1, x.numel() // max(1, out.numel())),
     "prod": lambda g, x, out, dims: g * out / x,
-    **{name: (lambda g, x, out, dims: where(x == out, g / (x == out).float().sum(dims, keepdim=True), 0.0))
+    **{name: (lambda g, x, out, dims: where(x == out, g / (x == out).to_dtype(g.dtype).sum(dims, keepdim=True), 0.0))
        for name in ("amax", "amin")},
 }
 

@@ -348,7 +348,9 @@ class _LanguagePatch:
     """Applies the patch table while at least one program is running."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a program interrupted mid-run releases in its `finally` when its greenlet is collected,
+        # which can happen inside another program's acquire on the same thread.
+        self._lock = threading.RLock()
         self._running = 0
         self._table: list[tuple[object, str, object]] | None = None
         self._saved: list[tuple[object, str, object]] = []

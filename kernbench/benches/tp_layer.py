@@ -1,0 +1,204 @@
+"""One training step of a tensor-parallel transformer layer: simulated step time, compute, exposed communication, MFU.
+
+For each tensor-parallel size (`--tp`, default every divisor of the SIP
+count) and sequence parallelism off and on (`--sp`), every rank (one per
+SIP) builds Megatron's transformer layer (`kernbench.tp.transformer`), runs
+forward, `loss.backward()` and the data-parallel all-reduce of every
+gradient, and rank 0 reports:
+
+- step: simulated time from the first op of the step to the last;
+- communication: the collectives on rank 0's stream (tensor-parallel
+  all-reduce / all-gather / reduce-scatter, forward and backward, and the
+  data-parallel gradient all-reduce), bracketed by stream events, so their
+  time is exact; nothing overlaps them here (Megatron's `tp_comm_overlap`
+  is not modelled yet), so all of it is exposed;
+- compute: step minus communication;
+- MFU: the layer's training flops (3 x forward: QKV, projection, MLP and the
+  attention scores and context) over the step time and the f16 peak of the
+  tensor-parallel group's SIPs.
+
+Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --sp off,on
+--plot FILE (the step's breakdown per configuration). With --timing-only
+nothing is computed and the table is the same.
+"""
+
+import argparse
+
+from kernbench.errors import KernbenchError
+from kernbench.tp import parallel_state
+from kernbench.tp.config import TransformerConfig
+from kernbench.tp.transformer import TransformerLayer
+
+COLLECTIVES = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+
+
+class LayerBenchError(KernbenchError):
+    """An option tp_layer cannot use: one line, status 2."""
+
+
+def run(torch, argv=()):
+    options = _options(torch, argv)
+    rows = []
+    for tp in options.tp:
+        for sp in options.sp:
+            if sp and tp == 1:
+                continue  # sequence parallelism needs a tensor-parallel group
+            measured = {}
+            torch.multiprocessing.spawn(_worker, args=(torch, options, tp, sp, measured),
+                                        nprocs=torch.ahbm.device_count())
+            rows.append((tp, sp, measured))
+    _print_table(torch, options, rows)
+    if options.plot:
+        _plot(options.plot, rows)
+
+
+def _options(torch, argv):
+    parser = argparse.ArgumentParser(prog="tp_layer", description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--tp", default=None, help="tensor-parallel sizes, comma-separated (default: every divisor)")
+    parser.add_argument("--sp", default="off,on", help="sequence parallelism: off, on, or off,on")
+    parser.add_argument("--plot", default=None, help="write the breakdown per configuration to this image")
+    options = parser.parse_args(list(argv))
+    world = torch.ahbm.device_count()
+    options.tp = [d for d in range(1, world + 1) if world % d == 0] if options.tp is None else \
+        [_positive(value, "--tp") for value in options.tp.split(",")]
+    for tp in options.tp:
+        if world % tp or options.heads % tp or options.hidden % options.heads:
+            raise LayerBenchError(f"tp_layer: --tp {tp} must divide the {world} SIPs and the {options.heads} heads, "
+                                  f"and --heads must divide --hidden {options.hidden}")
+    choices = {"off": False, "on": True}
+    if any(value not in choices for value in options.sp.split(",")):
+        raise LayerBenchError(f"tp_layer: --sp takes off, on or off,on, got {options.sp!r}")
+    options.sp = [choices[value] for value in options.sp.split(",")]
+    for name in ("hidden", "heads", "seq", "batch"):
+        _positive(getattr(options, name), f"--{name}")
+    return options
+
+
+def _positive(value, option: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1:
+        raise LayerBenchError(f"tp_layer: {option} must be a positive whole number, got {value!r}")
+    return number
+
+
+def _worker(rank, torch, options, tp, sp, measured):
+    torch.ahbm.set_device(rank)
+    torch.distributed.init_process_group(backend="ahbm")
+    timeline = _Timeline(torch, enabled=rank == 0)
+    parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented())
+    config = TransformerConfig(num_layers=1, hidden_size=options.hidden, num_attention_heads=options.heads,
+                               params_dtype=torch.float16, sequence_parallel=sp)
+    layer = TransformerLayer(config)
+    rows = options.seq // tp if sp else options.seq
+    hidden = torch.randn(rows, options.batch, options.hidden, dtype=torch.float16).requires_grad_()
+    torch.ahbm.synchronize()
+    timeline.start()
+    layer(hidden).float().square().mean().backward()
+    data_parallel = parallel_state.get_data_parallel_group()
+    if parallel_state.get_data_parallel_world_size() > 1:
+        for parameter in layer.parameters():
+            timeline.instrumented().distributed.all_reduce(parameter.grad, group=data_parallel)
+    timeline.stop()
+    if rank == 0:
+        measured.update(timeline.totals())
+    parallel_state.destroy_model_parallel()
+
+
+class _Timeline:
+    """Events on the rank's stream around the step and around each collective: exact simulated picoseconds."""
+
+    def __init__(self, torch, enabled: bool):
+        self._torch = torch
+        self._enabled = enabled
+        self._marks = []
+        self._namespace = self._instrument(torch) if enabled else torch
+
+    def instrumented(self):
+        return self._namespace
+
+    def _instrument(self, torch):
+        distributed, timeline = torch.distributed, self
+
+        class TimedDistributed:
+            def __getattr__(self, name):
+                attribute = getattr(distributed, name)
+                if name not in COLLECTIVES:
+                    return attribute
+
+                def timed(*args, **kwargs):
+                    timeline._mark("compute")
+                    work = attribute(*args, **kwargs)
+                    timeline._mark("communication")
+                    return work
+                return timed
+
+        class Timed:
+            def __getattr__(self, name):
+                return TimedDistributed() if name == "distributed" else getattr(torch, name)
+
+        return Timed()
+
+    def _mark(self, phase_that_ended: str) -> None:
+        if self._enabled:
+            event = self._torch.ahbm.Event(enable_timing=True)
+            event.record()
+            self._marks.append((phase_that_ended, event))
+
+    def start(self) -> None:
+        self._mark("idle")
+
+    def stop(self) -> None:
+        self._mark("compute")
+
+    def totals(self) -> dict:
+        totals = {"compute": 0, "communication": 0}
+        for (_, start), (phase, end) in zip(self._marks, self._marks[1:]):
+            end.synchronize()
+            totals[phase] += end.time_ps - start.time_ps
+        return totals
+
+
+def _training_flops(options) -> int:
+    s, b, h = options.seq, options.batch, options.hidden
+    dense = 2 * s * b * h * (3 * h + h + 2 * 4 * h)  # QKV, projection, the two MLP linears
+    attention = 2 * 2 * b * s * s * h  # scores and context
+    return 3 * (dense + attention)  # forward, and backward's two products per forward product
+
+
+def _print_table(torch, options, rows) -> None:
+    peak = torch.ahbm.get_device_properties(0).peak_flops["f16"]
+    flops = _training_flops(options)
+    print(f"tp_layer: hidden={options.hidden} heads={options.heads} seq={options.seq} batch={options.batch} f16, "
+          f"one training step (forward, backward, data-parallel gradient all-reduce), rank 0")
+    print(f"{'tp':>3} {'sp':>4} {'step':>12} {'compute':>12} {'exposed comm':>13} {'MFU':>7}")
+    for tp, sp, measured in rows:
+        step = measured["compute"] + measured["communication"]
+        mfu = flops / (step * 1e-12) / (tp * peak) if step else 0.0
+        print(f"{tp:>3} {'on' if sp else 'off':>4} {step / 1e6:>9.3f} us {measured['compute'] / 1e6:>9.3f} us "
+              f"{measured['communication'] / 1e6:>10.3f} us {100 * mfu:>6.1f}%")
+
+
+def _plot(path, rows) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"tp{tp}{' sp' if sp else ''}" for tp, sp, _ in rows]
+    compute = [m["compute"] / 1e6 for _, _, m in rows]
+    communication = [m["communication"] / 1e6 for _, _, m in rows]
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.bar(labels, compute, label="compute")
+    axes.bar(labels, communication, bottom=compute, label="exposed communication")
+    axes.set_ylabel("simulated step time (us)")
+    axes.set_title("tensor-parallel transformer layer: one training step")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)

@@ -1,0 +1,98 @@
+"""ADR 0011: the tensor-parallel transformer layer — numpy forward, tp-invariant gradients, the training-step bench."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.numerics import assert_close
+from kernbench.session import Session
+from kernbench.tp import parallel_state
+from kernbench.tp.config import TransformerConfig
+from kernbench.tp.transformer import TransformerLayer
+from tests.tp.harness import run_tensor_parallel
+
+SEQ, BATCH, HIDDEN, HEADS = 8, 2, 32, 4
+
+
+def _input():
+    return np.random.default_rng(7).standard_normal((SEQ, BATCH, HIDDEN)).astype(np.float32)
+
+
+def _layer_norm(x):
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+
+
+def _reference(x, w):
+    """The layer in numpy from its full (unpartitioned) weights `w`."""
+    s, b, h = x.shape
+    d = h // HEADS
+    qkv = _layer_norm(x) @ w["qkv"].T + w["qkv_b"]
+    q, k, v = (part.transpose(1, 2, 0, 3) for part in np.split(qkv.reshape(s, b, HEADS, 3 * d), 3, axis=-1))
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(d) + np.triu(np.full((s, s), -np.inf), 1)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    context = (probs @ v).transpose(2, 0, 1, 3).reshape(s, b, h)
+    hidden = x + context @ w["proj"].T + w["proj_b"]
+    a = _layer_norm(hidden) @ w["fc1"].T + w["fc1_b"]
+    gelu = 0.5 * a * (1 + np.tanh(0.79788456 * (a + 0.044715 * a ** 3)))
+    return hidden + gelu @ w["fc2"].T + w["fc2_b"]
+
+
+def _step(sequence_parallel: bool):
+    x = _input()
+
+    def step(torch, rank):
+        tp = parallel_state.get_tensor_model_parallel_world_size()
+        tp_rank = parallel_state.get_tensor_model_parallel_rank()
+        config = TransformerConfig(num_layers=1, hidden_size=HIDDEN, num_attention_heads=HEADS,
+                                   params_dtype=torch.float32, sequence_parallel=sequence_parallel)
+        layer = TransformerLayer(config)
+        rows = slice(tp_rank * SEQ // tp, (tp_rank + 1) * SEQ // tp) if sequence_parallel and tp > 1 else slice(None)
+        hidden = torch.tensor(x[rows]).requires_grad_()
+        out = layer(hidden)
+        out.square().sum().backward()
+        linears = {"qkv": layer.self_attention.linear_qkv, "proj": layer.self_attention.linear_proj,
+                   "fc1": layer.mlp.linear_fc1, "fc2": layer.mlp.linear_fc2}
+        return {"out": out.numpy(), "dx": hidden.grad.numpy(), "rows": rows, "tp": tp, "tp_rank": tp_rank,
+                **{name: linear.weight.numpy() for name, linear in linears.items()},
+                **{name + "_b": linear.bias.numpy() for name, linear in linears.items()},
+                **{"d" + name: linear.weight.grad.numpy() for name, linear in linears.items()}}
+
+    return step
+
+
+def test_adr0011_t43_the_layer_forward_is_the_numpy_transformer_layer():
+    result = run_tensor_parallel(1, _step(False))[0]
+    weights = {name: result[name] for name in ("qkv", "qkv_b", "proj", "proj_b", "fc1", "fc1_b", "fc2", "fc2_b")}
+    assert_close(result["out"], _reference(_input(), weights), "f32")
+
+
+@pytest.mark.parametrize("tp, sequence_parallel", [(2, False), (4, False), (2, True), (4, True)])
+def test_adr0011_t44_gradients_do_not_depend_on_the_tensor_parallel_size(tp, sequence_parallel):
+    """Input and weight gradients at tp > 1 (with and without sequence parallelism) are tp 1's, partitioned.
+
+    Column-parallel weights split by output rows — for QKV, by head, each head's [q k v] rows together — and
+    row-parallel ones by input columns, as Megatron lays them out.
+    """
+    single = run_tensor_parallel(1, _step(False))[0]
+    for got in run_tensor_parallel(tp, _step(sequence_parallel)).values():
+        part, rows = got["tp_rank"], got["rows"]
+        assert_close(got["dx"], single["dx"][rows], "f32")
+        assert_close(got["dfc1"], np.split(single["dfc1"], tp, axis=0)[part], "f32")
+        assert_close(got["dfc2"], np.split(single["dfc2"], tp, axis=1)[part], "f32")
+        assert_close(got["dproj"], np.split(single["dproj"], tp, axis=1)[part], "f32")
+        assert_close(got["dqkv"], np.split(single["dqkv"], tp, axis=0)[part], "f32")
+
+
+def test_adr0011_t45_the_bench_exposed_communication_is_the_collectives_records(capsys):
+    from kernbench.benches import tp_layer
+
+    session = Session("default")
+    session.run(tp_layer.run, session.torch, ["--hidden", "64", "--heads", "4", "--seq", "16", "--tp", "2",
+                                              "--sp", "off"])
+    row = capsys.readouterr().out.splitlines()[2].split()
+    step, compute, communication = (float(row[i]) for i in (2, 4, 6))
+    assert row[:2] == ["2", "off"] and step == pytest.approx(compute + communication, abs=2e-3)
+    rank0 = [record["time_ps"] for record in session.ctx.collectives if 0 in record["ranks"]]
+    assert communication == pytest.approx(sum(rank0) / 1e6, abs=1e-3)
