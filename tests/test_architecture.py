@@ -22,9 +22,10 @@ LAYERS = {
     "tp": 8,
     "report": 9,
     "session": 10,
-    "cli": 11,
-    "__main__": 12,
-    "benches": 13,
+    "sweep": 11, "probe": 11, "web": 11,
+    "cli": 12,
+    "__main__": 13,
+    "benches": 14,
 }
 
 

@@ -12,9 +12,10 @@ collective, one row per size, in nccl-tests' columns:
     size (B), count (elements), type, redop, time (us), algbw (GB/s), busbw (GB/s), #wrong
 
 and ends each table with nccl-tests' `# Avg bus bandwidth` over its rows.
-The options go after the bench's path; `kernbench run --help` answers for
-kernbench itself, so they are listed here, and a bad one is a one-line
-error (`SweepUsageError`, exit status 2) that repeats the usage.
+The options go after the bench's path; `add_arguments` declares them, so
+`kernbench run ccl_sweep --help` and `kernbench list` show them, and a bad
+one is a one-line error (`SweepUsageError`, exit status 2) that repeats
+the usage.
 
 Decisions, and why:
 
@@ -141,9 +142,8 @@ class _Parser(argparse.ArgumentParser):
         raise SweepUsageError(f"{self.prog}: {message} ({' '.join(self.format_usage().split())})")
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = _Parser(prog="ccl_sweep", add_help=False,
-                     description="nccl-tests-style sweep of collectives over sizes and algorithms")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's options (`kernbench run ccl_sweep --help`)."""
     parser.add_argument("--algorithms", metavar="A,B", type=_names, default=None,
                         help="algorithms of ccl.yaml to run (default: all of them)")
     parser.add_argument("--collectives", metavar="C,D", type=_names, default=None,
@@ -156,6 +156,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="each size is the previous one times F (default 4)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="element type (default f16)")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw busbw against size into OUT.png")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="ccl_sweep", add_help=False,
+                     description="nccl-tests-style sweep of collectives over sizes and algorithms")
+    add_arguments(parser)
     options = parser.parse_args(argv)
     if options.factor < 2:
         parser.error(f"--factor {options.factor}: must be at least 2")

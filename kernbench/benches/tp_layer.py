@@ -22,15 +22,12 @@ Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --sp off,on
 nothing is computed and the table is the same.
 """
 
-import argparse
-
+from kernbench.report.stream_timeline import StreamTimeline
+from kernbench.cli.bench_options import parse_bench_options
 from kernbench.errors import KernbenchError
 from kernbench.tp import parallel_state
 from kernbench.tp.config import TransformerConfig
 from kernbench.tp.transformer import TransformerLayer
-
-COLLECTIVES = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
-
 
 class LayerBenchError(KernbenchError):
     """An option tp_layer cannot use: one line, status 2."""
@@ -52,16 +49,18 @@ def run(torch, argv=()):
         _plot(options.plot, rows)
 
 
-def _options(torch, argv):
-    parser = argparse.ArgumentParser(prog="tp_layer", description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=1)
+def add_arguments(parser) -> None:
+    parser.add_argument("--hidden", type=int, default=512, help="hidden size (default 512)")
+    parser.add_argument("--heads", type=int, default=8, help="attention heads (default 8)")
+    parser.add_argument("--seq", type=int, default=256, help="sequence length (default 256)")
+    parser.add_argument("--batch", type=int, default=1, help="micro-batch size (default 1)")
     parser.add_argument("--tp", default=None, help="tensor-parallel sizes, comma-separated (default: every divisor)")
     parser.add_argument("--sp", default="off,on", help="sequence parallelism: off, on, or off,on")
-    parser.add_argument("--plot", default=None, help="write the breakdown per configuration to this image")
-    options = parser.parse_args(list(argv))
+    parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw the breakdown per configuration")
+
+
+def _options(torch, argv):
+    options = parse_bench_options("tp_layer", add_arguments, argv, error_type=LayerBenchError)
     world = torch.ahbm.device_count()
     options.tp = [d for d in range(1, world + 1) if world % d == 0] if options.tp is None else \
         [_positive(value, "--tp") for value in options.tp.split(",")]
@@ -91,7 +90,7 @@ def _positive(value, option: str) -> int:
 def _worker(rank, torch, options, tp, sp, measured):
     torch.ahbm.set_device(rank)
     torch.distributed.init_process_group(backend="ahbm")
-    timeline = _Timeline(torch, enabled=rank == 0)
+    timeline = StreamTimeline(torch, enabled=rank == 0, before_collective="compute", collective="communication")
     parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented())
     config = TransformerConfig(num_layers=1, hidden_size=options.hidden, num_attention_heads=options.heads,
                                params_dtype=torch.float16, sequence_parallel=sp)
@@ -99,70 +98,16 @@ def _worker(rank, torch, options, tp, sp, measured):
     rows = options.seq // tp if sp else options.seq
     hidden = torch.randn(rows, options.batch, options.hidden, dtype=torch.float16).requires_grad_()
     torch.ahbm.synchronize()
-    timeline.start()
+    timeline.mark("idle")
     layer(hidden).float().square().mean().backward()
     data_parallel = parallel_state.get_data_parallel_group()
     if parallel_state.get_data_parallel_world_size() > 1:
         for parameter in layer.parameters():
             timeline.instrumented().distributed.all_reduce(parameter.grad, group=data_parallel)
-    timeline.stop()
+    timeline.mark("compute")
     if rank == 0:
-        measured.update(timeline.totals())
+        measured.update(timeline.totals(("compute", "communication")))
     parallel_state.destroy_model_parallel()
-
-
-class _Timeline:
-    """Events on the rank's stream around the step and around each collective: exact simulated picoseconds."""
-
-    def __init__(self, torch, enabled: bool):
-        self._torch = torch
-        self._enabled = enabled
-        self._marks = []
-        self._namespace = self._instrument(torch) if enabled else torch
-
-    def instrumented(self):
-        return self._namespace
-
-    def _instrument(self, torch):
-        distributed, timeline = torch.distributed, self
-
-        class TimedDistributed:
-            def __getattr__(self, name):
-                attribute = getattr(distributed, name)
-                if name not in COLLECTIVES:
-                    return attribute
-
-                def timed(*args, **kwargs):
-                    timeline._mark("compute")
-                    work = attribute(*args, **kwargs)
-                    timeline._mark("communication")
-                    return work
-                return timed
-
-        class Timed:
-            def __getattr__(self, name):
-                return TimedDistributed() if name == "distributed" else getattr(torch, name)
-
-        return Timed()
-
-    def _mark(self, phase_that_ended: str) -> None:
-        if self._enabled:
-            event = self._torch.ahbm.Event(enable_timing=True)
-            event.record()
-            self._marks.append((phase_that_ended, event))
-
-    def start(self) -> None:
-        self._mark("idle")
-
-    def stop(self) -> None:
-        self._mark("compute")
-
-    def totals(self) -> dict:
-        totals = {"compute": 0, "communication": 0}
-        for (_, start), (phase, end) in zip(self._marks, self._marks[1:]):
-            end.synchronize()
-            totals[phase] += end.time_ps - start.time_ps
-        return totals
 
 
 def _training_flops(options) -> int:

@@ -5,6 +5,8 @@ One worker per SIP (`torch.multiprocessing.spawn`), grouped by
 consecutive ranks (default: every SIP in one group; a smaller size leaves
 data-parallel replicas that compute the same MLP). Sizes are the module
 constants below unless KERNBENCH_HIDDEN / KERNBENCH_TOKENS say otherwise.
+The options `--tp`, `--hidden` and `--tokens` (`add_arguments`) set the
+same three and take precedence over the environment.
 
 As in Megatron, the first linear skips its bias so that the bias is fused
 into GELU (`bias_gelu`), and the second skips its bias so it is added once,
@@ -23,11 +25,13 @@ of the group to arrive; the ranks here are symmetric, so nobody waits and
 the two are equal to the picosecond.
 """
 
+import argparse
 import os
-from types import SimpleNamespace
 
 import numpy as np
 
+from kernbench.report.stream_timeline import StreamTimeline
+from kernbench.cli.bench_options import parse_bench_options
 from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
 from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels, parallel_state
@@ -41,17 +45,39 @@ class MlpSettingError(KernbenchError):
     """A KERNBENCH_* setting tp_mlp cannot use: the CLI prints it as one line, with status 2."""
 
 
-def run(torch):
+def add_arguments(parser) -> None:
+    """The MLP's sizes (`kernbench run tp_mlp --help`); each defaults to its KERNBENCH_* variable."""
+    parser.add_argument("--tp", metavar="N", type=_positive, default=None,
+                        help="tensor-parallel size (default: $KERNBENCH_TP, else every SIP in one group)")
+    parser.add_argument("--hidden", metavar="H", type=_positive, default=None,
+                        help=f"hidden size (default: $KERNBENCH_HIDDEN, else {HIDDEN})")
+    parser.add_argument("--tokens", metavar="T", type=_positive, default=None,
+                        help=f"tokens in the batch (default: $KERNBENCH_TOKENS, else {TOKENS})")
+
+
+def run(torch, argv=()):
+    options = parse_bench_options("tp_mlp", add_arguments, argv, error_type=MlpSettingError)
     world_size = torch.ahbm.device_count()
-    tp = _setting("KERNBENCH_TP", world_size)
+    tp = options.tp or _setting("KERNBENCH_TP", world_size)
     if world_size % tp:
         divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
-        raise MlpSettingError(f"tp_mlp: KERNBENCH_TP={tp} does not divide the {world_size} ranks (one per SIP); "
+        given = f"--tp {tp}" if options.tp else f"KERNBENCH_TP={tp}"
+        raise MlpSettingError(f"tp_mlp: {given} does not divide the {world_size} ranks (one per SIP); "
                               f"expected one of {', '.join(map(str, divisors))}")
-    hidden = _setting("KERNBENCH_HIDDEN", HIDDEN)
-    tokens = _setting("KERNBENCH_TOKENS", TOKENS)
+    hidden = options.hidden or _setting("KERNBENCH_HIDDEN", HIDDEN)
+    tokens = options.tokens or _setting("KERNBENCH_TOKENS", TOKENS)
     phases = mlp_phases(torch, tp, tokens, hidden)
     _print_breakdown(torch, tokens, hidden, tp, world_size, phases)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive whole number")
+    return value
 
 
 def _setting(name: str, default: int) -> int:
@@ -84,8 +110,8 @@ def mlp_phases(torch, tp: int, tokens: int, hidden: int) -> dict:
 def _worker(rank, torch, tp, problem, outputs, phases):
     torch.ahbm.set_device(rank)
     torch.distributed.init_process_group(backend="ahbm")
-    timeline = _Timeline(torch, enabled=rank == 0)
-    parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented(torch))
+    timeline = StreamTimeline(torch, enabled=rank == 0, before_collective="gemm", collective="all-reduce")
+    parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented())
     x, w1, b1, w2, b2 = problem
     tokens, hidden = x.shape
     fc1 = ColumnParallelLinear(hidden, 4 * hidden, skip_bias_add=True)
@@ -107,50 +133,8 @@ def _worker(rank, torch, tp, problem, outputs, phases):
     if not torch.is_timing_only():
         outputs[rank] = output.numpy()
     if rank == 0:
-        phases.update(timeline.picoseconds_by_phase())
+        phases.update(timeline.totals(PHASES))
     parallel_state.destroy_model_parallel()
-
-
-class _Timeline:
-    """Events recorded on the rank's current stream, each closing the phase named when it was marked."""
-
-    def __init__(self, torch, enabled: bool):
-        self._torch = torch
-        self._enabled = enabled
-        self._marks = []
-
-    def mark(self, phase_that_ended: str) -> None:
-        if self._enabled:
-            event = self._torch.ahbm.Event(enable_timing=True)
-            event.record()
-            self._marks.append((phase_that_ended, event))
-
-    def instrumented(self, torch):
-        """`torch`, with every all-reduce closing a gemm phase before it and an all-reduce phase after it."""
-        if not self._enabled:
-            return torch
-        distributed = torch.distributed
-        timeline = self
-
-        class TimedDistributed:
-            def __getattr__(self, name):
-                return getattr(distributed, name)
-
-            def all_reduce(self, tensor, *args, **kwargs):
-                timeline.mark("gemm")
-                work = distributed.all_reduce(tensor, *args, **kwargs)
-                timeline.mark("all-reduce")
-                return work
-
-        return SimpleNamespace(**{**vars(torch), "distributed": TimedDistributed()})
-
-    def picoseconds_by_phase(self) -> dict:
-        """Simulated picoseconds per phase, exact (the events' own integer times, not elapsed_time's milliseconds)."""
-        totals = dict.fromkeys(PHASES, 0)
-        for (_, start), (phase, end) in zip(self._marks, self._marks[1:]):
-            end.synchronize()
-            totals[phase] += end.time_ps - start.time_ps
-        return totals
 
 
 def _problem(tokens: int, hidden: int):

@@ -1,9 +1,12 @@
-"""The `kernbench` command: one subcommand per module in this package.
+"""The `kernbench` command: one subcommand per row of `COMMANDS`.
 
 Each subcommand module exposes `register(subparsers)`, which adds its parser
 and sets `handler` to a function taking the parsed arguments and returning
-an exit status. User errors (`KernbenchError`) are printed as their message
-with exit status 2 — never a traceback. SIGINT and SIGTERM end any command
+an exit status. `COMMANDS` holds the modules, in the order `kernbench
+--help` lists them; a command that lives outside this package (`kernbench
+sweep`, in `kernbench.sweep`) is a row like any other. User errors
+(`KernbenchError`) are printed as their message with exit status 2 — never
+a traceback. SIGINT and SIGTERM end any command
 with one line and status 130 (`interrupts.py`). Subcommand modules import
 the simulator itself inside their handlers, so the signal handlers are in
 place before the slow imports (triton) start.
@@ -16,11 +19,22 @@ import contextlib
 import os
 import sys
 
-from kernbench.cli import run_cmd, topo_cmd
+from kernbench.cli import list_cmd, probe_cmd, run_cmd, topo_cmd, web_cmd
 from kernbench.cli.interrupts import INTERRUPTED_STATUS, Interrupts
 from kernbench.errors import KernbenchError
+from kernbench.sweep import command as sweep_cmd
 
 USER_ERROR_STATUS = 2
+
+# Each module's top level imports nothing slow: the simulator is imported inside the handlers.
+COMMANDS = (
+    run_cmd,    # kernbench run BENCH
+    list_cmd,   # kernbench list [PATH]
+    sweep_cmd,  # kernbench sweep SWEEP.yaml (ADR 0018)
+    topo_cmd,   # kernbench topo [FILE]
+    probe_cmd,  # kernbench probe SRC DST
+    web_cmd,    # kernbench web [REPORT.json] [TRACE.json]
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulated multi-SIP HBM accelerator with a torch-like API.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (run_cmd, topo_cmd):
+    for module in COMMANDS:
         module.register(subparsers)
     return parser
 

@@ -1,23 +1,30 @@
-"""Finding and importing a bench: a path to a `.py` file or a shipped name.
+"""Finding and importing a bench: a path to a `.py` file, a shipped name, or a shipped bench's number.
 
-A bench is a Python file defining `run(torch)`. Shipped benches live in
-`kernbench/benches/` (the repository's `benches/` folder links there), so
-`kernbench run ccl_allreduce` works from any folder. Problems finding or
-importing a bench are the user's to fix, so they become one-line
+A bench is a Python file defining `run(torch)` (or `run(torch, argv)` with
+its options declared by `add_arguments(parser)`, `bench_options.py`).
+Shipped benches live in `kernbench/benches/` (the repository's `benches/`
+folder links there), so `kernbench run ccl_allreduce` works from any
+folder, and are numbered 1, 2, … in name order (`kernbench list`), so
+`kernbench run 2` is the second. A bench's description is the first line of
+its module docstring, read from the source without importing it. Problems
+finding or importing a bench are the user's to fix, so they become one-line
 `BenchError`s; an exception raised *inside* `run` is the bench's own and
 keeps its traceback (the CLI prints it and exits 1).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
 from kernbench.errors import KernbenchError
+from kernbench.report.natural_sort import natural_key
 
 SHIPPED_BENCHES = Path(__file__).resolve().parent.parent / "benches"
 
@@ -26,16 +33,59 @@ class BenchError(KernbenchError):
     """A bench that cannot be found, imported, or has no `run(torch)`."""
 
 
+@dataclass(frozen=True)
+class Bench:
+    """A loaded bench: its name (the file's stem), file, entry point and option declarations (or None)."""
+
+    name: str
+    path: Path
+    run: Callable
+    add_arguments: Callable | None
+
+
 def shipped_bench_names() -> list[str]:
-    return sorted(p.stem for p in SHIPPED_BENCHES.glob("*.py") if not p.name.startswith("_"))
+    """The shipped benches' names in `kernbench list` order: bench number N is element N - 1."""
+    return [path.stem for path in benches_in(SHIPPED_BENCHES)]
+
+
+def benches_in(folder: Path) -> list[Path]:
+    """The `.py` files directly in `folder` that define a top-level `run`, in natural name order.
+
+    Found by reading each file's syntax tree, not by importing it: listing a
+    folder must not run the scripts that happen to be there. A file that is
+    not valid Python is not a bench here (`kernbench run` says why).
+    """
+    found = []
+    for path in sorted(folder.glob("*.py"), key=lambda p: natural_key(p.name)):
+        if path.name.startswith("_") or not path.is_file():
+            continue
+        tree = _syntax_tree(path)
+        if tree is not None and any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run"
+                                    for node in tree.body):
+            found.append(path)
+    return found
+
+
+def description_of(path: Path) -> str:
+    """The first line of the bench's module docstring (read, not imported); empty when it has none."""
+    tree = _syntax_tree(path)
+    docstring = ast.get_docstring(tree) if tree is not None else None
+    return docstring.strip().splitlines()[0].strip() if docstring and docstring.strip() else ""
 
 
 def resolve_bench_path(bench: str) -> Path:
+    """The file of a bench given as a path, a shipped name, or the number `kernbench list` gives it."""
     path = Path(bench)
     if path.suffix == ".py" or len(path.parts) > 1:
         if not path.is_file():
             raise BenchError(f"bench file not found: {bench}")
         return path
+    if bench.isdigit():
+        names = shipped_bench_names()
+        if not 1 <= int(bench) <= len(names):
+            raise BenchError(f"no bench numbered {bench}; `kernbench list` numbers the shipped benches 1 to "
+                             f"{len(names)} (a bench in a folder runs by its path)")
+        return SHIPPED_BENCHES / f"{names[int(bench) - 1]}.py"
     shipped = SHIPPED_BENCHES / f"{bench}.py"
     if not shipped.is_file():
         names = ", ".join(shipped_bench_names())
@@ -44,15 +94,33 @@ def resolve_bench_path(bench: str) -> Path:
 
 
 def load_bench(bench: str) -> Callable:
-    """Import the bench and return its `run` function, checked against the contract before anything runs.
+    """Import the bench and return its `run` function, checked against the contract before anything runs."""
+    return load_bench_entry(bench).run
+
+
+def load_bench_entry(bench: str) -> Bench:
+    """Import the bench (a path, name or number) and check it against the contract before anything runs.
 
     `run` must be a plain function taking the `torch` namespace (and, for
     benches with arguments, `argv`): an `async def` or a generator would
     return without running a line, and a `def run():` would fail only once
-    called, as an internal-looking TypeError.
+    called, as an internal-looking TypeError. A bench that declares options
+    (`add_arguments`) must take them: its `run` must accept `argv`.
     """
     path = resolve_bench_path(bench)
     module = _import_file(path)
+    run = _checked_run(module, path)
+    add_arguments = getattr(module, "add_arguments", None)
+    if add_arguments is not None:
+        if not callable(add_arguments):
+            raise BenchError(f"{path}: add_arguments must be a function add_arguments(parser)")
+        if not accepts_argv(run):
+            raise BenchError(f"{_definition_of(run, path)}: the bench declares options (add_arguments) but "
+                             "run takes none; expected def run(torch, argv)")
+    return Bench(path.stem, path, run, add_arguments)
+
+
+def _checked_run(module: ModuleType, path: Path) -> Callable:
     run = getattr(module, "run", None)
     if not callable(run):
         raise BenchError(f"{path}: a bench must define a function run(torch); none found")
@@ -74,14 +142,26 @@ def load_bench(bench: str) -> Callable:
 
 def takes_argv(run: Callable, bench: str, argv: list[str]) -> bool:
     """Whether `run` is `run(torch, argv)`; bench arguments given to a `run(torch)` are an error."""
+    wants = accepts_argv(run)
+    if argv and not wants:
+        raise BenchError(f"{bench}: unrecognized arguments {' '.join(argv)} (the bench's run(torch) takes none)")
+    return wants
+
+
+def accepts_argv(run: Callable) -> bool:
+    """Whether `run` can be called as run(torch, argv)."""
     try:
         parameters = list(inspect.signature(run).parameters.values())
     except (TypeError, ValueError):
         parameters = []
-    wants = len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
-    if argv and not wants:
-        raise BenchError(f"{bench}: unrecognized arguments {' '.join(argv)} (the bench's run(torch) takes none)")
-    return wants
+    return len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+def _syntax_tree(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 def _binds(signature: inspect.Signature, *args) -> bool:

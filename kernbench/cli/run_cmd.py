@@ -8,28 +8,31 @@ import sys
 import traceback
 from pathlib import Path
 
-from kernbench.cli.bench_loader import load_bench, resolve_bench_path, takes_argv
+from kernbench.cli.bench_loader import (Bench, accepts_argv, description_of, load_bench_entry,
+                                        resolve_bench_path, takes_argv)
+from kernbench.cli.bench_options import bench_parser
 from kernbench.cli.output_files import checked_outputs, staged_outputs
 from kernbench.errors import KernbenchError
-from kernbench.report import format_report, run_report
-from kernbench.report.progress import ProgressLine
-from kernbench.sim_engine import write_chrome_trace
-from kernbench.topology.loader import resolve_topology_path
 
 BENCH_FAILED_STATUS = 1
 
-HELP = """Run BENCH (a .py file defining run(torch), or a shipped bench name) on a
-simulated machine, then print what it cost in simulated time, and each
-collective's time and bus bandwidth. The bench gets a fake `torch` namespace:
-tensor factories, torch.ahbm, torch.distributed (configured by --ccl),
+HELP = """Run BENCH (a .py file defining run(torch), a shipped bench name, or the
+number `kernbench list` gives it) on a simulated machine, then print what it
+cost in simulated time: per device, per link class, the busiest resources,
+each kernel against the roofline and each collective's time and bus
+bandwidth. The bench gets a fake `torch` namespace: tensor factories,
+torch.ahbm, torch.distributed (configured by --ccl),
 torch.multiprocessing.spawn and torch.spec (the topology as a nested dict).
 Arguments after BENCH that kernbench does not know go to the bench, if its
-entry point is run(torch, argv)."""
+entry point is run(torch, argv); `kernbench run BENCH --help` lists them."""
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("run", help="run a bench", description=HELP)
-    parser.add_argument("bench", metavar="BENCH", help="path to a bench .py file, or a shipped bench name")
+    parser = subparsers.add_parser("run", help="run a bench", description=HELP, add_help=False)
+    parser.add_argument("-h", "--help", action="store_true",
+                        help="show this help, or with BENCH the bench's own options, and exit")
+    parser.add_argument("bench", metavar="BENCH", nargs="?",
+                        help="path to a bench .py file, a shipped bench name, or its number in `kernbench list`")
     parser.add_argument("--topology", metavar="F", default=None,
                         help="topology file or shipped name (default, single_sip, large); default: default")
     parser.add_argument("--ccl", metavar="F", default=None,
@@ -46,14 +49,22 @@ def register(subparsers) -> None:
     parser.add_argument("--strict-hazards", action="store_true",
                         help="stop at the first data hazard (a read racing a write) instead of reporting it")
     parser.add_argument("--seed", type=int, default=0, help="seed of torch.manual_seed at start (default 0)")
-    parser.set_defaults(handler=handle, accepts_extra=True)
+    parser.set_defaults(handler=handle, accepts_extra=True, run_parser=parser)
 
 
 def handle(args) -> int:
+    from kernbench.topology.loader import resolve_topology_path
+
+    if args.help:
+        print(bench_help(args.bench) if args.bench else args.run_parser.format_help(), end="")
+        return 0
+    if args.bench is None:
+        args.run_parser.error("the following arguments are required: BENCH")
     # Outputs are checked before anything slow happens, so a path that cannot be written costs no run.
     outputs = checked_outputs({"--json": args.json, "--trace": args.trace},
                               inputs={"bench file": _bench_file(args.bench),
                                       "--topology file": resolve_topology_path(args.topology), "--ccl file": args.ccl})
+    resolve_bench_path(args.bench)  # a bench that is not there is one line before the simulator loads
     from kernbench.runtime_api.triton_driver import triton_driver  # with the simulator: slow
     from kernbench.topology import load_topology
 
@@ -64,11 +75,16 @@ def handle(args) -> int:
 
 def _run(args, outputs: dict[str, Path], topology) -> int:
     """Load the bench, run it on a new session, report; the exit status."""
+    from kernbench.report import format_report, run_report
+    from kernbench.report.progress import ProgressLine
     from kernbench.runtime_api.spawn import ProcessExitedException, SpawnException
     from kernbench.session import Session
 
-    run = load_bench(args.bench)
-    bench_args = (args.extra,) if takes_argv(run, args.bench, args.extra) else ()
+    bench = load_bench_entry(args.bench)
+    bench_args = (args.extra,) if takes_argv(bench.run, args.bench, args.extra) else ()
+    if bench.add_arguments is not None:
+        bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
+    run = bench.run
     session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
                       strict_hazards=args.strict_hazards)
     args.interrupts.engine = session.engine
@@ -98,6 +114,35 @@ def _run(args, outputs: dict[str, Path], topology) -> int:
     return 0
 
 
+def bench_help(name: str) -> str:
+    """`kernbench run NAME --help`: the bench's description, usage and its own options."""
+    from kernbench.runtime_api.triton_driver import triton_driver  # a bench may import Triton code
+    from kernbench.topology import load_topology
+
+    with triton_driver(load_topology(None)):
+        bench = load_bench_entry(name)
+    return format_bench_help(bench)
+
+
+def format_bench_help(bench: Bench) -> str:
+    description = description_of(bench.path) or None
+    prog = f"kernbench run {bench.name}"
+    if bench.add_arguments is None:
+        own = (f"{bench.name} reads arguments (its run takes argv) but does not declare them with "
+               "add_arguments(parser); its docstring may say which" if accepts_argv(bench.run)
+               else f"{bench.name} takes no options of its own")
+        return (f"usage: {prog} [kernbench run options]\n\n" + (f"{description}\n\n" if description else "")
+                + f"{own}; `kernbench run --help` lists kernbench's.\n")
+    parser = bench_parser(prog, bench.add_arguments, description=description)
+    parser.usage = f"{prog} [kernbench run options] {parser.format_usage().split(prog, 1)[1].strip()}"
+    parser.epilog = ("kernbench's own options (--topology, --ccl, --timing-only, --json, --trace, --seed, ...) "
+                     "may come before or after these; `kernbench run --help` lists them.")
+    for group in parser._action_groups:  # argparse's titles are "options"/"positional arguments": name the bench
+        if group.title in ("options", "optional arguments"):
+            group.title = f"options of {bench.name}"
+    return parser.format_help()
+
+
 def _bench_file(bench: str) -> Path | None:
     try:
         return resolve_bench_path(bench)
@@ -107,6 +152,8 @@ def _bench_file(bench: str) -> Path | None:
 
 def _write_outputs(outputs: dict[str, Path], report: dict, oplog) -> None:
     """Write every output to a temporary file, then put them all in place: all of them, or none."""
+    from kernbench.sim_engine import write_chrome_trace
+
     with staged_outputs() as staging:
         if "--json" in outputs:
             with staging.file("--json", outputs["--json"]) as file:

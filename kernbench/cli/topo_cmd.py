@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from kernbench.cli.output_files import checked_output, staged_outputs
 from kernbench.errors import KernbenchError
-from kernbench.topology import load_topology, shipped_topology_names
-from kernbench.topology.summary import format_summary
+
+# The names `kernbench.topology.shipped_topology_names()` gives, read here without importing the topology
+# package (its typed model takes a tenth of a second to import, which `kernbench --help` need not pay).
+SHIPPED_TOPOLOGIES = Path(__file__).resolve().parent.parent / "configs" / "topology"
 
 HELP = """Show the machine a topology file describes: counts, memories, links and
 peak flops (default), every normalized value and derived fact (--json), or a
@@ -29,7 +32,8 @@ def register(subparsers) -> None:
         nargs="?",
         default=None,
         metavar="FILE",
-        help=f"a topology file or a shipped name ({', '.join(shipped_topology_names())}); default: default",
+        help=f"a topology file or a shipped name "
+             f"({', '.join(sorted(p.stem for p in SHIPPED_TOPOLOGIES.glob('*.yaml')))}); default: default",
     )
     parser.add_argument("--json", action="store_true", help="print the normalized topology and derived facts as JSON")
     parser.add_argument("--draw", metavar="OUT", type=_drawing_path, help="write a diagram to OUT (.png or .svg)")
@@ -37,6 +41,9 @@ def register(subparsers) -> None:
 
 
 def handle(args) -> int:
+    from kernbench.topology import load_topology
+    from kernbench.topology.summary import format_summary
+
     drawing = checked_output("--draw", args.draw) if args.draw else None  # before the work, not after it
     topology = load_topology(args.file)
     if args.json:

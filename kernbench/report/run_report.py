@@ -1,13 +1,21 @@
-"""What a run cost in simulated time: totals, per device, per link class, busiest resources, collectives.
+"""What a run cost in simulated time: totals, per device, per link class, busiest resources, kernels, collectives.
 
 `run_report` builds a plain dict (what `--json` writes); `format_report` turns
 that dict, and nothing else, into text, so the two can never disagree.
+Devices, resources and PEs are in natural order (`sip2` before `sip10`).
+Beyond what the text shows, the dict carries every resource that moved
+bytes and every PE that worked, with their busy time — what `kernbench web`
+paints on the machine.
 """
 
 from __future__ import annotations
 
+from kernbench.report.kernels import kernel_rows
+from kernbench.report.natural_sort import natural_key
+
 BUSIEST_SHOWN = 8
 COLLECTIVES_SHOWN = 24  # the text report's rows; --json carries every collective
+KERNELS_SHOWN = 24  # likewise for kernel launches
 LINK_CLASSES = ("host", "hbm", "noc", "inter_sip")
 
 
@@ -22,23 +30,37 @@ def run_report(ctx) -> dict:
         entry["last_ps"] = max(entry["last_ps"], record.end)
         entry["ops"] += 1
     moved = machine.bytes_by_link_kind()
-    busiest = sorted(
-        ({"resource": name, "kind": machine.channel_kind(name), "busy_ps": channel.busy_ps,
+    resources = sorted(
+        ({"resource": name, "kind": machine.channel_kind(name), "device": channel.device, "busy_ps": channel.busy_ps,
           "bytes": channel.bytes_moved, "utilization": channel.busy_ps / total_ps if total_ps else 0.0}
          for name, channel in machine.channels.items() if channel.busy_ps),
-        key=lambda row: (-row["busy_ps"], row["resource"]))[:BUSIEST_SHOWN]
+        key=lambda row: natural_key(row["resource"]))
+    busiest = sorted(resources, key=lambda row: (-row["busy_ps"], natural_key(row["resource"])))[:BUSIEST_SHOWN]
+    collectives = [dict(record) for record in ctx.collectives]
     return {
         "topology": str(ctx.topology.source),
         "timing_only": ctx.timing_only,
         "total_time_ps": total_ps,
         "devices": {name: {**entry, "active_ps": entry["last_ps"] - entry["first_ps"]}
-                    for name, entry in sorted(devices.items())},
+                    for name, entry in sorted(devices.items(), key=lambda item: natural_key(item[0]))},
         "bytes_by_link_class": {kind: moved.get(kind, 0) for kind in LINK_CLASSES},
         "busiest_resources": busiest,
         "ops": len(machine.oplog),
-        "collectives": [dict(record) for record in ctx.collectives],
+        "kernels": kernel_rows(machine.oplog, ctx.topology, {row["label"] for row in collectives}),
+        "collectives": collectives,
         "hazards": [hazard.as_dict() for hazard in ctx.hazards],
+        "resources": resources,
+        "pes": [_pe_row(pe, total_ps) for pe in machine.pes()],
     }
+
+
+def _pe_row(pe, total_ps: int) -> dict:
+    """A PE's busy time per unit; its utilization is its busiest unit's (DMA engines each count alone)."""
+    busy = {"matrix_busy_ps": pe.matrix.busy_ps, "vector_busy_ps": pe.vector.busy_ps,
+            "dma_busy_ps": max((engine.busy_ps for engine in pe.dma_engines), default=0),
+            "tcm_busy_ps": pe.tcm.busy_ps}
+    return {"pe": f"sip{pe.sip}.cube{pe.cube}.pe{pe.pe}", **busy,
+            "utilization": max(busy.values()) / total_ps if total_ps else 0.0}
 
 
 def format_report(report: dict) -> str:
@@ -57,6 +79,19 @@ def format_report(report: dict) -> str:
         for row in report["busiest_resources"]:
             lines.append(f"  {row['resource']:<28} busy {format_ps(row['busy_ps']):>12}  "
                          f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
+    if report.get("kernels"):
+        lines.append("kernels (achieved against the SIP's roofline: HBM of every cube, matrix peak):")
+        shown = report["kernels"][:KERNELS_SHOWN]
+        width = max(len("kernel"), *(len(row["kernel"]) for row in shown))
+        lines.append(f"  {'kernel':<{width}} {'device':<7} {'programs':>8} {'time':>12} {'bytes':>14} "
+                     f"{'GB/s':>9} {'TFLOP/s':>8} {'bound':>7} {'of roofline':>11}")
+        for row in shown:
+            lines.append(f"  {row['kernel']:<{width}} {row['device']:<7} {row['programs']:>8,d} "
+                         f"{format_ps(row['time_ps']):>12} {row['bytes']:>12,d} B {row['gb_per_s']:>9.1f} "
+                         f"{row['tflop_per_s']:>8.3f} {row['bound']:>7} {100 * row['of_roofline']:>10.1f}%")
+        hidden = len(report["kernels"]) - KERNELS_SHOWN
+        if hidden > 0:
+            lines.append(f"  ... and {hidden} more (every one is in the --json report)")
     if report["collectives"]:
         lines.append("collectives (size per rank; busbw uses nccl-tests' factors):")
         shown = report["collectives"][:COLLECTIVES_SHOWN]

@@ -1,0 +1,58 @@
+"""A bench's own options: declared once by the bench, shown by `kernbench list` and `kernbench run NAME --help`.
+
+A bench that takes options defines, beside `run(torch, argv)`, a module-level
+
+    def add_arguments(parser):
+        parser.add_argument("--plot", metavar="OUT.png", help="...")
+
+which adds them to an `argparse.ArgumentParser` (argparse's own vocabulary:
+`add_argument`, groups, types, choices). The command line builds that
+parser to print the bench's help and usage and to check its arguments
+before the simulator starts; the bench builds the same parser inside `run`
+(`parse_bench_options`) to read them, so `run(torch, argv)` stays callable
+from a script or a test with a plain list of words. A bad argument is one
+`BenchUsageError` line — `NAME: message (usage: NAME [--plot OUT.png] ...)`
+— never argparse's exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+from kernbench.errors import KernbenchError
+
+
+class BenchUsageError(KernbenchError):
+    """An argument a bench does not take or cannot use: one line with the bench's usage."""
+
+
+class BenchArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one-line `KernbenchError`s (of `error_type`), not an exit."""
+
+    def __init__(self, *args, error_type: type[KernbenchError] = BenchUsageError, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._error_type = error_type
+
+    def error(self, message):
+        raise self._error_type(f"{self.prog}: {message} ({' '.join(self.format_usage().split())})")
+
+
+def bench_parser(name: str, add_arguments: Callable, *, error_type: type[KernbenchError] = BenchUsageError,
+                 description: str | None = None) -> BenchArgumentParser:
+    """The parser of bench `name`'s options (no `-h`: `kernbench run NAME --help` answers for it)."""
+    parser = BenchArgumentParser(prog=name, add_help=False, description=description, error_type=error_type)
+    add_arguments(parser)
+    return parser
+
+
+def parse_bench_options(name: str, add_arguments: Callable, argv: Sequence[str], *,
+                        error_type: type[KernbenchError] = BenchUsageError) -> argparse.Namespace:
+    """`argv` parsed by the options `add_arguments` declares; a bad one raises `error_type` (one line)."""
+    return bench_parser(name, add_arguments, error_type=error_type).parse_args(list(argv))
+
+
+def usage_words(parser: argparse.ArgumentParser) -> str:
+    """The options part of the parser's usage line: `[--plot OUT.png] [--dtype {f16,f32}]`."""
+    usage = " ".join(parser.format_usage().split())
+    return usage.removeprefix("usage:").strip().removeprefix(parser.prog).strip()

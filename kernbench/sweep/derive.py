@@ -1,0 +1,165 @@
+"""Each point's own inputs: its derived topology and ccl.yaml, its bench arguments, and its input hash.
+
+A derived file is the base file with the point's keys replaced (a missing
+key is added, a missing mapping on the way created). Every derived file is
+loaded with the loaders a run uses (`load_topology`, `load_ccl_config`)
+before anything runs, so a value no run would accept stops the sweep at
+once, in one line naming the point and the key. Checks that need the
+machine and the bench together (slot counts against the topology's IPCQ
+depth, world sizes) happen when the point runs, as in any `kernbench run`,
+and a point that fails them is recorded as failed.
+
+The input hash is what resume compares: SHA-256 over the bench file's
+bytes, the derived topology and ccl data (as canonical JSON, so comments
+and formatting do not count), the point's argument words and kernbench's
+version. Two points with one hash would be one run twice, and are refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import kernbench
+from kernbench.ccl.install import load_ccl_config
+from kernbench.errors import KernbenchError
+from kernbench.sweep.errors import SweepError
+from kernbench.sweep.points import Point
+from kernbench.sweep.sweep_file import Axis, SweepSpec, argument_text
+from kernbench.topology.document import parse_document
+from kernbench.topology.kinds import describe
+from kernbench.topology.loader import load_topology
+
+_LOCATION = re.compile(r"^(\d+: )?")
+
+
+@dataclass(frozen=True, slots=True)
+class PointTask:
+    """Everything one point's run needs, as plain values: what an executor ships to wherever it runs."""
+
+    index: int
+    key: str                               # the input hash, hex
+    values: tuple[tuple[str, Any], ...]    # (axis name, value), in the sweep file's order
+    bench: str                             # a shipped bench name or a path on this machine
+    bench_text: str                        # the bench file, for executors that run elsewhere
+    topology_text: str
+    ccl_text: str
+    argv: tuple[str, ...]                  # after the bench: the sweep's args, then the point's options
+    timeout_s: float | None
+
+    @property
+    def short_key(self) -> str:
+        return self.key[:12]
+
+    @property
+    def bench_is_file(self) -> bool:
+        """Whether `bench` is a file's path (else a shipped bench's name, which every kernbench has)."""
+        return Path(self.bench).suffix == ".py" or len(Path(self.bench).parts) > 1
+
+
+def derive_tasks(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
+    """One checked task per point; the first point that no run would accept is a `SweepError`."""
+    base_topology = _base(spec, spec.topology, "topology", load_topology)
+    base_ccl = _base(spec, spec.ccl, "ccl", load_ccl_config)
+    bench_bytes = spec.bench_file.read_bytes()
+    bench_hash = hashlib.sha256(bench_bytes).hexdigest()
+    checked: dict[tuple[str, str], str | None] = {}
+    first_of: dict[str, int] = {}
+    tasks = []
+    with tempfile.TemporaryDirectory(prefix="kernbench-sweep-") as folder:
+        for point in points:
+            data = {"topology": copy.deepcopy(base_topology), "ccl": copy.deepcopy(base_ccl)}
+            argv = list(spec.args)
+            for axis, value in point.values:
+                if axis.target == "arg":
+                    argv += option_words(axis.name, value)
+                else:
+                    _replace(data[axis.target], axis, value, f"{spec.source}:{axis.line}: {point.label(len(points))}")
+            canonical = {target: json.dumps(data[target], sort_keys=True) for target in data}
+            for target, loader in (("topology", load_topology), ("ccl", load_ccl_config)):
+                if (target, canonical[target]) not in checked:  # points often share a file: check it once
+                    checked[(target, canonical[target])] = _problem(data[target], Path(folder) / f"{target}.yaml",
+                                                                    loader)
+                problem = checked[(target, canonical[target])]
+                if problem is not None:
+                    axis = _axis_named_in(problem, point, target)
+                    line = f":{axis.line}" if axis else ""
+                    raise SweepError(f"{spec.source}{line}: {point.label(len(points))}: {target}: {problem}")
+            key = input_hash(bench_hash, canonical["topology"], canonical["ccl"], argv)
+            if key in first_of:
+                raise SweepError(f"{spec.source}: points {first_of[key]} and {point.index} are the same run "
+                                 f"(same bench, files and arguments); expected every point to differ")
+            first_of[key] = point.index
+            tasks.append(PointTask(index=point.index, key=key,
+                                   values=tuple((axis.name, value) for axis, value in point.values),
+                                   bench=spec.bench, bench_text=bench_bytes.decode("utf-8", "replace"),
+                                   topology_text=_yaml(data["topology"]), ccl_text=_yaml(data["ccl"]),
+                                   argv=tuple(argv), timeout_s=spec.timeout_s))
+    return tasks
+
+
+def input_hash(bench_hash: str, topology: str, ccl: str, argv: list[str]) -> str:
+    """SHA-256 of what decides a point's result (see the module docstring)."""
+    identity = {"bench": bench_hash, "topology": topology, "ccl": ccl, "argv": list(argv),
+                "kernbench": kernbench.__version__}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def option_words(option: str, value: Any) -> list[str]:
+    """`--n 16`; a true flag alone (`--timing-only`), a false one left out."""
+    if value is True:
+        return [option]
+    if value is False:
+        return []
+    return [option, argument_text(value)]
+
+
+def _base(spec: SweepSpec, path: Path, target: str, loader) -> Any:
+    """The base file as plain data, once its loader has accepted it."""
+    try:
+        loader(path)
+    except KernbenchError as error:
+        raise SweepError(f"{spec.source}: base {target}: {error}") from None
+    return parse_document(path.read_text(encoding="utf-8"), str(path)).data
+
+
+def _replace(data: dict, axis: Axis, value: Any, where: str) -> None:
+    """Set `axis`'s key in `data` to `value`, creating missing mappings on the way; `where` starts an error."""
+    node = data
+    for depth, part in enumerate(axis.key[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            inner = ".".join(axis.key[:depth + 1])
+            raise SweepError(f"{where}: {axis.name}: {inner} is {describe(child)} in the base {axis.target}, "
+                             "not a mapping; expected a key path through mappings")
+        node = child
+    node[axis.key[-1]] = copy.deepcopy(value)
+
+
+def _problem(data: Any, path: Path, loader) -> str | None:
+    """What `loader` says about `data` written as a file, without the temporary file's name; None if accepted."""
+    path.write_text(_yaml(data), encoding="utf-8")
+    try:
+        loader(path)
+    except KernbenchError as error:
+        return _LOCATION.sub("", str(error).replace(f"{path}:", "", 1).lstrip(), count=1)
+    return None
+
+
+def _axis_named_in(problem: str, point: Point, target: str) -> Axis | None:
+    for axis, _ in point.values:
+        if axis.target == target and problem.startswith(".".join(axis.key)):
+            return axis
+    return None
+
+
+def _yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None, width=120)

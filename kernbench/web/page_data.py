@@ -1,0 +1,180 @@
+"""What the page shows, as one JSON document: the machine, a run's utilization on it, its report and its timeline.
+
+Inputs are the files `kernbench run` writes — the report (`--json`) and the
+trace (`--trace`), told apart by their content — or neither, for the bare
+machine. The topology drawn is `--topology`, else the one the report names,
+else the shipped default. Utilization comes from the report (every link and
+PE by name) or, with only a trace, from the trace's PE units (links do not
+appear in a trace). The timeline is the trace's ops, one row per device and
+unit; with only a report, its kernel launches and collectives.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernbench.errors import KernbenchError
+from kernbench.report.natural_sort import natural_key
+from kernbench.web.machine_model import machine_model
+
+MAX_TIMELINE_OPS = 400_000  # a page draws this many ops smoothly; a larger trace is cut, and says so
+PS_PER_US = 10**6
+
+
+class WebInputError(KernbenchError):
+    """A file `kernbench web` cannot show: unreadable, not JSON, or neither a run report nor a trace."""
+
+
+def read_inputs(paths: list[Path]) -> tuple[dict | None, dict | None]:
+    """(report, trace) from up to one of each, told apart by content."""
+    report = trace = None
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as error:
+            raise WebInputError(f"{path}: cannot read it: {error.strerror or error}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise WebInputError(f"{path}: not a JSON file ({error}); expected a run report (kernbench run --json) "
+                                "or a trace (kernbench run --trace)") from None
+        if isinstance(data, dict) and "traceEvents" in data:
+            kind = "trace"
+        elif isinstance(data, dict) and "total_time_ps" in data and "devices" in data:
+            kind = "report"
+        else:
+            raise WebInputError(f"{path}: neither a run report (kernbench run --json) nor a trace "
+                                "(kernbench run --trace)")
+        if (report if kind == "report" else trace) is not None:
+            raise WebInputError(f"{path}: a second {kind}; expected at most one report and one trace")
+        if kind == "report":
+            report = data
+        else:
+            trace = data
+    return report, trace
+
+
+def topology_for(report: dict | None, topology_arg: str | None):
+    """The topology to draw: the argument, else the report's own file, else the shipped default."""
+    from kernbench.topology import load_topology
+
+    if topology_arg is None and report is not None and report.get("topology"):
+        source = Path(report["topology"])
+        if not source.is_file():
+            raise WebInputError(f"the report was made on {source}, which is not there now; "
+                                "name the machine with --topology")
+        return load_topology(source)
+    return load_topology(topology_arg)
+
+
+def page_data(topology, report: dict | None = None, trace: dict | None = None) -> dict:
+    """The page's one JSON document (see the module docstring)."""
+    machine = machine_model(topology)
+    timeline = trace_timeline(trace) if trace is not None else report_timeline(report) if report else None
+    total = report["total_time_ps"] if report else (timeline["end_ps"] if timeline else 0)
+    return {"machine": machine, "report": report, "timeline": timeline,
+            "utilization": _utilization(report, trace, total)}
+
+
+def _utilization(report: dict | None, trace: dict | None, total_ps: int) -> dict:
+    """{"links": {name: {...}}, "pes": {name: {...}}}, each with `utilization` in [0, 1] and a tooltip line."""
+    links, pes = {}, {}
+    if report is not None:
+        for row in report.get("resources", report.get("busiest_resources", [])):
+            links[row["resource"]] = {"utilization": row["utilization"],
+                                      "tip": f"busy {100 * row['utilization']:.1f}%, moved {row['bytes']:,} B"}
+        for row in report.get("pes", []):
+            parts = ", ".join(f"{unit} {100 * row[f'{unit}_busy_ps'] / total_ps:.1f}%"
+                              for unit in ("matrix", "vector", "dma", "tcm")) if total_ps else ""
+            pes[row["pe"]] = {"utilization": row["utilization"],
+                              "tip": f"busy {100 * row['utilization']:.1f}% ({parts})"}
+    elif trace is not None and total_ps:
+        for name, (busy, unit) in _pe_busy_from_trace(trace).items():
+            pes[name] = {"utilization": busy / total_ps, "tip": f"busy {100 * busy / total_ps:.1f}% (busiest unit: {unit})"}
+    return {"links": links, "pes": pes}
+
+
+def _pe_busy_from_trace(trace: dict) -> dict[str, tuple[int, str]]:
+    """PE name -> (busy ps of its busiest unit, that unit) from the trace's `sipS` / `cubeC.peP.*` threads."""
+    processes, threads, spans = {}, {}, {}
+    for event in trace.get("traceEvents", ()):
+        phase = event.get("ph")
+        if phase == "M" and event.get("name") == "process_name":
+            processes[event["pid"]] = event["args"]["name"]
+        elif phase == "M" and event.get("name") == "thread_name":
+            threads[event["pid"], event["tid"]] = event["args"]["name"]
+        elif phase == "X":
+            spans.setdefault((event["pid"], event["tid"]), []).append(
+                (round(event["ts"] * PS_PER_US), round((event["ts"] + event["dur"]) * PS_PER_US)))
+    busiest: dict[str, tuple[int, str]] = {}
+    for key, intervals in spans.items():
+        unit = threads.get(key, "")
+        pieces = unit.split(".")
+        if len(pieces) < 3 or not pieces[0].startswith("cube") or not pieces[1].startswith("pe"):
+            continue
+        name = f"{processes.get(key[0], '')}.{pieces[0]}.{pieces[1]}"
+        busy = _union(intervals)
+        if busy > busiest.get(name, (-1, ""))[0]:
+            busiest[name] = (busy, ".".join(pieces[2:]))
+    return busiest
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    busy, cover_start, cover_end = 0, None, None
+    for start, end in sorted(intervals):
+        if cover_end is None or start > cover_end:
+            if cover_end is not None:
+                busy += cover_end - cover_start
+            cover_start, cover_end = start, end
+        else:
+            cover_end = max(cover_end, end)
+    return busy + (cover_end - cover_start if cover_end is not None else 0)
+
+
+def trace_timeline(trace: dict) -> dict:
+    """Rows of `[start_ps, end_ps, label index]` per (device, unit), in natural order; labels shared."""
+    processes, threads = {}, {}
+    rows: dict[tuple, list] = {}
+    labels: dict[str, int] = {}
+    total = kept = 0
+    for event in trace.get("traceEvents", ()):
+        phase = event.get("ph")
+        if phase == "M" and event.get("name") == "process_name":
+            processes[event["pid"]] = event["args"]["name"]
+        elif phase == "M" and event.get("name") == "thread_name":
+            threads[event["pid"], event["tid"]] = event["args"]["name"]
+        elif phase == "X":
+            total += 1
+            if kept >= MAX_TIMELINE_OPS:
+                continue
+            kept += 1
+            start = round(event["ts"] * PS_PER_US)
+            label = labels.setdefault(str(event.get("name", "")), len(labels))
+            rows.setdefault((event["pid"], event["tid"]), []).append(
+                [start, start + round(event["dur"] * PS_PER_US), label])
+    named = [(f"{processes.get(pid, pid)} {threads.get((pid, tid), tid)}", ops) for (pid, tid), ops in rows.items()]
+    return _timeline(named, list(labels), total, kept)
+
+
+def report_timeline(report: dict) -> dict | None:
+    """Kernel launches per device and collectives, from a report alone (no trace given)."""
+    rows: dict[str, list] = {}
+    labels: dict[str, int] = {}
+    for row in report.get("kernels", []):
+        label = labels.setdefault(row["kernel"], len(labels))
+        rows.setdefault(f"{row['device']} kernels", []).append([row["start_ps"], row["end_ps"], label])
+    for row in report.get("collectives", []):
+        label = labels.setdefault(row["label"], len(labels))
+        rows.setdefault("collectives", []).append([row["start_ps"], row["end_ps"], label])
+    if not rows:
+        return None
+    count = sum(len(ops) for ops in rows.values())
+    return _timeline(list(rows.items()), list(labels), count, count)
+
+
+def _timeline(named: list[tuple[str, list]], labels: list[str], total: int, kept: int) -> dict:
+    named.sort(key=lambda item: natural_key(item[0]))
+    for _, ops in named:
+        ops.sort()
+    end = max((op[1] for _, ops in named for op in ops), default=0)
+    return {"rows": [{"name": name, "ops": ops} for name, ops in named], "labels": labels,
+            "end_ps": end, "ops_total": total, "ops_shown": kept}
