@@ -14,8 +14,10 @@ are the steadier figure.
 
 Run as `python benchmarks/gemm_wall.py` from the repository root;
 `--large` adds 2048^3 and 4096^3 timing-only, `--profile` prints the
-cProfile top functions of the 1024^3 runs. The last line is
-`gemm_1024_timing_only_wall_s: X`.
+cProfile top functions of the 1024^3 runs, `--interpret` runs every
+program through Triton's language layer instead of replaying a trace of
+its shape (ADR 0007, "Replayed programs"; the simulated times are the
+same). The last line is `gemm_1024_timing_only_wall_s: X`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kernbench.kernels import PreparedLaunch  # noqa: E402
 from kernbench.kernels.library.matmul import matmul  # noqa: E402
 from kernbench.numerics import assert_close  # noqa: E402
 from kernbench.session import Session  # noqa: E402
@@ -99,7 +102,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true", help="add 2048^3 and 4096^3, timing only")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of the 1024^3 runs")
+    parser.add_argument("--interpret", action="store_true", help="interpret every program (no replayed traces)")
     options = parser.parse_args()
+    PreparedLaunch.replays = not options.interpret
 
     cases = [(size, timing_only) for size in SIZES for timing_only in (False, True)]
     if options.large:

@@ -42,8 +42,8 @@ that ratio (lower is better for kernbench).
 
 Run as `python benchmarks/ring_vs_simpy.py` from the repository root
 (`--quick`: 4 x 4 MiB and 16 x 1 MiB, a few seconds; `--with-256`: add 256
-ranks x 1 MiB, run once, which takes kernbench 50-60 s on its own on the
-shared 2-core machine, so it is left out by default).
+ranks x 1 MiB, run once, which takes kernbench 8-12 s and SimPy about as
+long on the shared 2-core machine, so it is left out by default).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ ITEMSIZE = 2  # f16
 PS_PER_S = 10**12
 DEFAULT_ROWS = [(4, 64 * MIB), (16, 1 * MIB), (64, 1 * MIB)]
 QUICK_ROWS = [(4, 4 * MIB), (16, 1 * MIB)]
-LARGE_ROW = (256, 1 * MIB)  # run once: about a minute of kernbench on its own
+LARGE_ROW = (256, 1 * MIB)  # run once: about ten seconds of each side
 REPEATS = 2  # best of, each side, taking turns
 BASE_TOPOLOGY = Path(__file__).resolve().parent.parent / "kernbench" / "configs" / "topology" / "default.yaml"
 

@@ -15,6 +15,7 @@ lacking a kind can say which ones have it.
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,9 +115,13 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> None:
     queues = CollectiveQueues(machine, request, settings, wiring, edges)
     programs = [PeProgram(machine, request, member, queues) for member in request.members]
     body = _single_member if size == 1 else function
-    processes = [machine.engine.spawn(_run_member, body, program, request, name=program.name)
-                 for program in programs]
-    wait_for_programs(machine.engine, processes)
+    engine = machine.engine
+    steps = getattr(body, "ccl_steps", None) or (body if inspect.isgeneratorfunction(body) else None)
+    if steps is not None:
+        members = [engine.task(_member_steps, steps, program, request, name=program.name) for program in programs]
+    else:
+        members = [engine.spawn(_run_member, body, program, request, name=program.name) for program in programs]
+    wait_for_programs(engine, members)
     queues.check_drained()
 
 
@@ -127,6 +132,16 @@ def _run_member(body, program: PeProgram, request: CollectiveRequest) -> None:
         program.stop_started()
         raise
     program.join_started()
+
+
+def _member_steps(task, body, program: PeProgram, request: CollectiveRequest):
+    """`_run_member` for an algorithm written as a generator: the member runs as an engine task."""
+    try:
+        yield from body(program, request)
+    except BaseException:
+        program.stop_started()
+        raise
+    yield from program.join_steps()
 
 
 def _single_member(program: PeProgram, request: CollectiveRequest) -> None:

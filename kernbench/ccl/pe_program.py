@@ -8,11 +8,19 @@ kernel's loads are), `reduce`/`finalize` run on the vector unit, `send`/
 `recv` go through the collective's IPCQ queues. Values are real numpy arrays
 in the region's dtype; in a timing-only collective they are uninitialized
 placeholders of the right size and every op is timed exactly as with data.
+
+Each op also has a *step form* (`load_steps`, `recv_steps`, ...): the same
+op as generator steps, for an algorithm written as a generator function
+(`values = yield from ctx.recv_steps(peer)`), which `run_collective` runs
+as an engine task instead of a greenlet process. The blocking form runs the
+step form in the calling process (`Engine.drive`), so the two are one
+implementation and block at the same points.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -21,13 +29,14 @@ from kernbench.ccl.queues import CollectiveQueues
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Machine
 from kernbench.machine.pe import vector_ps
-from kernbench.machine.placed_dma import issue_load, issue_store, load_elements, store_elements
+from kernbench.machine.placed_dma import RunDmas, issue_load, issue_store
 
 # Reductions are done in the data's dtype, one rounding per pairwise op, as NCCL does.
 _REDUCERS = {"sum": np.add, "avg": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
 # A program's list of started work is swept of finished successes when it reaches this length, then at
 # twice what survived: amortized O(1) per start, memory bounded by the work still running.
 _PRUNE_FROM = 64
+_UNKNOWN = object()
 
 
 class PeProgram:
@@ -42,6 +51,7 @@ class PeProgram:
         self.settings = queues.settings
         self.name = f"{request.label} rank {member.rank} on sip{member.sip}.cube{member.cube}.pe{member.pe}"
         self._machine = machine
+        self._engine = machine.engine
         self._pe = machine.pe(member.sip, member.cube, member.pe)
         self._queues = queues
         self._label = request.label
@@ -51,23 +61,79 @@ class PeProgram:
         self._started = []
         self._prune_at = _PRUNE_FROM
         self._part_names: dict[str, str] = {}  # what started work is called in reports, by function name
-        self._vector_ps: dict[int, int] = {}  # vector-unit time by element count
+        self._vector_ops: dict[tuple, tuple] = {}  # (op, elements, dtype) -> (duration, op-log args)
+        self._run_dmas: dict = {}  # region -> its RunDmas, or None where it has none
+        self._to: dict = {}  # peer -> the queue to it, once used
+        self._from: dict = {}  # peer -> the queue from it, once used
 
     def slot_elements(self, dtype: np.dtype) -> int:
         """Elements of `dtype` in one IPCQ slot: the piece size that makes one piece one message."""
         return max(1, self.settings.slot_size // np.dtype(dtype).itemsize)
 
+    def _owner(self):
+        """Who issues an op now: the process calling it, or the task whose step calls it."""
+        return self._engine._current or self._engine._task
+
     # ---- memory ------------------------------------------------------------------------
     def load(self, region, start: int, stop: int) -> np.ndarray:
         """HBM → TCM: elements `region.indices[start:stop]`, in that order."""
-        return load_elements(self._machine, self._pe, region.allocation, region.dtype, region.selector(start, stop),
-                             label=self._label, program=self.rank, data=self._data)
+        return self._engine.drive(self._load_steps(region, start, stop, self._engine._current))
+
+    def load_steps(self, region, start: int, stop: int):
+        """`load` as generator steps."""
+        return self._load_steps(region, start, stop, self._owner())
+
+    def _load_steps(self, region, start: int, stop: int, owner):
+        machine = self._machine
+        runs = self._runs(region, start, stop)
+        if runs is not None:
+            base = region.indices.start
+            out, end, effect = runs.load(base + start, base + stop, owner)
+            yield end
+            machine.land(effect)
+            return out
+        out, landing = issue_load(machine, self._pe, region.allocation, region.dtype, region.selector(start, stop),
+                                  label=self._label, program=self.rank, data=self._data, owner=owner)
+        for end, effect in landing:
+            yield end
+            machine.land(effect)
+        return out
 
     def store(self, region, start: int, stop: int, values: np.ndarray) -> None:
         """TCM → HBM: `values` into elements `region.indices[start:stop]`; visible when the DMA ends."""
+        self._engine.drive(self._store_steps(region, start, stop, values, self._engine._current))
+
+    def store_steps(self, region, start: int, stop: int, values: np.ndarray):
+        """`store` as generator steps."""
+        return self._store_steps(region, start, stop, values, self._owner())
+
+    def _store_steps(self, region, start: int, stop: int, values: np.ndarray, owner):
         self._check_store(region, start, stop, values)
-        store_elements(self._machine, self._pe, region.allocation, region.selector(start, stop), values,
-                       label=self._label, program=self.rank, data=self._data)
+        machine = self._machine
+        runs = self._runs(region, start, stop)
+        if runs is not None:
+            base = region.indices.start
+            end, effect = runs.store(base + start, base + stop, values, owner)
+            yield end
+            machine.land(effect)
+            return
+        for end, effect in issue_store(machine, self._pe, region.allocation, region.selector(start, stop), values,
+                                       label=self._label, program=self.rank, data=self._data, owner=owner):
+            yield end
+            machine.land(effect)
+
+    def _runs(self, region, start: int, stop: int) -> RunDmas | None:
+        """The region's `RunDmas` when positions [start, stop) are a non-empty run of a contiguous region held by
+        one cube (a whole tensor, the usual case), else None (the general `issue_load` / `issue_store`)."""
+        indices = region.indices
+        if not 0 <= start < stop <= len(indices) or indices.__class__ is not range:
+            return None
+        runs = self._run_dmas.get(region, _UNKNOWN)
+        if runs is _UNKNOWN:
+            runs = self._run_dmas[region] = None if indices.step != 1 else RunDmas.of(
+                self._machine, self._pe, region.allocation, region.dtype, indices.start, indices.stop,
+                label=self._label, program=self.rank, data=self._data)
+        return runs
 
     def _check_store(self, region, start: int, stop: int, values: np.ndarray) -> None:
         if values.size != stop - start or values.dtype != region.dtype:
@@ -77,40 +143,75 @@ class PeProgram:
     # ---- compute -----------------------------------------------------------------------
     def reduce(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """`a op b` elementwise in their dtype on the vector unit (`avg` adds; `finalize` divides)."""
+        self._engine.sleep_until(self._reduce_op(op, a, b))
+        return _REDUCERS[op](a, b) if self._data else a
+
+    def reduce_steps(self, op: str, a: np.ndarray, b: np.ndarray):
+        """`reduce` as generator steps."""
+        yield self._reduce_op(op, a, b)
+        return _REDUCERS[op](a, b) if self._data else a
+
+    def _reduce_op(self, op: str, a: np.ndarray, b: np.ndarray) -> int:
         if a.shape != b.shape:
             raise CollectiveError(f"{self.name}: reduce of {a.size} and {b.size} elements")
-        self._vector(f"reduce_{op}", a)
-        return _REDUCERS[op](a, b) if self._data else a
+        return self._vector(_REDUCE_NAMES.get(op) or f"reduce_{op}", a)
 
     def finalize(self, op: str, values: np.ndarray) -> np.ndarray:
         """The last step of a reduction: `avg` divides the sum by the group size (a vector op); others pass."""
         if op != "avg":
             return values
-        self._vector("average", values)
+        self._engine.sleep_until(self._vector("average", values))
+        return self._averaged(values)
+
+    def finalize_steps(self, op: str, values: np.ndarray):
+        """`finalize` as generator steps."""
+        if op != "avg":
+            return values
+        yield self._vector("average", values)
+        return self._averaged(values)
+
+    def _averaged(self, values: np.ndarray) -> np.ndarray:
         if not self._data:
             return values
         if values.dtype.kind in "iu":
             return values // values.dtype.type(self.size)
         return np.divide(values, values.dtype.type(self.size))
 
-    def _vector(self, op: str, values: np.ndarray) -> None:
-        size = values.size
-        duration = self._vector_ps.get(size)
-        if duration is None:  # pieces come in a few sizes; the rule's bigint arithmetic once per size
-            duration = self._vector_ps[size] = vector_ps(self._machine.topology, size)
-        self._machine.compute(self._pe.vector, duration, kind="vector", label=self._label, program=self.rank,
-                              args={"op": op, "elements": size, "dtype": _dtype_name(values.dtype)})
+    def _vector(self, op: str, values: np.ndarray) -> int:
+        """Reserve the vector unit for `op` over `values` now and log it; return its end."""
+        key = (op, values.size, values.dtype)
+        known = self._vector_ops.get(key)
+        if known is None:  # pieces come in a few sizes: the rule's bigint arithmetic and the args once each
+            size = values.size
+            known = self._vector_ops[key] = (vector_ps(self._machine.topology, size),
+                                             (("op", op), ("elements", size), ("dtype", _dtype_name(values.dtype))))
+        return self._machine.issue_compute(self._pe.vector, known[0], kind="vector", label=self._label,
+                                           program=self.rank, pairs=known[1])
 
     # ---- messages ----------------------------------------------------------------------
     def send(self, peer: int, values: np.ndarray) -> None:
         """Post `values` to group rank `peer`; returns once every chunk is on its way (waits for free slots)."""
+        self._engine.drive(self.send_steps(peer, values))
+
+    def send_steps(self, peer: int, values: np.ndarray):
+        """`send` as generator steps."""
         if values.ndim != 1 or not values.flags.c_contiguous:
             values = np.ascontiguousarray(values).reshape(-1)
-        self._queues.between(self.rank, peer).send(values)
+        queue = self._to.get(peer)
+        if queue is None:
+            queue = self._to[peer] = self._queues.between(self.rank, peer)
+        return queue.send_steps(values)
 
     def recv(self, peer: int) -> np.ndarray:
         """The next message from group rank `peer`, in TCM; waits until it has arrived."""
-        return self._queues.between(peer, self.rank).recv()
+        return self._engine.drive(self.recv_steps(peer))
+
+    def recv_steps(self, peer: int):
+        """`recv` as generator steps."""
+        queue = self._from.get(peer)
+        if queue is None:
+            queue = self._from[peer] = self._queues.between(peer, self.rank)
+        return queue.recv_steps()
 
     # ---- structure ---------------------------------------------------------------------
     def start(self, function, *args) -> "Pending":
@@ -126,9 +227,10 @@ class PeProgram:
 
         A started `load` or `store` of this program runs as an engine task
         (no greenlet): it only reserves DMAs and waits for them to land, so
-        it runs exactly where a process would, at a fraction of the cost.
+        it runs exactly where a process would, at a fraction of the cost. So
+        does a generator function (a flow written with the step forms).
         """
-        engine = self._machine.engine
+        engine = self._engine
         part = getattr(function, "__name__", "part")
         name = self._part_names.get(part)
         if name is None:
@@ -136,6 +238,11 @@ class PeProgram:
         as_task = _AS_TASKS.get(getattr(function, "__func__", None))
         if as_task is not None and function.__self__ is self:
             work = engine.task(as_task, self, *args, name=name)
+        elif inspect.isgeneratorfunction(function):
+            if _STEPS_AS_TASKS:
+                work = engine.task(_steps_task, function, args, name=name)
+            else:
+                work = engine.spawn(_driven, engine, function, args, name=name)
         else:
             work = engine.spawn(function, *args, name=name)
         started = self._started
@@ -149,37 +256,69 @@ class PeProgram:
         """Wait for everything `start`ed (including what that started in turn)."""
         while self._started:
             started, self._started = self._started, []
-            wait_for_programs(self._machine.engine, started)
+            wait_for_programs(self._engine, started)
+
+    def join_steps(self):
+        """`join_started` as generator steps."""
+        while self._started:
+            started, self._started = self._started, []
+            try:
+                yield self._engine.all_of(started)
+            except BaseException:
+                _stop(started)
+                raise
 
     def stop_started(self) -> None:
         """Kill whatever `start`ed work is still running (the member's program failed)."""
-        for process in self._started:
-            if process.is_alive:
-                process.kill()
+        _stop(self._started)
+
+
+def algorithm_steps(steps):
+    """Mark `steps(ctx, request)`, an algorithm written as a generator over the ops' step forms, as one
+    `run_collective` runs as an engine task.
+
+    What it returns is the same algorithm as a plain function too: called from a process — a user's
+    algorithm composing a shipped one, `direct.all_reduce(ctx, request)` — it blocks at the same points.
+    """
+    @functools.wraps(steps)
+    def blocking(ctx, request):
+        return ctx._engine.drive(steps(ctx, request))
+
+    blocking.ccl_steps = steps
+    return blocking
+
+
+def _stop(work) -> None:
+    for process in work:
+        if process.is_alive:
+            process.kill()
 
 
 def _load_task(task, program: PeProgram, region, start: int, stop: int):
-    """`program.load` as an engine task: issue the DMAs, then land each at its end."""
-    machine = program._machine
-    out, landing = issue_load(machine, program._pe, region.allocation, region.dtype, region.selector(start, stop),
-                              label=program._label, program=program.rank, data=program._data, owner=task)
-    for end, effect in landing:
-        yield end
-        machine.land(effect)
-    return out
+    """`program.load` as an engine task's generator: issue the DMAs, then land each at its end."""
+    return program._load_steps(region, start, stop, task)
 
 
 def _store_task(task, program: PeProgram, region, start: int, stop: int, values: np.ndarray):
-    """`program.store` as an engine task."""
-    program._check_store(region, start, stop, values)
-    machine = program._machine
-    for end, effect in issue_store(machine, program._pe, region.allocation, region.selector(start, stop), values,
-                                   label=program._label, program=program.rank, data=program._data, owner=task):
-        yield end
-        machine.land(effect)
+    """`program.store` as an engine task's generator."""
+    return program._store_steps(region, start, stop, values, task)
 
 
+def _steps_task(task, function, args):
+    """A started generator function (a flow written with the ops' step forms) as an engine task's generator."""
+    return function(*args)
+
+
+def _driven(engine, function, args):
+    """A started generator function run in a process of its own (the reference tasks are compared with)."""
+    return engine.drive(function(*args))
+
+
+# How started work runs: loads, stores and generator functions as tasks. Tests empty the table and clear the
+# flag to run the same work as greenlet processes, the reference the tasks must match op for op.
 _AS_TASKS = {PeProgram.load: _load_task, PeProgram.store: _store_task}
+_STEPS_AS_TASKS = True
+_REDUCE_NAMES = {op: f"reduce_{op}" for op in _REDUCERS}
 
 
 @functools.cache
@@ -198,6 +337,10 @@ class Pending:
 
     def wait(self):
         return self._engine.wait(self._process)
+
+    def wait_steps(self):
+        """`wait` as generator steps (`value = yield from pending.wait_steps()`)."""
+        return (yield self._process)
 
 
 def wait_for_programs(engine, processes) -> list:

@@ -34,6 +34,11 @@ a GPU's copy engine): queue traffic contends with loads and stores only on
 the memories and links they share. Each chunk is one `ipcq_send` and one
 `ipcq_recv` op-log entry sharing `args["flow_id"]`; a wait for a credit is
 an `ipcq_wait` entry.
+
+`send_steps` / `recv_steps` are the implementation, written as the steps of
+an engine task (each wait yielded); `send` / `recv` run them in the calling
+process (`Engine.drive`), so a greenlet process and a task block at the
+same points.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ import numpy as np
 from kernbench.errors import KernbenchError
 from kernbench.machine.endpoints import Endpoint, hbm, sram
 from kernbench.machine.machine import Machine
-from kernbench.sim_engine import transfer
+from kernbench.sim_engine import Route
 from kernbench.topology import Topology
 
 BUFFER_KINDS = ("tcm", "hbm", "sram")
@@ -111,11 +116,12 @@ class IpcQueue:
                   "sram": sram(receiver.sip, receiver.cube)}[settings.buffer_kind]
         if sender == receiver:
             raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
-        *self._network, self._buffer = machine.route(sender, buffer)
-        self._buffer_route = [self._buffer]
+        *network, self._buffer = machine.route(sender, buffer)
+        self._network = Route(network)
+        self._buffer_route = Route([self._buffer])
         self._flow_ids = _flow_ids(machine)
-        self._to_buffer = sum(channel.latency_ps for channel in self._network)
-        self._copy_route = machine.route(buffer, receiver)
+        self._to_buffer = self._network.latency_ps
+        self._copy_route = Route(machine.route(buffer, receiver))
         self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
         self._free_slots = settings.n_slots
         self._credits: deque[int] = deque()  # arrival times of credits on their way back
@@ -124,7 +130,12 @@ class IpcQueue:
         self._credit_returned = None
         self.polls = 0
         self._names = (pe_name(sender), pe_name(receiver))
+        self._devices = (f"sip{sender.sip}", f"sip{receiver.sip}")
         self._units = (f"cube{sender.cube}.pe{sender.pe}.ipcq", f"cube{receiver.cube}.pe{receiver.pe}.ipcq")
+        # Op-log args that never change, shared by every record of this queue (OpLog.append_pairs).
+        self._to_pair, self._from_pair = ("to", self._names[1]), ("from", self._names[0])
+        self._buffer_pair = ("buffer", settings.buffer_kind)
+        self._backpressure_pair = ("backpressure", settings.backpressure)
         # What a Deadlock report prints for each wait (built once: a wait happens per message).
         self._slot_wait = f"a free IPCQ slot to send from {self._names[0]} to {self._names[1]} ({label})"
         self._recv_wait = f"recv on {self._names[1]} from {self._names[0]} ({label})"
@@ -137,98 +148,119 @@ class IpcQueue:
     # ---- the sender's side -------------------------------------------------------------
     def send(self, values: np.ndarray) -> None:
         """Post `values` (one message, cut into slot-sized chunks); return once the last chunk is on its way."""
-        per_slot = self.settings.slot_size // values.itemsize
+        self._engine.drive(self.send_steps(values))
+
+    def send_steps(self, values: np.ndarray):
+        """`send` as the steps of an engine task (`yield from queue.send_steps(values)`): the same reservations
+        and op-log records, each wait yielded — a time to sleep until, or an event to wait for."""
+        slot_size = self.settings.slot_size
+        if values.nbytes <= slot_size and values.itemsize <= slot_size:  # one chunk: every shipped algorithm
+            yield from self._chunk_steps(values.copy() if self._data else values, values.nbytes, 0, 1)
+            return
+        per_slot = slot_size // values.itemsize
         if per_slot == 0:
             raise IpcqError(f"{self._label}: a {values.dtype} element ({values.itemsize} bytes) does not fit in an "
-                            f"IPCQ slot of slot_size = {self.settings.slot_size} bytes")
-        firsts = range(0, max(values.size, 1), per_slot)
+                            f"IPCQ slot of slot_size = {slot_size} bytes")
+        firsts = range(0, values.size, per_slot)
         for number, first in enumerate(firsts):
-            part = values if len(firsts) == 1 else values[first:first + per_slot]
-            self._take_slot()
-            self._wait_for_route()
-            engine = self._engine
-            start, network_end = transfer(engine, self._network, part.nbytes)
-            chunk = _Chunk(part.copy() if self._data else part, part.nbytes, number, len(firsts), start, network_end)
-            self._chunks.append(chunk)
-            engine.call_at(start + self._to_buffer, self._land, chunk)
+            part = values[first:first + per_slot]
+            yield from self._chunk_steps(part.copy() if self._data else part, part.nbytes, number, len(firsts))
+
+    def _chunk_steps(self, values: np.ndarray, nbytes: int, number: int, count: int):
+        """One hardware message: take a slot, wait until the route is free, start it; it lands by `_land`."""
+        engine = self._engine
+        credits = self._credits
+        if credits and credits[0] <= engine._now:
+            self._absorb_credits()
+        if self._free_slots == 0:
+            yield from self._credit_steps()
+        self._free_slots -= 1
+        network = self._network
+        ready = network.ready(engine._now)  # every hop free when the chunk's first byte reaches it
+        if ready > engine._now:
+            yield ready
+        start, network_end = network.transfer(engine, nbytes)
+        chunk = _Chunk(values, nbytes, number, count, start, network_end)
+        self._chunks.append(chunk)
+        engine.call_at(start + self._to_buffer, self._land, chunk)
 
     def _land(self, chunk: "_Chunk") -> None:
         """The chunk's first byte reaches the slot: book the slot's channel, fix the arrival, wake the receiver."""
-        _, buffer_end = transfer(self._engine, self._buffer_route, chunk.nbytes)
-        chunk.arrival = max(chunk.network_end + self._buffer.latency_ps, buffer_end) + self._overhead
-        chunk.flow_id = next(self._flow_ids)
-        self._machine.oplog.append(
-            "ipcq_send", f"sip{self.sender.sip}", self._units[0], self._label, self._programs[0], chunk.nbytes, 0,
-            chunk.start, chunk.arrival, {"flow_id": chunk.flow_id, "to": self._names[1],
-                                         "buffer": self.settings.buffer_kind, "chunk": chunk.number,
-                                         "chunks": chunk.count})
+        _, buffer_end = self._buffer_route.transfer(self._engine, chunk.nbytes)
+        network_end = chunk.network_end + self._buffer.latency_ps
+        chunk.arrival = (network_end if network_end > buffer_end else buffer_end) + self._overhead
+        chunk.flow_id = flow_id = next(self._flow_ids)
+        count = chunk.count
+        self._machine.oplog.append_pairs(
+            "ipcq_send", self._devices[0], self._units[0], self._label, self._programs[0], chunk.nbytes, 0,
+            chunk.start, chunk.arrival,
+            (("flow_id", flow_id), self._to_pair, self._buffer_pair,
+             *(_ONLY_CHUNK if count == 1 else (("chunk", chunk.number), ("chunks", count)))))
         if self._chunk_landed is not None:
             landed, self._chunk_landed = self._chunk_landed, None
             landed.succeed()
 
-    def _take_slot(self) -> None:
+    def _credit_steps(self):
+        """No free slot: wait for the first credit on its way back (`sleep`) or poll for it (`poll`)."""
         engine = self._engine
+        began = engine._now
+        if not self._credits:
+            self._credit_returned = engine.event(self._slot_wait)
+            yield self._credit_returned
+        arrival = self._credits[0]
+        if self.settings.backpressure == "poll":
+            interval = self.settings.poll_interval_ps
+            polls = max(1, -(-(arrival - began) // interval))
+            self.polls += polls
+            args = (self._backpressure_pair, ("polls", polls))
+            yield began + polls * interval
+        else:
+            args = (self._backpressure_pair,)
+            yield arrival
+        self._machine.oplog.append_pairs("ipcq_wait", self._devices[0], self._units[0], self._label,
+                                         self._programs[0], 0, 0, began, engine._now, args)
         self._absorb_credits()
-        if self._free_slots == 0:
-            began = engine.now
-            if not self._credits:
-                self._credit_returned = engine.event(self._slot_wait)
-                engine.wait(self._credit_returned)
-            arrival = self._credits[0]
-            args = {"backpressure": self.settings.backpressure}
-            if self.settings.backpressure == "poll":
-                interval = self.settings.poll_interval_ps
-                polls = max(1, -(-(arrival - began) // interval))
-                self.polls += polls
-                args["polls"] = polls
-                engine.sleep_until(began + polls * interval)
-            else:
-                engine.sleep_until(arrival)
-            self._machine.oplog.append("ipcq_wait", f"sip{self.sender.sip}", self._units[0], self._label,
-                                       self._programs[0], 0, 0, began, engine.now, args)
-            self._absorb_credits()
-        self._free_slots -= 1
 
     def _absorb_credits(self) -> None:
-        now = self._engine.now
-        while self._credits and self._credits[0] <= now:
-            self._credits.popleft()
+        now = self._engine._now
+        credits = self._credits
+        while credits and credits[0] <= now:
+            credits.popleft()
             self._free_slots += 1
-
-    def _wait_for_route(self) -> None:
-        """Sleep until every hop is free when the chunk's first byte reaches it."""
-        ready = now = self._engine.now
-        offset = 0
-        for channel in self._network:
-            ready = max(ready, channel.free_at - offset)
-            offset += channel.latency_ps
-        if ready > now:
-            self._engine.sleep_until(ready)
 
     # ---- the receiver's side -----------------------------------------------------------
     def recv(self) -> np.ndarray:
         """Wait for the next message, copy each chunk out of its slot into TCM, return the values."""
+        return self._engine.drive(self.recv_steps())
+
+    def recv_steps(self):
+        """`recv` as the steps of an engine task (`values = yield from queue.recv_steps()`)."""
         engine = self._engine
-        parts = []
+        chunks = self._chunks
+        parts = None
         while True:
-            while not self._chunks or self._chunks[0].arrival is None:
+            while not chunks or chunks[0].arrival is None:
                 self._chunk_landed = engine.event(self._recv_wait)
-                engine.wait(self._chunk_landed)
-            chunk = self._chunks.popleft()
-            if chunk.arrival > engine.now:
-                engine.sleep_until(chunk.arrival)
-            start, end = transfer(engine, self._copy_route, chunk.nbytes)
-            engine.sleep_until(end)
-            self._machine.oplog.append(
-                "ipcq_recv", f"sip{self.receiver.sip}", self._units[1], self._label, self._programs[1], chunk.nbytes,
-                0, start, end, {"flow_id": chunk.flow_id, "from": self._names[0], "buffer": self.settings.buffer_kind})
+                yield self._chunk_landed
+            chunk = chunks.popleft()
+            if chunk.arrival > engine._now:
+                yield chunk.arrival
+            start, end = self._copy_route.transfer(engine, chunk.nbytes)
+            yield end
+            self._machine.oplog.append_pairs(
+                "ipcq_recv", self._devices[1], self._units[1], self._label, self._programs[1], chunk.nbytes, 0,
+                start, end, (("flow_id", chunk.flow_id), self._from_pair, self._buffer_pair))
             self._credits.append(end + self._credit_latency)
             if self._credit_returned is not None:
                 returned, self._credit_returned = self._credit_returned, None
                 returned.succeed()
+            if chunk.count == 1:
+                return chunk.values
+            if parts is None:
+                parts = []
             parts.append(chunk.values)
             if chunk.number == chunk.count - 1:
-                return parts[0] if len(parts) == 1 else np.concatenate(parts)
+                return np.concatenate(parts)
 
 
 class _Chunk:
@@ -246,6 +278,9 @@ class _Chunk:
         self.network_end = network_end
         self.arrival: int | None = None
         self.flow_id: int | None = None
+
+
+_ONLY_CHUNK = (("chunk", 0), ("chunks", 1))
 
 
 def pe_name(endpoint: Endpoint) -> str:

@@ -27,7 +27,7 @@ from kernbench.machine.data_executor import Access, DataHazard, HazardDetector, 
 from kernbench.machine.endpoints import Endpoint
 from kernbench.machine.memory import DeviceMemory
 from kernbench.machine.pe import PeUnits, build_pe_units
-from kernbench.sim_engine import Channel, ExclusiveUnit, OpLog, transfer
+from kernbench.sim_engine import Channel, ExclusiveUnit, OpLog, Route
 from kernbench.topology import Link, Topology
 
 IO_CUBE = 0
@@ -208,25 +208,33 @@ class Machine:
         """One `Transfer` of `issue_transfers`, its fields given one by one (the placed DMAs' path, which
         builds no `Transfer`): reserve its route now, log it, arrange its read at its start; return
         `(end, effect)`."""
-        engine = self.engine
         known = self._paths_by_id.get((id(src), id(dst)))
         path = known[0] if known is not None and known[1] is src and known[2] is dst else self._path(src, dst)
-        route = path.route
-        if dma_engine is not None:
-            route = path.through.get(dma_engine)
-            if route is None:
-                route = path.through[dma_engine] = [dma_engine, *path.route]
-        start, end = transfer(engine, route, nbytes)
-        device = device or _device_of(src, dst)
-        self.oplog.append("dma", device, unit, label, program, nbytes, 0, start, end,
-                          {"src": path.src_name, "dst": path.dst_name})
+        return self.issue_path_dma(path, nbytes, read, write, src_region, dst_region, label, data,
+                                   device or _device_of(src, dst), unit, program, dma_engine, owner)
+
+    def dma_path(self, src: Endpoint | None, dst: Endpoint) -> "_Path":
+        """The resolved pair (src, dst) for `issue_path_dma`, for a caller that issues many DMAs between them."""
+        return self._path(src, dst)
+
+    def issue_path_dma(self, path: "_Path", nbytes: int, read, write, src_region: Region | None,
+                       dst_region: Region | None, label: str, data: bool, device: str, unit: str, program,
+                       dma_engine: Channel | None, owner) -> tuple[int, "_Effect"]:
+        """`issue_dma` between the endpoints of `path` (from `dma_path`), its device given."""
+        engine = self.engine
+        route = path.through.get(dma_engine)
+        if route is None:
+            route = path.through[dma_engine] = Route(path.route if dma_engine is None else [dma_engine, *path.route])
+        start, end = route.transfer(engine, nbytes)
+        self.oplog.append_pairs("dma", device, unit, label, program, nbytes, 0, start, end, path.pairs)
         effect = _Effect(read if data else None, write, src_region)
         if src_region is not None or dst_region is not None:
             effect.op = (label, program, device, unit, start, end)
-        if start > engine._now and (effect.read is not None or src_region is not None):
-            engine.call_at(start, self._read_at_start, (effect, owner))
-        else:
-            self._read(effect, owner)
+        if effect.read is not None or src_region is not None:  # else nothing happens at its start
+            if start > engine._now:
+                engine.call_at(start, self._read_at_start, (effect, owner))
+            else:
+                self._read(effect, owner)
         if dst_region is not None:
             effect.in_flight = self.hazards.write_issued(dst_region, end, effect.access, owner)
         return end, effect
@@ -257,9 +265,17 @@ class Machine:
     def compute(self, unit: ExclusiveUnit, duration_ps: int, *, kind: str, label: str, program=None,
                 flops: int = 0, nbytes: int = 0, args: dict | None = None) -> int:
         """Run one op on an exclusive unit (matrix or vector) for the calling process; return its end."""
-        start, end = unit.reserve(duration_ps)
-        self.oplog.append(kind, unit.device, unit.name, label, program, nbytes, flops, start, end, args)
+        end = self.issue_compute(unit, duration_ps, kind=kind, label=label, program=program, flops=flops,
+                                 nbytes=nbytes, pairs=None if args is None else tuple(args.items()))
         self.engine.sleep_until(end)
+        return end
+
+    def issue_compute(self, unit: ExclusiveUnit, duration_ps: int, *, kind: str, label: str, program=None,
+                      flops: int = 0, nbytes: int = 0, pairs: tuple | None = None) -> int:
+        """`compute` without the wait, for work that does not block in a process (an engine `Task`): reserve
+        the unit now and log the op (`pairs`: its args as `OpLog.append_pairs` takes them); return its end."""
+        start, end = unit.reserve(duration_ps)
+        self.oplog.append_pairs(kind, unit.device, unit.name, label, program, nbytes, flops, start, end, pairs)
         return end
 
     # ---- accounting ------------------------------------------------------------------
@@ -275,16 +291,15 @@ class Machine:
 
 
 class _Path:
-    """A resolved (src, dst) pair: its route, the names its op-log entries give, and the route behind
+    """A resolved (src, dst) pair: its route, the op-log args of its DMAs, and the `Route` it makes behind
     each DMA engine that has used it (built once, not per transfer)."""
 
-    __slots__ = ("route", "src_name", "dst_name", "through")
+    __slots__ = ("route", "pairs", "through")
 
     def __init__(self, route: list[Channel], src: Endpoint | None, dst: Endpoint):
         self.route = route
-        self.src_name = str(src) if src else "generated"
-        self.dst_name = str(dst)
-        self.through: dict[Channel, list[Channel]] = {}
+        self.pairs = (("src", str(src) if src else "generated"), ("dst", str(dst)))  # every DMA's op-log args
+        self.through: dict[Channel | None, Route] = {}  # by DMA engine (None: none)
 
 
 class _Effect:

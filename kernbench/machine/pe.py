@@ -34,7 +34,12 @@ class PeUnits:
 
     def free_dma_engine(self) -> Channel:
         """The DMA engine that frees up first (the lowest-numbered on a tie)."""
-        return min(self.dma_engines, key=lambda engine: engine.free_at)
+        engines = self.dma_engines
+        best = engines[0]
+        for index in range(1, len(engines)):
+            if engines[index].free_at < best.free_at:
+                best = engines[index]
+        return best
 
 
 def build_pe_units(engine, topology: Topology, sip: int, cube: int, pe: int) -> PeUnits:

@@ -10,6 +10,9 @@ Values are read at each DMA's start and written at its end (`run_transfers`).
 (a collective's started loads and stores run as engine tasks). A contiguous
 run of elements is a slice throughout: it is placed by its bounds and named
 to the hazard detector by the slice, never expanded to an index array.
+`RunDmas` serves a caller that moves many runs of one region held by one
+cube (a collective's pieces): the same DMAs, with what does not change
+between them worked out once.
 """
 
 from __future__ import annotations
@@ -88,6 +91,82 @@ def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: 
 
     return _issue(machine, pe, allocation, indices, values.dtype.itemsize, to_tcm=False, read=read, write=write,
                   label=label, program=program, data=data, owner=owner)
+
+
+class RunDmas:
+    """DMAs of contiguous runs of one allocation, all held by one cube, between that cube's HBM and one PE's
+    TCM: for a caller that moves many runs of the same elements (a collective's pieces of a region).
+
+    What `issue_load` and `issue_store` work out on every call — the PE's endpoints, the replica, the cube
+    holding the run, the path, the landing order — is worked out once (`of`), so a run is one
+    `Machine.issue_path_dma` with exactly the fields theirs would have: the same reservation, op-log record,
+    data effect and hazard tracking.
+    """
+
+    __slots__ = ("_machine", "_pe", "_allocation", "_dtype", "_itemsize", "_to_tcm", "_to_hbm", "_device", "_unit",
+                 "_label", "_program", "_data")
+
+    @classmethod
+    def of(cls, machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, first: int, stop: int, *,
+           label: str, program: int | None, data: bool) -> "RunDmas | None":
+        """DMAs of runs within elements [first, stop) of `allocation`, or None when no one cube holds them all."""
+        placement = allocation.placement
+        replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
+        groups = lanes_per_cube(placement, slice(first, stop), replica) if stop > first else []
+        if len(groups) != 1 or groups[0][1] is not _ALL:
+            return None
+        return cls(machine, pe, allocation, dtype, groups[0][0], label, program, data)
+
+    def __init__(self, machine, pe, allocation, dtype, cube, label, program, data):
+        ends = _ends(pe)
+        self._machine = machine
+        self._pe = pe
+        self._allocation = allocation
+        self._dtype = np.dtype(dtype)
+        self._itemsize = self._dtype.itemsize
+        memory = ends.hbm(cube)
+        self._to_tcm = machine.dma_path(memory, ends.here)
+        self._to_hbm = machine.dma_path(ends.here, memory)
+        self._device = ends.device
+        self._unit = ends.unit
+        self._label = label
+        self._program = program
+        self._data = data
+
+    def load(self, first: int, stop: int, owner) -> tuple[np.ndarray, int, object]:
+        """`issue_load` of elements [first, stop) (not empty): `(out, end, effect)`."""
+        out = np.empty(stop - first, dtype=self._dtype)
+        selector = slice(first, stop)
+        read = write = None
+        if self._data:
+            read = functools.partial(_read_run, self._allocation.storage, self._dtype, selector)
+            write = functools.partial(out.__setitem__, _ALL)
+        end, effect = self._machine.issue_path_dma(
+            self._to_tcm, (stop - first) * self._itemsize, read, write,
+            Region(self._allocation, selector, self._itemsize), None, self._label, self._data, self._device,
+            self._unit, self._program, self._pe.free_dma_engine(), owner)
+        return out, end, effect
+
+    def store(self, first: int, stop: int, values: np.ndarray, owner) -> tuple[int, object]:
+        """`issue_store` of `values` into elements [first, stop) (not empty): `(end, effect)`."""
+        selector = slice(first, stop)
+        read = write = None
+        if self._data:
+            read = functools.partial(values.__getitem__, _ALL)
+            write = functools.partial(_write_run, self._allocation.storage, values.dtype, selector)
+        return self._machine.issue_path_dma(
+            self._to_hbm, (stop - first) * self._itemsize, read, write, None,
+            Region(self._allocation, selector, self._itemsize), self._label, self._data, self._device, self._unit,
+            self._program, self._pe.free_dma_engine(), owner)
+
+
+def _read_run(storage, dtype, selector: slice) -> np.ndarray:
+    # A slice is a view of memory: copy it now, or a store landing before this DMA's end would show.
+    return storage.typed(dtype, selector)[selector].copy()
+
+
+def _write_run(storage, dtype, selector: slice, values: np.ndarray) -> None:
+    storage.typed(dtype, selector)[selector] = values
 
 
 def _land_all(machine: Machine, landing: list) -> None:

@@ -11,14 +11,21 @@ every allocation, or past the end of the tensor its lowest address lies in,
 is a `KernelFault` naming the tensor, offset and size (the bridge adds the
 kernel and program). The DMAs themselves are `kernbench.machine.placed_dma`'s,
 shared with the collectives' PE programs; costs and decisions are ADR 0008.
+What every port of a machine asks again and again — op durations and their
+op-log args, dtypes, each placement's replica nearest a PE — is worked out
+once per machine (`_MachineCosts`), since a grid's programs (replayed from
+one trace, ADR 0007) make the same requests many thousand times.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from kernbench.dtypes import resolve_dtype
 from kernbench.kernels import KernelFault
+from kernbench.kernels.triton_bridge.values import all_set, placeholder
 from kernbench.machine import Transfer, hbm, tcm
 from kernbench.machine.placed_dma import lanes_per_cube, load_elements, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
@@ -30,12 +37,96 @@ _ATOMIC_OPS = {
 }
 
 
+class _MachineCosts:
+    """What every program's port asks of one machine again and again, worked out once per machine.
+
+    Op durations depend on the topology only; a placement's nearest replica
+    to a PE on the mesh only. Kept per machine (weakly), so programs of
+    every launch share them.
+    """
+
+    def __init__(self, machine) -> None:
+        self.topology = machine.topology
+        self.dma_view = _ReplicaCachingMachine(machine)
+        self.vector_ops: dict[tuple, tuple[int, tuple]] = {}
+        self.gemm_ops: dict[tuple, tuple[int, tuple]] = {}
+        self.dtypes: dict[str, np.dtype] = {}
+
+    def vector(self, op: str, n_elements: int, dtype_name: str) -> tuple[int, tuple]:
+        """(duration, op-log args) of a vector op; records of equal ops share one args tuple."""
+        key = (op, n_elements, dtype_name)
+        known = self.vector_ops.get(key)
+        if known is None:
+            known = self.vector_ops[key] = (
+                vector_ps(self.topology, n_elements), (("op", op), ("elements", n_elements), ("dtype", dtype_name)))
+        return known
+
+    def gemm(self, dtype_name: str, m: int, n: int, k: int, flops: int) -> tuple[int, tuple]:
+        """(duration, op-log args) of a dot of `flops` flops of an m x k by k x n tile."""
+        key = (dtype_name, m, n, k, flops)
+        known = self.gemm_ops.get(key)
+        if known is None:
+            known = self.gemm_ops[key] = (
+                gemm_ps(self.topology, dtype_name, flops), (("m", m), ("n", n), ("k", k), ("dtype", dtype_name)))
+        return known
+
+    def dtype(self, name: str) -> np.dtype:
+        dtype = self.dtypes.get(name)
+        if dtype is None:
+            dtype = self.dtypes[name] = np.dtype(resolve_dtype(name).numpy)
+        return dtype
+
+
+class _ReplicaCachingMachine:
+    """The machine as the placed DMAs see it, with `nearest_replica` remembered per (placement, sip, cube).
+
+    Everything else is the machine's own, reached through a weak proxy: this
+    view lives as long as the machine, never longer. A placement is
+    unhashable, so it is remembered by identity and kept, so that its id
+    stays its own.
+    """
+
+    def __init__(self, machine) -> None:
+        self._machine = weakref.proxy(machine)
+        self._nearest: dict[tuple[int, int, int], tuple[object, int]] = {}
+        self.engine = machine.engine
+
+    def __getattr__(self, name: str):
+        return getattr(self._machine, name)
+
+    # What every DMA asks for, found without `__getattr__`.
+    def issue_dma(self, *args):
+        return self._machine.issue_dma(*args)
+
+    def land(self, effect) -> None:
+        self._machine.land(effect)
+
+    def nearest_replica(self, placement, sip: int, cube: int) -> int:
+        key = (id(placement), sip, cube)
+        known = self._nearest.get(key)
+        if known is None or known[0] is not placement:
+            known = self._nearest[key] = (placement, self._machine.nearest_replica(placement, sip, cube))
+        return known[1]
+
+
+_COSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _costs(machine) -> _MachineCosts:
+    costs = _COSTS.get(machine)
+    if costs is None:
+        costs = _COSTS[machine] = _MachineCosts(machine)
+    return costs
+
+
 class SimProgramPort:
     """The `ProgramPort` of one program instance running on one PE."""
 
     def __init__(self, ctx, kernel: str, program: int, pe, timing_only: bool):
         self._ctx = ctx
         self._machine = ctx.machine
+        self._engine = ctx.machine.engine
+        self._costs = _costs(ctx.machine)
         self._memory = ctx.machine.memory[pe.sip]
         self._kernel = kernel
         self._program = program
@@ -45,23 +136,28 @@ class SimProgramPort:
 
     # ---- memory ------------------------------------------------------------------------
     def load(self, addresses: np.ndarray, mask: np.ndarray | None, dtype_name: str) -> np.ndarray:
-        dtype = resolve_dtype(dtype_name).numpy
+        dtype = self._costs.dtype(dtype_name)
+        if mask is not None and all_set(mask):
+            mask = None  # the same accesses, without gathering the lanes
         active = addresses if mask is None else addresses[mask]
-        out = np.zeros(addresses.shape, dtype=dtype)
         if active.size == 0:
-            return out
+            return np.zeros(addresses.shape, dtype=dtype)
         allocation, indices = self._locate(active, dtype.itemsize, "load")
         self._check_working_set(active.size * dtype.itemsize, "a load")
-        gathered = load_elements(self._machine, self._pe, allocation, np.dtype(dtype), indices,
+        gathered = load_elements(self._costs.dma_view, self._pe, allocation, dtype, indices,
                                  label=self._kernel, program=self._program, data=not self._timing_only)
-        if not self._timing_only:
-            if mask is None:
-                out[...] = gathered.reshape(addresses.shape)
-            else:
-                out[mask] = gathered
+        if self._timing_only:
+            # Nothing was read; the bridge poisons what it gets, so zeros that take no memory will do.
+            return placeholder(addresses.shape, dtype)
+        if mask is None:
+            return gathered.reshape(addresses.shape)
+        out = np.zeros(addresses.shape, dtype=dtype)
+        out[mask] = gathered
         return out
 
     def store(self, addresses: np.ndarray, values: np.ndarray, mask: np.ndarray | None) -> None:
+        if mask is not None and all_set(mask):
+            mask = None
         active = addresses if mask is None else addresses[mask]
         if active.size == 0:
             return
@@ -69,7 +165,7 @@ class SimProgramPort:
         allocation, indices = self._locate(active, values.dtype.itemsize, "store")
         self._check_working_set(active.size * values.dtype.itemsize, "a store")
         payload = (values if mask is None else values[mask]).reshape(-1)
-        store_elements(self._machine, self._pe, allocation, indices, payload,
+        store_elements(self._costs.dma_view, self._pe, allocation, indices, payload,
                        label=self._kernel, program=self._program, data=not self._timing_only)
 
     def atomic_rmw(self, op: str, addresses, values, mask, dtype_name: str) -> np.ndarray:
@@ -123,26 +219,37 @@ class SimProgramPort:
         flops = 2 * batch * m * n * k
         operand_bytes = a.nbytes + b.nbytes + (acc.nbytes if acc is not None else batch * m * n * np.dtype(out_dtype).itemsize)
         self._check_working_set(operand_bytes, "a dot's operands")
-        pe = self._pe
-        self._machine.compute(pe.matrix, gemm_ps(self._ctx.topology, in_dtype.name, flops), kind="gemm",
-                              label=self._kernel, program=self._program, flops=flops,
-                              args={"m": m, "n": n, "k": k, "dtype": in_dtype.name})
+        duration, pairs = self._costs.gemm(in_dtype.name, m, n, k, flops)
+        self._engine.sleep_until(self._machine.issue_compute(
+            self._pe.matrix, duration, kind="gemm", label=self._kernel, program=self._program, flops=flops,
+            pairs=pairs))
         if self._timing_only:
-            return np.zeros(a.shape[:-1] + (n,), dtype=out_dtype) if acc is None else acc.astype(out_dtype)
+            return placeholder(a.shape[:-1] + (n,), np.dtype(out_dtype))  # the bridge poisons it: not computed
         wide = np.int32 if in_dtype.name == "i8" else np.float32 if in_dtype.itemsize < 8 else np.float64
-        result = np.matmul(a.astype(wide), b.astype(wide))
+        result = np.matmul(a.astype(wide, copy=False), b.astype(wide, copy=False))
         if acc is not None:
-            result = result + acc.astype(wide)
-        return result.astype(out_dtype)
+            result += acc.astype(wide, copy=False)
+        return result.astype(out_dtype, copy=False)
 
     def vector(self, op: str, n_elements: int, dtype_name: str) -> None:
-        self._machine.compute(self._pe.vector, vector_ps(self._ctx.topology, n_elements), kind="vector",
-                              label=self._kernel, program=self._program,
-                              args={"op": op, "elements": n_elements, "dtype": dtype_name})
+        # `Machine.compute` with the op-log args built once per kind of op (`issue_compute`, then the wait).
+        duration, pairs = self._costs.vector(op, n_elements, dtype_name)
+        self._engine.sleep_until(self._machine.issue_compute(
+            self._pe.vector, duration, kind="vector", label=self._kernel, program=self._program, pairs=pairs))
 
     # ---- shared machinery --------------------------------------------------------------
     def _locate(self, active: np.ndarray, itemsize: int, access: str):
         """The allocation holding every active address, and their element indices in it; else a fault."""
+        allocation = self._memory.find(active.item(0))
+        if allocation is not None and not itemsize & (itemsize - 1) and allocation.base % itemsize == 0:
+            # The usual case in four passes: every offset from the allocation holding the first address
+            # is inside it (as unsigned, a negative offset is too large) and a multiple of the itemsize.
+            offsets = active.reshape(-1) - allocation.base
+            if (int(offsets.view(np.uint64).max()) + itemsize <= allocation.nbytes
+                    and (itemsize == 1 or not int(np.bitwise_or.reduce(offsets)) & (itemsize - 1))):
+                if itemsize > 1:
+                    offsets >>= itemsize.bit_length() - 1
+                return allocation, offsets
         lowest = int(active.min())
         allocation = self._memory.find(lowest)
         if allocation is None:
@@ -167,7 +274,7 @@ class SimProgramPort:
         """
         pe = self._pe
         here = tcm(pe.sip, pe.cube, pe.pe)
-        replica = self._machine.nearest_replica(allocation.placement, pe.sip, pe.cube)
+        replica = self._costs.dma_view.nearest_replica(allocation.placement, pe.sip, pe.cube)
         transfers = [Transfer(src=here, dst=hbm(pe.sip, cube), nbytes=count * itemsize)
                      for cube, _, count in lanes_per_cube(allocation.placement, indices, replica)]
         self._machine.run_transfers(transfers, label=self._kernel, data=False, device=f"sip{pe.sip}",

@@ -5,7 +5,7 @@ from kernbench.sim_engine.errors import Deadlock, EngineUsageError, ProcessFaile
 from kernbench.sim_engine.events import Event, Timeout
 from kernbench.sim_engine.op_log import LabelTotals, OpLog, OpRecord, UnitUsage
 from kernbench.sim_engine.process import Process, Task
-from kernbench.sim_engine.resources import Channel, ExclusiveUnit, transfer, transfer_and_wait
+from kernbench.sim_engine.resources import Channel, ExclusiveUnit, Route, transfer, transfer_and_wait
 from kernbench.sim_engine.trace import chrome_trace_events, write_chrome_trace
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "OpRecord",
     "Process",
     "ProcessFailed",
+    "Route",
     "Task",
     "Timeout",
     "UnitUsage",

@@ -57,7 +57,9 @@ class Engine:
         self._main = getcurrent()
         self._to_main = self._main.switch
         self._current: Process | None = None
+        self._task: Task | None = None  # the task whose step is running, if any
         self._live: dict[Process, None] = {}
+        self._waiting_tasks: dict[Task, None] = {}  # tasks waiting on an event, for Deadlock reports
         self._running = False
         # One bound object, so the stop entry can be found by identity.
         self._stop = self._stop_run
@@ -76,6 +78,11 @@ class Engine:
     def current_process(self) -> Process | None:
         """The process running now, or None in the main greenlet."""
         return self._current
+
+    @property
+    def current_task(self) -> Task | None:
+        """The task whose step is running now, or None (in a process or between steps)."""
+        return self._task
 
     @property
     def live_processes(self) -> list[Process]:
@@ -103,16 +110,23 @@ class Engine:
     def task(self, fn, *args, name: str | None = None) -> Task:
         """Start the generator `fn(task, *args)` as a `Task` at the current time and return the task.
 
-        A task is a process without a greenlet, whose only blocking call is
-        `yield t` (= `sleep_until(t)`); see `Task`. `name` identifies it in
-        failure reports, as a process's does.
+        A task is a process without a greenlet, whose only blocking calls are
+        `yield t` (= `sleep_until(t)`) and `yield event` (= `wait(event)`);
+        see `Task`. `name` identifies it in failure and deadlock reports, as a
+        process's does.
         """
         self._pid += 1
-        return Task(self, fn, args, f"{getattr(fn, '__name__', 'task')}#{self._pid}" if name is None else name)
+        pid = self._pid
+        return Task(self, fn, args, f"{getattr(fn, '__name__', 'task')}#{pid}" if name is None else name, pid)
 
     def event(self, name: str | None = None) -> Event:
         """A new pending event; `name` says what it stands for in deadlock reports."""
         return Event(self, name)
+
+    def all_of(self, events) -> Event:
+        """An event that succeeds with the list of the events' values once all succeed, or fails with the
+        first failure as soon as it happens: what `wait_all` waits on, for a task to `yield`."""
+        return AllOf(self, list(events))
 
     def timeout(self, delay_ps: int, value=None) -> Timeout:
         """An event that succeeds with `value` `delay_ps` after now."""
@@ -221,6 +235,31 @@ class Engine:
         if event._ok:
             return event._value
         raise event._value.with_traceback(event._tb)
+
+    def drive(self, steps):
+        """Run the generator `steps` — a task's body (see `Task`) — in the calling process; return its value.
+
+        Each time it yields is a `sleep_until`, each event a `wait` (its value
+        sent back, its failure raised at the yield, as is a kill): so one body
+        of code serves a process and a task, blocking at the same points.
+        Called from a process only.
+        """
+        send = steps.send
+        try:
+            wake = send(None)
+            while True:
+                if wake.__class__ is int and wake >= self._now:
+                    self.sleep_until(wake)
+                    wake = send(None)
+                    continue
+                try:
+                    value = self.wait(wake) if isinstance(wake, Event) else self.sleep_until(wake)
+                except BaseException as error:  # a failure, a kill: raised where it yielded, as in a process
+                    wake = steps.throw(error)
+                else:
+                    wake = send(value)
+        except StopIteration as done:
+            return done.value
 
     def wait_all(self, events) -> list:
         """Wait until every event succeeded; return their values in order.
@@ -346,7 +385,7 @@ class Engine:
     def _raise_deadlock(self, until, started: int) -> None:
         waiting = sorted(
             (p._waiting_since, p.name, p.pid, p._waiting_on.describe() if p._waiting_on else "nothing")
-            for p in self._live
+            for p in (*self._live, *self._waiting_tasks)
         )
         report = [(f"process {name!r}", what, since) for since, name, _, what in waiting]
         if isinstance(until, Event):

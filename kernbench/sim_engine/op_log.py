@@ -73,6 +73,18 @@ class OpLog:
         self._records.append((kind, device, unit, label, program, nbytes, flops, start, end,
                               None if args is None else tuple(args.items())))
 
+    def append_pairs(self, kind, device, unit, label, program, nbytes, flops, start, end, pairs) -> None:
+        """`append` with `args` given as stored: a tuple of (key, value) pairs, or None.
+
+        For callers that log many ops: a pair that never changes (a queue's
+        `("to", name)`) is built once and shared by every record, which
+        costs no dict per op and no memory per record. Reading gives the
+        same `OpRecord` as `append(..., dict(pairs))`.
+        """
+        if end < start:
+            raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
+        self._records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs))
+
     def __len__(self) -> int:
         return len(self._records)
 

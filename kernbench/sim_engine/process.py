@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from heapq import heappush
+
 from greenlet import GreenletExit, greenlet
 
 from kernbench.sim_engine.errors import EngineUsageError, ProcessFailed
 from kernbench.sim_engine.events import Event, _Condition
+from kernbench.sim_engine.simtime import as_ps
 
 
 class Process(Event):
@@ -124,29 +127,44 @@ class Task(Event):
     """A process without a greenlet: a generator the engine advances from its loop.
 
     Created by `Engine.task(fn, *args)`, which calls `fn(task, *args)` for the
-    generator. The generator blocks only by `yield t`, which stands for
-    `sleep_until(t)`; it runs exactly where a `Process` running the same code
-    would (its first step where a process spawned now first runs, each later
-    one where that process would wake), so replacing such a process by a task
+    generator. The generator blocks only by yielding: `yield t` stands for
+    `sleep_until(t)` and `value = yield event` for `wait(event)` (the
+    event's value, or its failure raised at the yield). It runs exactly where
+    a `Process` running the same code would: its first step where a process
+    spawned now first runs, each later one where that process would resume
+    — a sleep to a time before everything scheduled continues at once, as the
+    engine's fast path does, and a wait on an event already triggered
+    continues without an entry. So replacing such a process by a task
     changes no simulated time and no order of execution. It cannot make
     blocking engine calls (it is not a process; `current_process` is None
-    while it runs). As an event it succeeds with the generator's return value
-    or fails with what it raised; a failure nothing waits for stops `run()`
-    with `ProcessFailed`, and `kill` behaves as `Process.kill`. A task costs a
-    generator frame and one heap entry per step, where a process costs a
-    greenlet and two switches per block: what work started by the thousand
-    (a collective's prefetches and posted stores) needs.
+    while it runs, `current_task` is the task). As an event it succeeds with the generator's return
+    value or fails with what it raised; a failure nothing waits for stops
+    `run()` with `ProcessFailed`, and `kill` behaves as `Process.kill`. A
+    task waiting on an event is listed by a `Deadlock` report as a process
+    is. A task costs a generator frame and at most one heap entry per block,
+    where a process costs a greenlet and two switches per block: what work
+    started by the thousand (a collective's members, prefetches and posted
+    stores) needs.
     """
 
-    __slots__ = ("_generator", "_step", "_killed")
+    __slots__ = ("pid", "_generator", "_step", "_resume", "_killed", "_waiting_on", "_waiting_since")
 
-    def __init__(self, engine, fn, args, name: str):
-        super().__init__(engine, name)
+    def __init__(self, engine, fn, args, name: str, pid: int = 0):
+        # Event's fields set here rather than through its __init__: tasks are made by the thousand.
+        self._engine = engine
+        self.name = name
+        self._callbacks = []
+        self._ok = self._value = self._tb = None
+        self.pid = pid
         self._generator = fn(self, *args)
-        # One bound object, so kill() can find this task's heap entries by identity.
+        # Bound once, so kill() can find this task's heap entries and event registrations by identity.
         self._step = self._advance
+        self._resume = None  # bound on its first wait for an event
         self._killed = False
-        engine._schedule_now(self._step, None)
+        self._waiting_on = None
+        self._waiting_since = 0
+        engine._seq = seq = engine._seq + 1
+        heappush(engine._heap, (engine._now, seq, self._step, None))
 
     @property
     def is_alive(self) -> bool:
@@ -174,24 +192,78 @@ class Task(Event):
         if self._ok is not None:
             return
         self._engine._unschedule(self._step)
+        self._unschedule_wake()
         self._killed = True
         self._advance(exc)
 
-    def _advance(self, exc: BaseException | None) -> None:
+    def _unschedule_wake(self) -> None:
+        """Stop waiting on an event (killed while waiting)."""
+        event = self._waiting_on
+        if event is None:
+            return
+        self._engine._unschedule(self._resume)
+        callbacks = event._callbacks
+        if callbacks and self._resume in callbacks:
+            callbacks.remove(self._resume)
+        if isinstance(event, _Condition) and not event._callbacks:
+            event._detach()
+        self._waiting_on = None
+        self._engine._waiting_tasks.pop(self, None)
+
+    def _woken(self, event: Event) -> None:
+        """The event this task waits on triggered: go on with its value, or raise its failure at the yield."""
+        self._waiting_on = None
+        del self._engine._waiting_tasks[self]
+        if event._ok:
+            self._advance(None, event._value)
+        else:
+            self._advance(event._value.with_traceback(event._tb))
+
+    def _advance(self, exc: BaseException | None, value=None) -> None:
+        """Send `value` (or throw `exc`) into the generator and go on until it blocks, returns or raises."""
         engine = self._engine
+        generator = self._generator
+        outer, engine._task = engine._task, self  # outer: a task whose step kills this one, else None
         try:
-            wake = self._generator.send(None) if exc is None else self._generator.throw(exc)
+            while True:
+                wake = generator.send(value) if exc is None else generator.throw(exc)
+                exc = value = None
+                if wake.__class__ is not int and not isinstance(wake, Event):
+                    try:  # an integer-like time (a numpy int); a float or a bool is refused where it was yielded
+                        wake = as_ps(wake, f"task {self.name!r}: the time it yielded")
+                    except EngineUsageError as error:
+                        exc = error
+                        continue
+                if wake.__class__ is int:
+                    if wake < engine._now:  # raised where the task yielded it, as sleep_until raises
+                        exc = EngineUsageError(f"sleep_until({wake}) is in the past: now is t={engine._now} ps")
+                        continue
+                    heap = engine._heap
+                    if heap and wake >= heap[0][0]:  # wake_at(wake, self._step)
+                        engine._seq = seq = engine._seq + 1
+                        heappush(heap, (wake, seq, self._step, None))
+                        return
+                    engine._now = wake  # nothing is due before it: this task would be popped next anyway
+                elif wake._ok is None:
+                    if self._resume is None:
+                        self._resume = self._woken
+                    wake._callbacks.append(self._resume)
+                    self._waiting_on = wake
+                    self._waiting_since = engine._now
+                    engine._waiting_tasks[self] = None
+                    return
+                elif wake._ok:
+                    value = wake._value
+                else:
+                    exc = wake._value.with_traceback(wake._tb)
         except StopIteration as stop:
-            self._generator = self._step = None  # no cycle left: the task is freed by reference counting
+            self._generator = self._step = self._resume = None  # no cycle left: freed by reference counting
             self.succeed(stop.value)
         except BaseException as failure:
-            self._generator = self._step = None
+            self._generator = self._step = self._resume = None
             observed = bool(self._callbacks) or self._killed
             self.fail(failure)
             if not observed:
                 raise ProcessFailed(self, engine._now, failure) from failure
-        else:
-            try:
-                engine.wake_at(wake, self._step)
-            except EngineUsageError as error:  # a time in the past: raised where the task yielded it,
-                self._advance(error)  # as sleep_until raises in the process that calls it
+        finally:
+            engine._task = outer

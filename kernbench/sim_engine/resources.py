@@ -153,6 +153,81 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
     return start, start + offset + slowest
 
 
+class Route:
+    """A fixed sequence of channels that many transfers cross (a DMA engine's path to a memory, an IPCQ's
+    network): `route.transfer(engine, nbytes)` reserves exactly what `transfer(engine, channels, nbytes)`
+    would and returns the same `(start, end)`.
+
+    What does not change between its transfers is worked out once: each hop's latency offset, and per
+    transfer size (they come in a few: a collective's pieces, a kernel's tiles) each hop's serialization
+    time and how long after `start` it frees, so a transfer costs no bigint division and no pass to sum
+    latencies. Sizes are remembered up to a bound, then forgotten all at once.
+    """
+
+    __slots__ = ("channels", "latency_ps", "_hops", "_sizes")
+
+    _SIZES_KEPT = 64
+
+    def __init__(self, channels: Sequence[Channel]):
+        if not channels:
+            raise EngineUsageError("a Route needs at least one channel")
+        self.channels = tuple(channels)
+        hops, offset = [], 0
+        for channel in self.channels:
+            hops.append((channel, offset))
+            offset += channel.latency_ps
+        self._hops = tuple(hops)
+        self.latency_ps = offset
+        self._sizes: dict[int, tuple] = {}
+
+    def ready(self, now: int) -> int:
+        """The earliest time >= now at which every hop is free when the data reaches it (a transfer's start)."""
+        start = now
+        for channel, offset in self._hops:
+            if channel.free_at - offset > start:
+                start = channel.free_at - offset
+        return start
+
+    def transfer(self, engine, nbytes: int) -> tuple[int, int]:
+        """Reserve a cut-through transfer of `nbytes` at `engine.now`, as `transfer` does; return `(start, end)`."""
+        if nbytes.__class__ is not int:
+            nbytes = as_ps(nbytes, "transfer size in bytes")
+        costs = self._sizes.get(nbytes)
+        if costs is None:
+            costs = self._costs(nbytes)
+        holds, slowest = costs
+        start = engine._now
+        if len(holds) == 1:  # one hop (an HBM stack, a TCM port): transfer()'s own shortcut
+            channel, frees, occupancy = holds[0]
+            if channel.free_at > start:
+                start = channel.free_at
+        else:
+            for channel, offset in self._hops:
+                if channel.free_at - offset > start:
+                    start = channel.free_at - offset
+        for channel, frees, occupancy in holds:
+            channel.free_at = start + frees
+            channel.busy_ps += occupancy
+            channel.bytes_moved += nbytes
+            channel.ops += 1
+        return start, start + self.latency_ps + slowest
+
+    def _costs(self, nbytes: int) -> tuple:
+        """Per hop (channel, when after the start it frees, its serialization time), and the slowest time."""
+        if nbytes < 0:
+            nbytes = as_ps(nbytes, "transfer size in bytes")  # raises, naming the value
+        scaled = nbytes * PS_PER_S
+        holds, slowest = [], 0
+        for channel, offset in self._hops:
+            occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
+            slowest = max(slowest, occupancy)
+            holds.append((channel, offset + occupancy, occupancy))
+        if len(self._sizes) >= self._SIZES_KEPT:
+            self._sizes.clear()
+        costs = self._sizes[nbytes] = (tuple(holds), slowest)
+        return costs
+
+
 def transfer_and_wait(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
     """`transfer`, then sleep the calling process until the last byte arrives; return `(start, end)`."""
     start, end = transfer(engine, route, nbytes)

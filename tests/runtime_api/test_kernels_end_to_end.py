@@ -11,6 +11,7 @@ import triton.language as tl
 
 from kernbench.benches import gemm, vector_add
 from kernbench.cli import main
+from kernbench.kernels import PreparedLaunch
 from kernbench.kernels.library.matmul import matmul
 from kernbench.kernels.library.vector_add import add
 from kernbench.runtime_api import kernel_launch
@@ -139,6 +140,35 @@ def test_adr0007_t36_timing_only_runs_charge_value_math_as_runs_with_data():
         session.run(bench, session.torch)
         logs.append(session.ctx.machine.oplog.to_json())
     assert logs[0] == logs[1]
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+def test_adr0007_t61_replayed_launches_give_the_op_log_and_results_of_interpreted_ones(timing_only, monkeypatch):
+    # A spread vector add, a grouped matmul with two program shapes and masked tails, value math.
+    def kernels(torch):
+        spread = torch.DPPolicy(cube="column_wise", pe="column_wise")
+        x, y, out = (torch.randn(1 << 13, dp=spread, name=n) for n in ("x", "y", "out"))
+        add(x, y, out, block_size=128)
+        rows = torch.DPPolicy(cube="row_wise", pe="row_wise")
+        a = torch.randn(256, 96, dtype="f16", dp=rows, name="A")
+        b = torch.randn(96, 72, dtype="f16", name="B")
+        c = torch.empty(256, 72, dtype="f16", dp=rows, name="C")
+        matmul(a, b, c, block_m=32, block_n=32, block_k=64, group_m=4)
+        values = torch.zeros(5 * 64, name="values")
+        _value_math[(3,)](torch.randn(4, 64, name="v"), values, 50, BLOCK=64)
+        torch.ahbm.synchronize()
+        return None if timing_only else [t.numpy() for t in (out, c, values)]
+
+    runs = []
+    for replays in (False, True):
+        monkeypatch.setattr(PreparedLaunch, "replays", replays)
+        session = Session("default", timing_only=timing_only)
+        results = session.run(kernels, session.torch)
+        runs.append((session.ctx.machine.oplog.to_json(), results))
+    assert runs[1][0] == runs[0][0]
+    if not timing_only:
+        for replayed, interpreted in zip(runs[1][1], runs[0][1]):
+            assert replayed.tobytes() == interpreted.tobytes()
 
 
 def _spread(torch, n_elements: int):

@@ -25,64 +25,78 @@ from __future__ import annotations
 from kernbench.ccl.algorithms.chunking import pieces, split
 from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
 from kernbench.ccl.algorithms.wiring import largest_power_of_two
+from kernbench.ccl.pe_program import algorithm_steps
 
 __all__ = ["all_reduce", "broadcast", "reduce", "send"]
 
 
-def all_reduce(ctx, request) -> None:
+@algorithm_steps
+def all_reduce(ctx, request):
     me, op, r = ctx.member, request.reduce_op, ctx.rank
     count, per_piece = me.input.count, ctx.slot_elements(me.input.dtype)
     core = largest_power_of_two(ctx.size)
     if r >= core:
         for a, b in pieces(0, count, per_piece):
-            ctx.send(r - core, ctx.load(me.input, a, b))
+            values = yield from ctx.load_steps(me.input, a, b)
+            yield from ctx.send_steps(r - core, values)
         for a, b in pieces(0, count, per_piece):
-            ctx.store(me.output, a, b, ctx.recv(r - core))
+            values = yield from ctx.recv_steps(r - core)
+            yield from ctx.store_steps(me.output, a, b, values)
         return
     extra = r + core if r + core < ctx.size else None
     source = me.input
     if extra is not None:
         for a, b in pieces(0, count, per_piece):
-            ctx.store(me.output, a, b, ctx.reduce(op, ctx.load(me.input, a, b), ctx.recv(extra)))
+            own = yield from ctx.load_steps(me.input, a, b)
+            received = yield from ctx.recv_steps(extra)
+            reduced = yield from ctx.reduce_steps(op, own, received)
+            yield from ctx.store_steps(me.output, a, b, reduced)
         source = me.output
     steps, segment, distance = [], (0, count), core // 2
     while distance:
         partner = r ^ distance
         lower, upper = split(*segment, 2)
         keep, give = (lower, upper) if r < partner else (upper, lower)
-        _exchange_and_reduce(ctx, op, partner, source, give, keep, last=distance == 1)
+        yield from _exchange_and_reduce(ctx, op, partner, source, give, keep, last=distance == 1)
         source, segment = me.output, keep
         steps.append((partner, keep, give))
         distance //= 2
     for partner, keep, give in reversed(steps):
-        _exchange(ctx, partner, sent=keep, received=give)
+        yield from _exchange(ctx, partner, sent=keep, received=give)
     if extra is not None:
         for a, b in pieces(0, count, per_piece):
-            ctx.send(extra, ctx.load(me.output, a, b))
+            values = yield from ctx.load_steps(me.output, a, b)
+            yield from ctx.send_steps(extra, values)
 
 
-def _exchange_and_reduce(ctx, op, partner, source, give, keep, *, last: bool) -> None:
+def _exchange_and_reduce(ctx, op, partner, source, give, keep, *, last: bool):
     """Send `give` to the partner; reduce the partner's `keep` into ours, in the output region."""
     per_piece = ctx.slot_elements(source.dtype)
     given, kept = pieces(*give, per_piece), pieces(*keep, per_piece)
     for index in range(max(len(given), len(kept))):
         if index < len(given):
-            ctx.send(partner, ctx.load(source, *given[index]))
+            values = yield from ctx.load_steps(source, *given[index])
+            yield from ctx.send_steps(partner, values)
         if index < len(kept):
             a, b = kept[index]
-            own = ctx.load(source, a, b)
-            reduced = ctx.reduce(op, ctx.recv(partner), own)
-            ctx.store(ctx.member.output, a, b, ctx.finalize(op, reduced) if last else reduced)
+            own = yield from ctx.load_steps(source, a, b)
+            received = yield from ctx.recv_steps(partner)
+            reduced = yield from ctx.reduce_steps(op, received, own)
+            if last:
+                reduced = yield from ctx.finalize_steps(op, reduced)
+            yield from ctx.store_steps(ctx.member.output, a, b, reduced)
 
 
-def _exchange(ctx, partner, *, sent, received) -> None:
+def _exchange(ctx, partner, *, sent, received):
     """Swap finished segments with the partner: ours out of the output region, theirs into it."""
     output = ctx.member.output
     per_piece = ctx.slot_elements(output.dtype)
     outgoing, incoming = pieces(*sent, per_piece), pieces(*received, per_piece)
     for index in range(max(len(outgoing), len(incoming))):
         if index < len(outgoing):
-            ctx.send(partner, ctx.load(output, *outgoing[index]))
+            values = yield from ctx.load_steps(output, *outgoing[index])
+            yield from ctx.send_steps(partner, values)
         if index < len(incoming):
             a, b = incoming[index]
-            ctx.store(output, a, b, ctx.recv(partner))
+            values = yield from ctx.recv_steps(partner)
+            yield from ctx.store_steps(output, a, b, values)

@@ -20,12 +20,18 @@ with B the slowest hop of the send route (the inter-SIP link) and α = route
 latency + message overhead + T_copy(c) (slot → TCM). With many pieces the
 link streams back to back: t → 2(p−1)·S/(p·B) plus one piece's latency per
 step boundary of the fill, i.e. bus bandwidth → B.
+
+Written as generators over the PE program's step forms (`yield from
+ctx.recv_steps(left)`), so each member runs as an engine task, not a
+greenlet process: the same ops at the same points of the run (adr/0010,
+"Simulation cost"), without two greenlet switches at every wait.
 """
 
 from __future__ import annotations
 
 from kernbench.ccl.algorithms.chunking import pieces, shifted, split
 from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
+from kernbench.ccl.pe_program import algorithm_steps
 
 __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", "send"]
 
@@ -34,25 +40,30 @@ __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", 
 # touches each chunk once or twice, and holding all p lists for every rank costs O(p^2) objects.
 
 
-def all_reduce(ctx, request) -> None:
+@algorithm_steps
+def all_reduce(ctx, request):
     me = ctx.member
     per_piece = ctx.slot_elements(me.input.dtype)
     for slab in _slabs(ctx, me.input.count, per_piece):
         chunks = _pieces_of(split(*slab, ctx.size), per_piece)
-        _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, chunks(ctx.rank), forward=True)
-        _all_gather(ctx, me.output, chunks, first_step=1)
+        yield from _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, chunks(ctx.rank),
+                                   forward=True)
+        yield from _all_gather(ctx, me.output, chunks, first_step=1)
 
 
-def reduce_scatter(ctx, request) -> None:
+@algorithm_steps
+def reduce_scatter(ctx, request):
     me = ctx.member
     per_piece = ctx.slot_elements(me.input.dtype)
     chunk = me.output.count
     for slab in _slabs(ctx, chunk, per_piece, parts=1):
         mine = pieces(*slab, per_piece)
-        _reduce_scatter(ctx, request.reduce_op, me.input, _shifts(mine, chunk), me.output, mine, forward=False)
+        yield from _reduce_scatter(ctx, request.reduce_op, me.input, _shifts(mine, chunk), me.output, mine,
+                                   forward=False)
 
 
-def all_gather(ctx, request) -> None:
+@algorithm_steps
+def all_gather(ctx, request):
     me, r = ctx.member, ctx.rank
     per_piece = ctx.slot_elements(me.input.dtype)
     chunk = me.input.count
@@ -60,13 +71,13 @@ def all_gather(ctx, request) -> None:
         mine = pieces(*slab, per_piece)
         chunks = _shifts(mine, chunk)
         for (a, b), (oa, ob) in zip(mine, chunks(r)):
-            values = ctx.load(me.input, a, b)
-            ctx.send(_right(ctx), values)
+            values = yield from ctx.load_steps(me.input, a, b)
+            yield from ctx.send_steps(_right(ctx), values)
             ctx.start(ctx.store, me.output, oa, ob, values)
-        _all_gather(ctx, me.output, chunks, first_step=1)
+        yield from _all_gather(ctx, me.output, chunks, first_step=1)
 
 
-def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: bool) -> None:
+def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: bool):
     """Steps 0..p−1 of reduce-scatter; rank r ends with chunk r reduced, stored at `target_pieces`.
 
     With `forward`, the reduced chunk is also sent on: the first step of the
@@ -76,20 +87,22 @@ def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: 
     p, r = ctx.size, ctx.rank
     right, left = _right(ctx), (r - 1) % p
     for a, b in chunks((r - 1) % p):
-        ctx.send(right, ctx.load(source, a, b))
+        values = yield from ctx.load_steps(source, a, b)
+        yield from ctx.send_steps(right, values)
     schedule = [(step, index, a, b) for step in range(1, p)
                 for index, (a, b) in enumerate(chunks((r - step - 1) % p))]
     own = _prefetch(ctx, source, schedule, 0)
     for position, (step, index, _, _) in enumerate(schedule):
-        values = own.wait()
+        values = yield from own.wait_steps()
         own = _prefetch(ctx, source, schedule, position + 1)
-        partial = ctx.reduce(op, ctx.recv(left), values)
+        received = yield from ctx.recv_steps(left)
+        partial = yield from ctx.reduce_steps(op, received, values)
         if step < p - 1:
-            ctx.send(right, partial)
+            yield from ctx.send_steps(right, partial)
             continue
-        final = ctx.finalize(op, partial)
+        final = yield from ctx.finalize_steps(op, partial)
         if forward:
-            ctx.send(right, final)
+            yield from ctx.send_steps(right, final)
         ctx.start(ctx.store, target, *target_pieces[index], final)
 
 
@@ -100,15 +113,15 @@ def _prefetch(ctx, source, schedule, position: int):
     return ctx.start(ctx.load, source, a, b)
 
 
-def _all_gather(ctx, target, chunks, *, first_step: int) -> None:
+def _all_gather(ctx, target, chunks, *, first_step: int):
     """Steps first_step..p−1 of all-gather: receive chunk r−step, pass it on unless it is the last step."""
     p, r = ctx.size, ctx.rank
     left = (r - 1) % p
     for step in range(first_step, p):
         for a, b in chunks((r - step) % p):
-            values = ctx.recv(left)
+            values = yield from ctx.recv_steps(left)
             if step < p - 1:
-                ctx.send(_right(ctx), values)
+                yield from ctx.send_steps(_right(ctx), values)
             ctx.start(ctx.store, target, a, b, values)
 
 

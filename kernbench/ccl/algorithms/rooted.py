@@ -16,45 +16,57 @@ from __future__ import annotations
 
 from kernbench.ccl.algorithms.chunking import pieces
 from kernbench.ccl.algorithms.wiring import uses_wiring
+from kernbench.ccl.pe_program import algorithm_steps
 
 
 @uses_wiring("full")
-def broadcast(ctx, request) -> None:
+@algorithm_steps
+def broadcast(ctx, request):
     """The root's input → every member's output."""
     me, root = ctx.member, request.root
     others = [(root + k) % ctx.size for k in range(1, ctx.size)]
     for a, b in pieces(0, me.input.count, ctx.slot_elements(me.input.dtype)):
         if ctx.rank == root:
-            values = ctx.load(me.input, a, b)
+            values = yield from ctx.load_steps(me.input, a, b)
             for peer in others:
-                ctx.send(peer, values)
+                yield from ctx.send_steps(peer, values)
             if me.output is not me.input:
-                ctx.store(me.output, a, b, values)
+                yield from ctx.store_steps(me.output, a, b, values)
         else:
-            ctx.store(me.output, a, b, ctx.recv(root))
+            values = yield from ctx.recv_steps(root)
+            yield from ctx.store_steps(me.output, a, b, values)
 
 
 @uses_wiring("full")
-def reduce(ctx, request) -> None:
+@algorithm_steps
+def reduce(ctx, request):
     """The reduction of every member's input → the root's output; other outputs untouched."""
     me, root, op = ctx.member, request.root, request.reduce_op
     for a, b in pieces(0, me.input.count, ctx.slot_elements(me.input.dtype)):
         if ctx.rank != root:
-            ctx.send(root, ctx.load(me.input, a, b))
+            values = yield from ctx.load_steps(me.input, a, b)
+            yield from ctx.send_steps(root, values)
             continue
         total = None
         for peer in range(ctx.size):
-            values = ctx.load(me.input, a, b) if peer == root else ctx.recv(peer)
-            total = values if total is None else ctx.reduce(op, total, values)
-        ctx.store(me.output, a, b, ctx.finalize(op, total))
+            if peer == root:
+                values = yield from ctx.load_steps(me.input, a, b)
+            else:
+                values = yield from ctx.recv_steps(peer)
+            total = values if total is None else (yield from ctx.reduce_steps(op, total, values))
+        final = yield from ctx.finalize_steps(op, total)
+        yield from ctx.store_steps(me.output, a, b, final)
 
 
 @uses_wiring("full")
-def send(ctx, request) -> None:
+@algorithm_steps
+def send(ctx, request):
     """Member 0's input → member 1's output."""
     source, target = request.members
     for a, b in pieces(0, source.input.count, ctx.slot_elements(source.input.dtype)):
         if ctx.rank == 0:
-            ctx.send(1, ctx.load(source.input, a, b))
+            values = yield from ctx.load_steps(source.input, a, b)
+            yield from ctx.send_steps(1, values)
         else:
-            ctx.store(target.output, a, b, ctx.recv(0))
+            values = yield from ctx.recv_steps(0)
+            yield from ctx.store_steps(target.output, a, b, values)

@@ -25,35 +25,38 @@ from __future__ import annotations
 from kernbench.ccl.algorithms.chunking import pieces
 from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
 from kernbench.ccl.algorithms.wiring import tree_children, tree_parent
+from kernbench.ccl.pe_program import algorithm_steps
 
 __all__ = ["all_reduce", "broadcast", "reduce", "send"]
 
 
-def all_reduce(ctx, request) -> None:
+@algorithm_steps
+def all_reduce(ctx, request):
     me, op = ctx.member, request.reduce_op
     parent, children = tree_parent(ctx.rank), tree_children(ctx.rank, ctx.size)
     ranges = pieces(0, me.input.count, ctx.slot_elements(me.input.dtype))
 
     def up():
         for a, b in ranges:
-            total = ctx.load(me.input, a, b)
+            total = yield from ctx.load_steps(me.input, a, b)
             for child in children:
-                total = ctx.reduce(op, total, ctx.recv(child))
+                received = yield from ctx.recv_steps(child)
+                total = yield from ctx.reduce_steps(op, total, received)
             if parent is not None:
-                ctx.send(parent, total)
+                yield from ctx.send_steps(parent, total)
                 continue
-            final = ctx.finalize(op, total)
+            final = yield from ctx.finalize_steps(op, total)
             for child in children:
-                ctx.send(child, final)
+                yield from ctx.send_steps(child, final)
             ctx.start(ctx.store, me.output, a, b, final)
 
     def down():
         for a, b in ranges:
-            values = ctx.recv(parent)
+            values = yield from ctx.recv_steps(parent)
             for child in children:
-                ctx.send(child, values)
+                yield from ctx.send_steps(child, values)
             ctx.start(ctx.store, me.output, a, b, values)
 
     if parent is not None:
         ctx.start(down)
-    up()
+    yield from up()

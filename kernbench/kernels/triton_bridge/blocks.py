@@ -165,6 +165,8 @@ def make_block_ptr(original, base, shape, strides, offsets, block_shape, order, 
         raise ValueError("Expected a permutation of (0, 1, ..., len(order)-1) in order")
     if not all(len(block_shape) == len(values) for values in (shape, strides, offsets, order)):
         raise ValueError("Expected shape/strides/offsets/block_shape to have the same length")
+    # A block pointer holds its geometry as Python numbers read from values, which a program trace cannot follow.
+    current_program().builder.untraceable("a block pointer")
     element = base.type.element_ty
     if element == tl.int1:
         element = tl.int8  # as Triton: bool blocks are stored as bytes

@@ -34,10 +34,10 @@ import triton.language as tl
 from triton._C.libtriton import ir
 
 from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
-from kernbench.kernels.triton_bridge import blocks
+from kernbench.kernels.triton_bridge import blocks, reductions
 from kernbench.kernels.triton_bridge.dtypes import cost_dtype_name, dtype_name, element_size, numpy_dtype
 from kernbench.kernels.triton_bridge.port import ProgramPort
-from kernbench.kernels.triton_bridge.values import Value, placeholder
+from kernbench.kernels.triton_bridge.values import Value, all_set, placeholder
 
 _RMW_OPS = {
     ir.ATOMIC_OP.ADD: "add",
@@ -232,6 +232,14 @@ class BridgeBuilder:
             raise TimingOnlyRefusal(self.kernel_name, self.program_id, f"the mask of {access}")
         return mask.data
 
+    # -- what the Python layer sees (hooks for `trace`, no-ops here) ----------------
+
+    def observe(self, value: Value, converted) -> None:
+        """The kernel's Python code converted `value` to `converted` (a branch or loop bound)."""
+
+    def untraceable(self, reason: str) -> None:
+        """Bridge code outside the builder read or made values (block pointers, custom reductions)."""
+
     # -- types (dtype.to_ir is patched to return the dtype itself) ------------
 
     get_void_ty = _type(tl.void)
@@ -320,7 +328,7 @@ class BridgeBuilder:
         if self.timing_only:
             # The port's values are stand-ins; filling masked-off lanes would compute nothing real.
             return Value(data, element, True)
-        if active is not None:
+        if active is not None and not all_set(active):
             data = np.where(active, data, np.asarray(fill, dtype=data.dtype))
         return Value(data, element)
 
@@ -381,13 +389,25 @@ class BridgeBuilder:
         poisoned = self.timing_only or _poisoned(a, b, acc)
         return Value(np.asarray(out, dtype=numpy_dtype(acc.dtype)), acc.dtype, poisoned)
 
+    # -- reductions ------------------------------------------------------------------
+
+    def create_reduce(self, combine_fn, inputs, axis, keep_dims):
+        """`tl.reduce` with a standard combiner (`reductions.is_standard`): one numpy reduction, one vector op."""
+        return reductions.reduce_values(self, combine_fn, inputs, axis, keep_dims)
+
     # -- pointer arithmetic and index generation -----------------------------------
 
     def create_addptr(self, ptr, offset):
         if ptr.poisoned or offset.poisoned:
             return self._skipped("addptr", ptr.dtype, ptr.dtype, ptr, offset)
         step = element_size(ptr.dtype.element_ty)
-        return self._computed("addptr", ptr.data + np.multiply(offset.data, step, dtype=np.int64), ptr.dtype)
+        offsets = offset.data
+        if offsets.size and not any(offsets.strides) and offsets.shape == ptr.data.shape:
+            # One offset splat over the block (a pointer advanced by a scalar): scale that one element
+            # (a view of it, not a copy of the block) and add it, broadcast, in the same int64 arithmetic.
+            scaled = np.multiply(offsets[(slice(0, 1),) * offsets.ndim], step, dtype=np.int64)
+            return self._computed("addptr", np.add(ptr.data, scaled), ptr.dtype)
+        return self._computed("addptr", ptr.data + np.multiply(offsets, step, dtype=np.int64), ptr.dtype)
 
     def create_make_range(self, ret_ty, start, stop):
         return self._computed("arange", np.arange(start, stop, dtype=np.int32), tl.int32)

@@ -33,6 +33,7 @@ from kernbench.kernels.triton_bridge.dtypes import numpy_dtype, triton_dtype
 from kernbench.kernels.triton_bridge.patches import running_program
 from kernbench.kernels.triton_bridge.port import ProgramPort
 from kernbench.kernels.triton_bridge.rewriter import rewritten
+from kernbench.kernels.triton_bridge.trace import ProgramTraces
 from kernbench.kernels.triton_bridge.values import Value
 
 
@@ -64,8 +65,13 @@ class PreparedLaunch:
     """One launch with its arguments bound; `run_program` runs one grid point.
 
     `timing_only` is read by each `run_program` call, so the runtime may set
-    it after preparation (from its own timing-only mode).
+    it after preparation (from its own timing-only mode). Programs are
+    replayed from a trace of their shape where one can be made (`trace`);
+    `replays = False` (on the class or one launch) interprets every program,
+    with the same effect on the port.
     """
+
+    replays = True
 
     def __init__(
         self,
@@ -82,9 +88,18 @@ class PreparedLaunch:
         self.timing_only = timing_only
         self._fn = fn
         self._arguments = arguments
+        self._interpreted = 0
+        programs = grid[0] * grid[1] * grid[2]
+        # A trace costs one interpretation without simulation: worth it when it serves another program.
+        self._traces = ProgramTraces(kernel_name, fn, arguments, grid) if programs > 1 else None
 
     def __repr__(self) -> str:
         return f"PreparedLaunch({self.kernel_name!r}, grid={self.grid})"
+
+    @property
+    def interpretations(self) -> int:
+        """How many times the kernel's body has run so far: interpreted programs and dry runs of traces."""
+        return self._interpreted + (self._traces.dry_runs if self._traces is not None else 0)
 
     def run_program(self, program_id: tuple[int, int, int], port: ProgramPort) -> None:
         """Execute program `program_id` to completion, all its effects through `port`.
@@ -95,6 +110,20 @@ class PreparedLaunch:
         program_id = tuple(int(i) for i in program_id)
         if len(program_id) != 3 or not all(0 <= i < n for i, n in zip(program_id, self.grid)):
             raise ValueError(f"program id {program_id} is outside grid {self.grid} of '{self.kernel_name}'")
+        try:
+            if not (self.replays and self._traces is not None
+                    and self._traces.run(program_id, port, self.timing_only)):
+                self._interpret(program_id, port)
+        except KernelFault as fault:
+            if fault.kernel is None:
+                fault.kernel = self.kernel_name
+            if fault.program_id is None:
+                fault.program_id = program_id
+            raise
+
+    def _interpret(self, program_id: tuple[int, int, int], port: ProgramPort) -> None:
+        """Run the kernel's body for one program through Triton's language layer."""
+        self._interpreted += 1
         builder = BridgeBuilder(port, self.kernel_name, program_id, self.grid, self.timing_only)
         program = RunningProgram(self.kernel_name, program_id, builder, TritonSemantic(builder))
         body = rewritten(self._fn)
@@ -102,12 +131,6 @@ class PreparedLaunch:
             token = enter_program(program)
             try:
                 body(**self._arguments)
-            except KernelFault as fault:
-                if fault.kernel is None:
-                    fault.kernel = self.kernel_name
-                if fault.program_id is None:
-                    fault.program_id = program_id
-                raise
             finally:
                 leave_program(token)
 

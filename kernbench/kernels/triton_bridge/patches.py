@@ -253,14 +253,25 @@ def _scalar_of(tensor: tl.tensor, use: str):
 def _tensor_bool(self):
     """Scalars convert by value. Blocks are truthy: `semantic` itself tests
     `other.handle if other else None` on block operands, as Triton's
-    interpreter also allows."""
+    interpreter also allows. The builder is told every value the kernel's
+    Python code sees (a program trace's guards)."""
     if self.handle.data.size != 1:
         return True
-    return bool(_scalar_of(self, "branch or loop condition"))
+    converted = bool(_scalar_of(self, "branch or loop condition"))
+    _observed(self.handle, converted)
+    return converted
 
 
 def _tensor_index(self):
-    return int(_scalar_of(self, "loop bound or Python integer"))
+    converted = int(_scalar_of(self, "loop bound or Python integer"))
+    _observed(self.handle, converted)
+    return converted
+
+
+def _observed(value: Value, converted) -> None:
+    program = current_program()
+    if program is not None:
+        program.builder.observe(value, converted)
 
 
 def _tensor_transpose(self):

@@ -4,7 +4,9 @@ Triton's `reduce` builds an MLIR region from its combine function, which a
 numpy builder cannot run, so (as in Triton's interpreter) the language's
 `reduce` itself is replaced while the bridge runs. `tl.sum`, `tl.max`,
 `tl.min`, `tl.argmax`, `tl.argmin` and `tl.reduce(..., _prod_combine)` are
-single numpy reductions charged as one vector op over the input. Any other
+single numpy reductions charged as one vector op over the input, made by
+the builder's `create_reduce` (so a program trace records them as any other
+builder call). Any other
 combine function is applied pairwise over halves of the reduced axis
 (log2(n) vectorized calls), which is exact for the associative combiners
 `tl.reduce` requires; its ops are charged as the combiner runs them. A
@@ -76,6 +78,39 @@ def _pairwise(arrays, dtypes, poisoned, combine_fn):
     return [a[..., 0] for a in arrays]
 
 
+def is_standard(combine_fn) -> bool:
+    """Whether `combine_fn` is one numpy reduction (`reduce_values`) rather than a tree of combiner calls."""
+    return combine_fn in _SINGLE or combine_fn in _WITH_INDEX
+
+
+def reduce_values(builder, combine_fn, inputs: list[Value], axis: int | None, keep_dims: bool) -> tuple[Value, ...]:
+    """The builder's `create_reduce`: a standard combiner over `inputs` along `axis`, one vector op.
+
+    Results are arrays of the reduced shape (a 0-d result is one element, as
+    scalars are); a poisoned input is charged the same and not reduced.
+    """
+    dtypes = [v.dtype for v in inputs]
+    poisoned = any(v.poisoned for v in inputs)
+    arrays = [v.data if axis is not None else v.data.reshape(-1) for v in inputs]
+    reduced_axis = 0 if axis is None else axis % arrays[0].ndim
+    if combine_fn in _SINGLE:
+        op, single = _SINGLE[combine_fn]
+        builder.charge(op, arrays[0].size, dtypes[0])
+        results = [_uncomputed(arrays[0], reduced_axis) if poisoned else single(arrays[0], reduced_axis)]
+    else:
+        op, with_index = _WITH_INDEX[combine_fn]
+        builder.charge(op, arrays[0].size, dtypes[0])
+        if poisoned:
+            results = [_uncomputed(a, reduced_axis) for a in arrays[:2]]
+        else:
+            results = list(with_index(arrays[0], arrays[1], reduced_axis))
+    if keep_dims:
+        kept_axes = tuple(range(inputs[0].data.ndim)) if axis is None else reduced_axis
+        results = [np.expand_dims(r, kept_axes) for r in results]
+    results = [np.asarray(r) for r in results]
+    return tuple(Value(r.reshape(1) if r.ndim == 0 else r, t, poisoned) for r, t in zip(results, dtypes))
+
+
 def reduce(input, axis, combine_fn, keep_dims=False, **_ignored):
     """Reduce `input` (a tensor or a tuple of same-shaped tensors) along `axis`."""
     if isinstance(input, tl.tensor):
@@ -84,26 +119,25 @@ def reduce(input, axis, combine_fn, keep_dims=False, **_ignored):
     keep_dims = tl.core._unwrap_if_constexpr(keep_dims)
     handles = [t.handle for t in input]
     dtypes = [t.dtype for t in input]
+    builder = current_program().builder
+    if is_standard(combine_fn):
+        shape = list(handles[0].data.shape)
+        if axis is None:
+            shape = [1] * len(shape) if keep_dims else []
+        else:
+            shape[axis % len(shape)] = 1
+            if not keep_dims:
+                del shape[axis % len(shape)]
+        values = builder.create_reduce(combine_fn, handles, axis, keep_dims)
+        return tuple(tl.tensor(v, tl.block_type(t, shape) if shape else t) for v, t in zip(values, dtypes))
+
+    # The tree below slices and joins values outside the builder, which a program trace cannot follow.
+    builder.untraceable("a reduction with a custom combine function")
     poisoned = any(h.poisoned for h in handles)
     arrays = [h.data if axis is not None else h.data.reshape(-1) for h in handles]
     reduced_axis = 0 if axis is None else axis % arrays[0].ndim
-    builder = current_program().builder
-
-    if combine_fn in _SINGLE:
-        op, single = _SINGLE[combine_fn]
-        builder.charge(op, arrays[0].size, dtypes[0])
-        results = [_uncomputed(arrays[0], reduced_axis) if poisoned else single(arrays[0], reduced_axis)]
-    elif combine_fn in _WITH_INDEX:
-        op, with_index = _WITH_INDEX[combine_fn]
-        builder.charge(op, arrays[0].size, dtypes[0])
-        if poisoned:
-            results = [_uncomputed(a, reduced_axis) for a in arrays[:2]]
-        else:
-            results = list(with_index(arrays[0], arrays[1], reduced_axis))
-    else:
-        moved = [np.moveaxis(a, reduced_axis, -1) for a in arrays]
-        results = _pairwise(moved, dtypes, poisoned, combine_fn)
-
+    moved = [np.moveaxis(a, reduced_axis, -1) for a in arrays]
+    results = _pairwise(moved, dtypes, poisoned, combine_fn)
     if keep_dims:
         kept_axes = tuple(range(handles[0].data.ndim)) if axis is None else reduced_axis
         results = [np.expand_dims(r, kept_axes) for r in results]

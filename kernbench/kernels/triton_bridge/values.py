@@ -46,3 +46,15 @@ class Value:
     def __repr__(self) -> str:
         mark = ", poisoned" if self.poisoned else ""
         return f"Value({self.data!r}, {self.dtype}{mark})"
+
+
+def all_set(mask: np.ndarray) -> bool:
+    """Whether every lane of a boolean `mask` is set.
+
+    A mask is usually a broadcast view of a much smaller array; when the
+    array it views is all set, so is the view, which is one small reduction.
+    """
+    base = mask.base
+    if base is not None and base.__class__ is np.ndarray and base.dtype == mask.dtype and base.all():
+        return True
+    return bool(mask.all())

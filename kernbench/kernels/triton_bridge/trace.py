@@ -1,0 +1,533 @@
+"""Program traces: a launch's grid interpreted once per program shape, replayed for every program.
+
+Interpreting a program runs the kernel's Python and Triton's language layer
+for every op; the simulated machine only ever sees the builder's calls and,
+through them, the port's. A program's builder calls are a function of what
+its Python code can see: the launch's arguments and constexprs (the same for
+every program), the types of the values it holds (decided by those), and
+the scalars it converts to Python numbers (`bool`/`int`: branches and loop
+bounds). So `ProgramTraces` runs one program *dry* — through the whole
+interpreter, with a builder in timing-only mode whose port moves nothing —
+and records its builder calls as a tape: each call with its arguments, the
+values it made numbered as slots, and every scalar conversion as a guard.
+Each slot is CONST (made from arguments and constants only: the same in
+every program), PID (depends on the program id, never on memory) or MEM
+(derived from a load, atomic or dot).
+
+Replaying the tape for a program is two phases on a fresh builder:
+
+1. the PID calls are run again for this program with a port that only
+   notes vector charges, and every guard is checked against the new value
+   (a call whose inputs another program already had is looked up, not
+   run: see `Tape`). Nothing has reached the program's port yet, so a
+   failed guard or an error costs nothing: another tape is tried, or the
+   program is interpreted as before;
+2. the port calls are issued in recorded order: charges of CONST calls as
+   recorded, those of PID calls as phase 1 noted them, and memory ops,
+   dots and prints (and, with values, every MEM call) by calling the
+   builder again with this program's slots.
+
+The port therefore sees exactly the calls, in the order and with the
+arguments, that interpreting the program would make (ADR 0007, "Replayed
+programs", gives the argument). What the tape cannot follow makes the dry
+run give up, and the launch is interpreted program by program as before:
+a value the kernel's Python converts that derives from memory (only a
+timing-only builder can prove that cheaply, by refusing it), block
+pointers, reductions with a custom combine function, and values that bridge
+code made outside the builder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import triton.language as tl
+from triton.language.semantic import TritonSemantic
+
+from kernbench.kernels.triton_bridge.blocks import StridedBlock
+from kernbench.kernels.triton_bridge.builder import BridgeBuilder
+from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
+from kernbench.kernels.triton_bridge.dtypes import numpy_dtype_of
+from kernbench.kernels.triton_bridge.patches import running_program
+from kernbench.kernels.triton_bridge.rewriter import rewritten
+from kernbench.kernels.triton_bridge.values import Value, placeholder
+
+CONST, PID, MEM = 0, 1, 2
+
+#: Tapes kept per launch: programs whose control flow matches none of them are interpreted.
+MAX_SHAPES = 16
+
+# Objects that carry program data; a builder call may take them only as slots of the tape.
+_DATA = (Value, StridedBlock, np.ndarray, np.generic, tl.tensor, tl.core.tensor_descriptor_base)
+# Builder calls with an effect outside the program that reaches no port.
+_HOST_EFFECTS = frozenset({"create_print"})
+_SOURCES = {"create_get_program_id": PID}
+
+_CHARGES, _PID_CHARGES, _CALL = 0, 1, 2
+
+
+class _Untraceable(Exception):
+    """Ends a dry run whose program the tape cannot follow."""
+
+
+class _Slot:
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+
+
+class _Sequence:
+    """A list or tuple argument holding slots."""
+
+    __slots__ = ("kind", "items")
+
+    def __init__(self, kind: type, items: list) -> None:
+        self.kind = kind
+        self.items = items
+
+
+def _resolve(template, values: list):
+    if template.__class__ is _Slot:
+        return values[template.slot]
+    if template.__class__ is _Sequence:
+        return template.kind(_resolve(item, values) for item in template.items)
+    return template
+
+
+class _Call:
+    """One recorded builder call: `fn(builder, *args, **kwargs)` with slots filled in, results to slots."""
+
+    __slots__ = ("fn", "args", "slot_args", "nested_args", "kwargs", "inputs", "results", "charges", "kind",
+                 "effect")
+
+    def __call__(self, builder: BridgeBuilder, values: list):
+        args = list(self.args)
+        for position, slot in self.slot_args:
+            args[position] = values[slot]
+        for position, template in self.nested_args:
+            args[position] = _resolve(template, values)
+        if self.kwargs is None:
+            result = self.fn(builder, *args)
+        else:
+            result = self.fn(builder, *args, **{k: _resolve(t, values) for k, t in self.kwargs.items()})
+        self.bind(result, values)
+
+    def bind(self, result, values: list) -> None:
+        results = self.results
+        if results.__class__ is int:
+            values[results] = result
+        elif results is not None:
+            for slot, item in zip(results, result):
+                values[slot] = item
+
+    def made(self, values: list):
+        """What the call put in its result slots, as it returned them."""
+        results = self.results
+        if results.__class__ is int:
+            return values[results]
+        return None if results is None else tuple(values[slot] for slot in results)
+
+
+class _Guard:
+    """A scalar the kernel's Python converted (`bool` or `int`) and the value it saw."""
+
+    __slots__ = ("slot", "convert", "expected")
+
+    def __init__(self, slot: int, convert: type, expected) -> None:
+        self.slot = slot
+        self.convert = convert
+        self.expected = expected
+
+
+class _Recorder:
+    """What a dry run records: slots, their kinds, the builder calls and guards in order."""
+
+    def __init__(self, arguments: dict) -> None:
+        self.slot_of: dict[int, int] = {}
+        self.values: list = []
+        self.kinds: list[int] = []
+        self.steps: list[_Call | _Guard] = []
+        self.depth = 0
+        self.charges: list[tuple] = []
+        self.touched = False
+        self._kind = CONST
+        for handle in _argument_values(arguments.values()):
+            self._add(handle, CONST)
+
+    def _add(self, value, kind: int) -> int:
+        slot = len(self.values)
+        self.values.append(value)  # kept, so no other object can take its id while the tape is made
+        self.kinds.append(kind)
+        self.slot_of[id(value)] = slot
+        return slot
+
+    def _template(self, value):
+        if isinstance(value, _DATA):
+            slot = self.slot_of.get(id(value))
+            if slot is None:
+                raise _Untraceable("a value made outside the builder")
+            if self.kinds[slot] > self._kind:
+                self._kind = self.kinds[slot]
+            return _Slot(slot)
+        if type(value) in (list, tuple):
+            items = [self._template(item) for item in value]
+            if any(item.__class__ in (_Slot, _Sequence) for item in items):
+                return _Sequence(type(value), items)
+        return value
+
+    def begin(self, name: str, args: tuple, kwargs: dict) -> _Call:
+        call = _Call()
+        self._kind = _SOURCES.get(name, CONST)
+        templates = [self._template(arg) for arg in args]
+        call.slot_args = tuple((i, t.slot) for i, t in enumerate(templates) if t.__class__ is _Slot)
+        call.nested_args = tuple((i, t) for i, t in enumerate(templates) if t.__class__ is _Sequence)
+        call.args = tuple(None if t.__class__ in (_Slot, _Sequence) else t for t in templates)
+        call.kwargs = {k: self._template(v) for k, v in kwargs.items()} if kwargs else None
+        self.depth = 1
+        self.charges = []
+        self.touched = False
+        return call
+
+    def end(self, call: _Call, name: str, result) -> None:
+        self.depth = 0
+        templates = [t for _, t in call.nested_args] + list((call.kwargs or {}).values())
+        call.inputs = tuple(slot for _, slot in call.slot_args) + tuple(_slots_in(templates))
+        call.fn = getattr(BridgeBuilder, name)
+        call.charges = tuple(self.charges)
+        call.effect = self.touched or name in _HOST_EFFECTS
+        call.kind = MEM if call.effect else self._kind
+        if result is None:
+            call.results = None
+        elif type(result) is tuple:
+            call.results = tuple(self._add(item, call.kind) for item in result)
+        else:
+            call.results = self._add(result, call.kind)
+        self.steps.append(call)
+
+    def guard(self, value, converted) -> None:
+        if self.depth:
+            return
+        slot = self.slot_of.get(id(value))
+        if slot is None:
+            raise _Untraceable("a value made outside the builder decides control flow")
+        if self.kinds[slot] == MEM:
+            raise _Untraceable("a value read from memory decides control flow")
+        if self.kinds[slot] == PID:
+            self.steps.append(_Guard(slot, type(converted), converted))
+
+
+def _slots_in(templates):
+    for template in templates:
+        if template.__class__ is _Slot:
+            yield template.slot
+        elif template.__class__ is _Sequence:
+            yield from _slots_in(template.items)
+
+
+def _argument_values(arguments):
+    """The data objects a kernel's arguments hold (pointers, scalars, descriptors), recursively."""
+    for value in arguments:
+        if isinstance(value, tl.tensor):
+            yield value.handle
+        elif isinstance(value, tl.core.tensor_descriptor_base):
+            yield value.handle
+            yield from _argument_values(getattr(value, "shape", ()))
+            yield from _argument_values(getattr(value, "strides", ()))
+        elif isinstance(value, (tuple, list)):
+            yield from _argument_values(value)
+
+
+class _DryPort:
+    """The dry run's port: moves nothing, takes no time, returns stand-ins, notes charges for the recorder."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self._recorder = recorder
+
+    def _effect(self) -> None:
+        if not self._recorder.depth:
+            raise _Untraceable("memory accessed outside a builder call")
+        self._recorder.touched = True
+
+    def load(self, addresses, mask, dtype_name):
+        self._effect()
+        return placeholder(addresses.shape, numpy_dtype_of(dtype_name))
+
+    def store(self, addresses, values, mask):
+        self._effect()
+
+    def atomic_rmw(self, op, addresses, values, mask, dtype_name):
+        self._effect()
+        return placeholder(addresses.shape, numpy_dtype_of(dtype_name))
+
+    def atomic_cas(self, addresses, compare, values, dtype_name):
+        self._effect()
+        return placeholder(addresses.shape, numpy_dtype_of(dtype_name))
+
+    def dot(self, a, b, acc, out_dtype_name):
+        self._effect()
+        return placeholder(a.shape[:-1] + b.shape[-1:], numpy_dtype_of(out_dtype_name))
+
+    def vector(self, op, n_elements, dtype_name):
+        if not self._recorder.depth:
+            raise _Untraceable("a vector op charged outside a builder call")
+        self._recorder.charges.append((op, n_elements, dtype_name))
+
+
+class _TracingBuilder(BridgeBuilder):
+    """A timing-only builder over a `_DryPort` that records every call the language layer makes."""
+
+    def __init__(self, recorder: _Recorder, kernel_name: str, program_id, grid) -> None:
+        super().__init__(_DryPort(recorder), kernel_name, program_id, grid, timing_only=True)
+        self.recorder = recorder
+
+    def observe(self, value, converted) -> None:
+        self.recorder.guard(value, converted)
+
+    def untraceable(self, reason: str) -> None:
+        if not self.recorder.depth:
+            raise _Untraceable(reason)
+
+
+def _traced(name: str, method):
+    def call(self, *args, **kwargs):
+        recorder = self.recorder
+        if recorder.depth:
+            return method(self, *args, **kwargs)
+        record = recorder.begin(name, args, kwargs)
+        try:
+            # A print is replayed with every program's values; the dry run's would show stand-ins.
+            result = None if name in _HOST_EFFECTS else method(self, *args, **kwargs)
+        finally:
+            recorder.depth = 0
+        recorder.end(record, name, result)
+        return result
+
+    call.__name__ = name
+    return call
+
+
+def _trace_every_builder_call() -> None:
+    """Wrap each builder method `semantic` calls for a value (types and cache hints make none)."""
+    for name in dir(BridgeBuilder):
+        if (name.startswith(("create_", "get_")) and not name.endswith("_ty") and name != "get_cache_policy"
+                and callable(getattr(BridgeBuilder, name))):
+            setattr(_TracingBuilder, name, _traced(name, getattr(BridgeBuilder, name)))
+
+
+_trace_every_builder_call()
+
+
+class _NotedCharges:
+    """Phase 1's port: PID calls only charge vector ops, which are noted for phase 2."""
+
+    __slots__ = ("charges",)
+
+    def __init__(self) -> None:
+        self.charges: list[tuple] = []
+
+    def vector(self, op, n_elements, dtype_name):
+        self.charges.append((op, n_elements, dtype_name))
+
+
+#: Bytes of PID results a tape keeps for later programs (`Tape.prepare`); past it, new results are not kept.
+MEMO_BYTES = 64 << 20
+# A PID input this small is known by its contents; a larger one only as an object the tape keeps.
+_SMALL = 16
+
+
+class Tape:
+    """One program shape: the PID calls and guards of phase 1, the port calls of phase 2.
+
+    Phase 1 remembers what each PID call made for given inputs: programs
+    that share a block row compute the same pointers, and a builder call is a
+    deterministic function of its inputs. An input is known by its contents
+    when it is a small value (a program id, the scalars derived from it:
+    equal contents, whichever program made them), else by identity when it
+    is an object the tape keeps alive (a CONST slot or a remembered result),
+    so an identity is never reused; a call with any other input is computed
+    afresh. A call without inputs (`program_id`) is never
+    remembered.
+    """
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self._phase1: list[_Call | _Guard] = []
+        timing: list[tuple] = []
+        with_values: list[tuple] = []
+        pid_charges = 0
+        for step in recorder.steps:
+            if step.__class__ is _Guard:
+                self._phase1.append(step)
+                continue
+            if step.effect:
+                actions = ((_CALL, step),)
+            elif step.kind == PID:
+                self._phase1.append(step)
+                first, pid_charges = pid_charges, pid_charges + len(step.charges)
+                actions = ((_PID_CHARGES, (first, pid_charges)),) if step.charges else ()
+            elif step.kind == MEM:
+                # Timing only, arithmetic on values from memory makes a stand-in whose shape alone is
+                # charged: recorded. Uncharged calls (layout views, bitcasts) pass on whatever data the
+                # port returned, so they are made again, as with values.
+                timing.append((_CHARGES, step.charges) if step.charges else (_CALL, step))
+                with_values.append((_CALL, step))
+                continue
+            else:
+                actions = ((_CHARGES, step.charges),)
+            timing += actions
+            with_values += actions
+        self._timing = _merged(timing)
+        self._with_values = _merged(with_values)
+        self._pid_charges = pid_charges
+        # PID slots are made again for each program; they need not be kept.
+        self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
+        self._memos = [{} if step.__class__ is _Call and step.inputs else None for step in self._phase1]
+        self._kept = {id(value) for value in self._values if value is not None}
+        self._memo_bytes = 0
+
+    def prepare(self, builder: BridgeBuilder) -> tuple[list, list] | None:
+        """Phase 1 for `builder`'s program: its slots and PID charges, or None if a guard or a call fails."""
+        values = self._values.copy()
+        port = builder.port
+        noted = _NotedCharges()
+        builder.port = noted
+        memos = self._memos
+        try:
+            for index, step in enumerate(self._phase1):
+                if step.__class__ is _Guard:
+                    if step.convert(values[step.slot].data.reshape(-1)[0]) != step.expected:
+                        return None
+                    continue
+                memo = memos[index]
+                key = None if memo is None else self._key(step.inputs, values)
+                if key is None:
+                    step(builder, values)
+                    continue
+                known = memo.get(key)
+                if known is not None:
+                    step.bind(known[0], values)
+                    noted.charges += known[1]
+                    continue
+                first = len(noted.charges)
+                step(builder, values)
+                self._remember(memo, key, step.made(values), noted.charges[first:])
+        except Exception:
+            return None  # interpreting the program meets the same error where it belongs
+        finally:
+            builder.port = port
+        if len(noted.charges) != self._pid_charges:
+            return None
+        return values, noted.charges
+
+    def _key(self, inputs: tuple[int, ...], values: list) -> tuple | None:
+        kept = self._kept
+        key = []
+        for slot in inputs:
+            value = values[slot]
+            if value.__class__ is Value and value.data.size <= _SMALL:
+                data = value.data
+                key.append((data.tobytes(), data.dtype.str, data.shape, value.dtype.name, value.poisoned))
+            elif id(value) in kept:
+                key.append(id(value))
+            else:
+                return None
+        return tuple(key)
+
+    def _remember(self, memo: dict, key: tuple, made, charges: list) -> None:
+        items = made if type(made) is tuple else (made,)
+        size = sum(getattr(getattr(item, "data", None), "nbytes", 0) for item in items)
+        if self._memo_bytes + size > MEMO_BYTES:
+            return
+        self._memo_bytes += size
+        self._kept.update(id(item) for item in items)
+        memo[key] = (made, tuple(charges))
+
+    def finish(self, builder: BridgeBuilder, prepared: tuple[list, list]) -> None:
+        """Phase 2: every port call of the program, in order (the port may switch greenlets in any)."""
+        values, pid_charges = prepared
+        vector = builder.port.vector
+        for code, payload in self._timing if builder.timing_only else self._with_values:
+            if code == _CHARGES:
+                for charge in payload:
+                    vector(*charge)
+            elif code == _PID_CHARGES:
+                for charge in pid_charges[payload[0]:payload[1]]:
+                    vector(*charge)
+            else:
+                payload(builder, values)
+
+
+def _merged(actions: list[tuple]) -> list[tuple]:
+    """Runs of recorded charges joined into one action; actions with nothing to do dropped."""
+    merged: list[tuple] = []
+    for code, payload in actions:
+        if code == _CHARGES:
+            if not payload:
+                continue
+            if merged and merged[-1][0] == _CHARGES:
+                merged[-1] = (_CHARGES, merged[-1][1] + payload)
+                continue
+        merged.append((code, payload))
+    return merged
+
+
+class ProgramTraces:
+    """The tapes of one launch, at most `MAX_SHAPES`, most recently used first.
+
+    A dry run costs about one interpretation, so a new shape is recorded only
+    while the tapes so far have served at least as many other programs as
+    there are tapes (the first two shapes are always tried): a kernel whose
+    control flow differs in every program (a persistent loop starting at its
+    program id) stops recording after two.
+    """
+
+    def __init__(self, kernel_name: str, fn, arguments: dict, grid: tuple[int, int, int]) -> None:
+        self._kernel_name = kernel_name
+        self._fn = fn
+        self._arguments = arguments
+        self._grid = grid
+        self._tapes: list[Tape] = []
+        self._recording = True
+        self._reused = 0
+        self.dry_runs = 0
+
+    def run(self, program_id: tuple[int, int, int], port, timing_only: bool) -> bool:
+        """Run the program from a tape (recording one if none fits); False: it must be interpreted.
+
+        When False is returned nothing has reached `port`.
+        """
+        builder = BridgeBuilder(port, self._kernel_name, program_id, self._grid, timing_only)
+        tapes = self._tapes
+        for index, tape in enumerate(tapes):
+            prepared = tape.prepare(builder)
+            if prepared is not None:
+                if index:
+                    tapes.insert(0, tapes.pop(index))
+                self._reused += 1
+                break
+        else:
+            if not self._recording or len(tapes) >= MAX_SHAPES or (len(tapes) >= 2 and self._reused < len(tapes)):
+                return False
+            tape = self._record(program_id)
+            prepared = None if tape is None else tape.prepare(builder)
+            if prepared is None:
+                self._recording = False
+                return False
+            tapes.insert(0, tape)
+        tape.finish(builder, prepared)
+        return True
+
+    def _record(self, program_id) -> Tape | None:
+        """The tape of a dry run of `program_id`, or None when the tape cannot follow the program."""
+        self.dry_runs += 1
+        recorder = _Recorder(self._arguments)
+        builder = _TracingBuilder(recorder, self._kernel_name, program_id, self._grid)
+        program = RunningProgram(self._kernel_name, program_id, builder, TritonSemantic(builder))
+        with running_program():
+            token = enter_program(program)
+            try:
+                rewritten(self._fn)(**self._arguments)
+            except Exception:
+                return None
+            finally:
+                leave_program(token)
+        return Tape(recorder)

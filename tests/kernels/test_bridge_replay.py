@@ -1,0 +1,255 @@
+"""ADR 0007, "Replayed programs": a grid interpreted once per program shape, and the port cannot tell.
+
+Each test runs one launch twice over fresh memory, once interpreting every
+program (`replays = False`) and once replaying traces, and compares the
+transcripts: every port call of every program, in order, with every array
+argument by value. Memory afterwards, faults and printed output must match
+too; `interpretations` says how often the kernel's Python actually ran.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+from flat_port import FlatMemory, FlatPort, run_grid
+from kernels_under_test import add_kernel, matmul_kernel, softmax_kernel
+
+from kernbench.kernels import KernelFault, prepare_launch
+
+
+def _value(argument):
+    if isinstance(argument, np.ndarray):
+        return (argument.shape, str(argument.dtype), argument.tobytes())
+    return argument
+
+
+class TranscriptPort(FlatPort):
+    """A `FlatPort` that writes down every call with its arguments, tagged with the program making it."""
+
+    def __init__(self, memory: FlatMemory) -> None:
+        super().__init__(memory)
+        self.program = None
+        self.transcript: list[tuple] = []
+
+    def _note(self, method: str, *arguments) -> None:
+        self.transcript.append((self.program, method, *map(_value, arguments)))
+
+    def load(self, addresses, mask, dtype_name):
+        self._note("load", addresses, mask, dtype_name)
+        return super().load(addresses, mask, dtype_name)
+
+    def store(self, addresses, values, mask):
+        self._note("store", addresses, values, mask)
+        super().store(addresses, values, mask)
+
+    def dot(self, a, b, acc, out_dtype_name):
+        self._note("dot", a, b, acc, out_dtype_name)
+        return super().dot(a, b, acc, out_dtype_name)
+
+    def vector(self, op, n_elements, dtype_name):
+        self._note("vector", op, n_elements, dtype_name)
+        super().vector(op, n_elements, dtype_name)
+
+
+def run_both(make, kernel, grid, meta, timing_only=False):
+    """[(transcript, memory bytes, launch, fault)] of the interpreted run, then of the replayed one."""
+    results = []
+    for replays in (False, True):
+        memory = FlatMemory()
+        args = make(memory)
+        launch = prepare_launch(kernel, grid, args, meta, timing_only=timing_only)
+        launch.replays = replays
+        port = TranscriptPort(memory)
+        fault = None
+        try:
+            for z in range(launch.grid[2]):
+                for y in range(launch.grid[1]):
+                    for x in range(launch.grid[0]):
+                        port.program = (x, y, z)
+                        launch.run_program((x, y, z), port)
+        except KernelFault as error:
+            fault = error
+        results.append((port.transcript, memory.buffer.tobytes(), launch, fault))
+    return results
+
+
+def assert_same(results):
+    (interpreted, memory_i, _, fault_i), (replayed, memory_r, _, fault_r) = results
+    assert len(replayed) == len(interpreted)
+    assert replayed == interpreted
+    assert memory_r == memory_i
+    assert str(fault_r) == str(fault_i)
+
+
+def _vectors(n):
+    def make(memory):
+        rng = np.random.default_rng(n)
+        x = memory.from_numpy("x", rng.standard_normal(n), "f32")
+        y = memory.from_numpy("y", rng.standard_normal(n), "f32")
+        return x, y, memory.zeros("out", (n,), "f32"), n
+    return make
+
+
+def _matmul(m, n, k):
+    def make(memory):
+        rng = np.random.default_rng(m)
+        a = memory.from_numpy("a", rng.standard_normal((m, k)), "f16")
+        b = memory.from_numpy("b", rng.standard_normal((k, n)), "f16")
+        c = memory.zeros("c", (m, n), "f16")
+        return a, b, c, m, n, k, k, 1, n, 1, n, 1
+    return make
+
+
+def _rows(rows, cols):
+    def make(memory):
+        x = memory.from_numpy("x", np.random.default_rng(rows).standard_normal((rows, cols)), "f32")
+        return memory.zeros("y", (rows, cols), "f32"), x, cols, cols, cols
+    return make
+
+
+@triton.jit
+def transpose_tiles(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK * BLOCK + tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+    tl.store(out_ptr + offsets, tl.trans(tl.load(x_ptr + offsets)))
+
+
+def _tiles(count, block):
+    def make(memory):
+        x = memory.from_numpy("x", np.arange(count * block * block, dtype=np.float32), "f32")
+        return x, memory.zeros("out", (count * block * block,), "f32")
+    return make
+
+
+CASES = {
+    # 5 programs, the last with a masked tail: one trace serves all.
+    "vector add": (_vectors(1100), add_kernel, (5,), {"BLOCK_SIZE": 256}, 1),
+    # 3 x 3 tiles in groups of 2 block-rows: `min(num_pid_m - first_pid_m, GROUP_SIZE_M)` is a
+    # constexpr in the first group and a tensor in the last, so two shapes; K has a masked tail.
+    "grouped matmul": (_matmul(40, 48, 40), matmul_kernel, (9,),
+                       {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2}, 2),
+    # Reductions (`tl.max`, `tl.sum`) and `other=-inf`.
+    "softmax": (_rows(6, 50), softmax_kernel, (6,), {"BLOCK_SIZE": 64}, 1),
+    # A layout op on loaded values: timing only, it passes on what the port returned (this port
+    # returns real data), so the store receives the same values either way.
+    "transposed tiles": (_tiles(3, 8), transpose_tiles, (3,), {"BLOCK": 8}, 1),
+}
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_adr0007_t55_replayed_programs_make_exactly_the_port_calls_of_interpreted_ones(case, timing_only):
+    make, kernel, grid, meta, shapes = CASES[case]
+    results = run_both(make, kernel, grid, meta, timing_only)
+    assert_same(results)
+    assert results[0][2].interpretations == grid[0]
+    assert results[1][2].interpretations == shapes
+
+
+@triton.jit
+def branch_on_program_id(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    if pid // 4 % 2 == 0:
+        x = x * 2.0
+    tl.store(out_ptr + offsets, x)
+
+
+@triton.jit
+def loop_to_program_id(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    for _ in range(pid):
+        x = x + 1.0
+    tl.store(out_ptr + offsets, x)
+
+
+def _vector_pair(n):
+    def make(memory):
+        return memory.from_numpy("x", np.arange(n, dtype=np.float32), "f32"), memory.zeros("out", (n,), "f32")
+    return make
+
+
+def test_adr0007_t56_programs_whose_control_flow_depends_on_their_id_get_one_trace_per_shape():
+    # Programs 0-3 and 8-11 double x, 4-7 do not: two shapes, each traced by its first program.
+    results = run_both(_vector_pair(12 * 8), branch_on_program_id, (12,), {"BLOCK": 8})
+    assert_same(results)
+    assert results[1][2].interpretations == 2
+
+
+def test_adr0007_t57_a_kernel_whose_every_program_differs_stops_tracing_after_two_shapes():
+    # Loop trip counts 0..5: no trace serves a second program, so after two dry runs (which
+    # stand in for the interpretation of the programs they were made for) the rest are interpreted.
+    results = run_both(_vector_pair(6 * 8), loop_to_program_id, (6,), {"BLOCK": 8})
+    assert_same(results)
+    assert results[1][2].interpretations == 6
+
+
+@triton.jit
+def branch_on_memory(flag_ptr, out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    if tl.load(flag_ptr + pid) > 0:
+        tl.store(out_ptr + offsets, tl.full((BLOCK,), 1.0, tl.float32))
+
+
+@triton.jit
+def block_pointer_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    source = tl.make_block_ptr(x_ptr, (n,), (1,), (pid * BLOCK,), (BLOCK,), (0,))
+    target = tl.make_block_ptr(out_ptr, (n,), (1,), (pid * BLOCK,), (BLOCK,), (0,))
+    tl.store(target, tl.load(source, boundary_check=(0,)) + 1.0, boundary_check=(0,))
+
+
+def test_adr0007_t58_control_flow_on_memory_and_block_pointers_are_interpreted_program_by_program():
+    def flags(memory):
+        return memory.from_numpy("flag", np.array([1, 0, 1, 0], np.int32), "i32"), memory.zeros("out", (32,), "f32")
+
+    def vectors(memory):
+        return memory.from_numpy("x", np.arange(30, dtype=np.float32), "f32"), memory.zeros("out", (30,), "f32"), 30
+
+    for make, kernel, meta in ((flags, branch_on_memory, {"BLOCK": 8}), (vectors, block_pointer_copy, {"BLOCK": 8})):
+        results = run_both(make, kernel, (4,), meta)
+        assert_same(results)
+        # One dry run that gave up, then every program interpreted.
+        assert results[1][2].interpretations == 1 + 4
+
+
+def test_adr0007_t59_a_fault_in_a_replayed_program_is_the_fault_interpretation_raises_at_the_same_call():
+    def make(memory):
+        x = memory.from_numpy("x", np.ones(1024, np.float32), "f32")
+        y = memory.from_numpy("y", np.ones(1024, np.float32), "f32")
+        return x, y, memory.zeros("out", (1000,), "f32"), 1024  # the last program stores past `out`
+
+    results = run_both(make, add_kernel, (4,), {"BLOCK_SIZE": 256})
+    assert_same(results)
+    fault = results[1][3]
+    assert (fault.kernel, fault.program_id, fault.tensor, fault.offset) == ("add_kernel", (3, 0, 0), "out", 4000)
+    assert results[1][0][-1][:2] == ((3, 0, 0), "store")
+
+
+@triton.jit
+def print_program(out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    values = pid * 10 + tl.arange(0, BLOCK)
+    tl.device_print("values", values)
+    tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), values)
+
+
+def test_adr0007_t60_a_replayed_print_shows_each_programs_own_values(capsys):
+    def make(memory):
+        return (memory.zeros("out", (12,), "i32"),)
+
+    printed = []
+    for replays in (False, True):
+        memory = FlatMemory()
+        launch = prepare_launch(print_program, (3,), make(memory), {"BLOCK": 4})
+        launch.replays = replays
+        run_grid(launch, FlatPort(memory))
+        printed.append(capsys.readouterr().out)
+    assert printed[1] == printed[0]
+    assert printed[1].count("values") == 3
+    assert "[20 21 22 23]" in printed[1]
