@@ -67,6 +67,7 @@ import yaml  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kernbench.ccl.algorithms.chunking import pieces, split  # noqa: E402  (the ring's own slab and chunk cuts)
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, resolve_algorithm_config  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
@@ -253,20 +254,6 @@ class Queue:
         if self.credit_returned is not None:
             returned, self.credit_returned = self.credit_returned, None
             returned.succeed()
-
-
-def split(start: int, stop: int, parts: int) -> list[tuple[int, int]]:
-    size, extra = divmod(stop - start, parts)
-    ranges, first = [], start
-    for part in range(parts):
-        last = first + size + (part < extra)
-        ranges.append((first, last))
-        first = last
-    return ranges
-
-
-def pieces(start: int, stop: int, per_piece: int) -> list[tuple[int, int]]:
-    return [(first, min(first + per_piece, stop)) for first in range(start, stop, per_piece)]
 
 
 def ring_member(env: simpy.Environment, pe: Pe, inbox: Queue, outbox: Queue, rank: int, p: int, count: int,
