@@ -179,10 +179,10 @@ def test_adr0003_t25_a_run_tunes_garbage_collection_and_restores_it():
         seen["threshold"] = gc.get_threshold()
         seen["frozen"] = gc.get_freeze_count()
 
-    before = gc.get_threshold()
+    before, frozen_before = gc.get_threshold(), gc.get_freeze_count()  # a library may have frozen objects already
     eng.spawn(proc)
     eng.run()
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == frozen_before
     assert seen["threshold"][0] >= 50_000 and seen["frozen"] > 0
 
     gc.freeze()  # someone else's freeze is left alone: still in place after the run
