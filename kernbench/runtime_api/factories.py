@@ -26,7 +26,7 @@ from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtyp
 from kernbench.machine import Transfer, hbm
 from kernbench.machine.storage import HostMemoryError
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api.copies import slice_of
+from kernbench.runtime_api.copies import fill_into, slice_of
 from kernbench.runtime_api.device import CPU
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.tensor import DEFAULT_POLICY, Tensor, device_tensor
@@ -51,8 +51,9 @@ class Factories:
     def full(self, size, fill_value, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         shape = _shape((size,))
         dtype = resolve_dtype(dtype, default=_default_for(fill_value))
-        constant = np.asarray(fill_value, dtype=dtype.numpy)
-        return self._generated(shape, dtype, device, dp, name, lambda: constant, constant=True)
+        out = self._new(shape, dtype, device, dp, name)
+        fill_into(out, np.asarray(fill_value, dtype=dtype.numpy))  # kept as a constant by the storage (adr/0013)
+        return out
 
     def arange(self, start, end=None, step=1, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         if end is None:
@@ -116,12 +117,11 @@ class Factories:
             raise TensorError(f"dp= expects a DPPolicy, got {dp!r}")
         return device_tensor(ctx, shape, dtype, target.index, dp or DEFAULT_POLICY, name or ctx.next_tensor_name())
 
-    def _generated(self, shape, dtype: DType, device, dp, name, make_values, *, constant: bool = False) -> Tensor:
+    def _generated(self, shape, dtype: DType, device, dp, name, make_values) -> Tensor:
         """A tensor whose values the device writes itself: one HBM fill per shard, enqueued.
 
-        The tensor is allocated first; `make_values()` (the whole array, or
-        one element when `constant`) runs only after, and not at all in a
-        timing-only run.
+        The tensor is allocated first; `make_values()` (the whole array) runs
+        only after, and not at all in a timing-only run.
         """
         out = self._new(shape, dtype, device, dp, name)
         ctx = self._ctx
@@ -131,10 +131,9 @@ class Factories:
         data = not ctx.timing_only
         values = _host_values(out.name, shape, dtype, make_values) if data else None
         sip = out.device.index
-        write = out._device_fill if constant else out._device_write
         fills = [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * dtype.itemsize,
-                          read=functools.partial(_the, values) if constant else functools.partial(slice_of, values, shard.index),
-                          write=functools.partial(write, shard.index))
+                          read=functools.partial(slice_of, values, shard.index),
+                          write=functools.partial(out._device_write, shard.index))
                  for shard in out.placement.shards]
         handle = ctx.current_stream(sip).enqueue(
             f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data))
@@ -162,10 +161,6 @@ def _host_values(name: str, shape, dtype: DType, make) -> np.ndarray:
         nbytes = math.prod(shape) * dtype.itemsize
         raise HostMemoryError(f"tensor {name!r}: the host cannot hold its values ({nbytes} bytes of {dtype.name}, "
                               f"shape {tuple(shape)}); run with --timing-only, which keeps no values") from None
-
-
-def _the(value):
-    return value
 
 
 def _default_for(value) -> DType:
