@@ -11,7 +11,33 @@ from kernbench.sim_engine.events import Event, _Condition
 from kernbench.sim_engine.simtime import as_ps
 
 
-class Process(Event):
+class _Runner(Event):
+    """What a process and a task share: liveness, how a report names them, leaving the event they wait on."""
+
+    __slots__ = ()
+
+    @property
+    def is_alive(self) -> bool:
+        """True until the work returns or raises, or is killed."""
+        return self._ok is None
+
+    def describe(self) -> str:
+        return f"process {self.name!r}"
+
+    def _cancel_wait(self) -> None:
+        """Stop waiting on an event (killed while waiting): `_resume` off its callbacks, an empty condition detached."""
+        event = self._waiting_on
+        if event is None:
+            return
+        callbacks = event._callbacks
+        if callbacks and self._resume in callbacks:
+            callbacks.remove(self._resume)
+        if isinstance(event, _Condition) and not event._callbacks:
+            event._detach()
+        self._waiting_on = None
+
+
+class Process(_Runner):
     """`fn(*args, **kwargs)` running in a greenlet whose parent is the engine's main greenlet.
 
     Created by `Engine.spawn`; it starts at the simulated time of the spawn,
@@ -40,14 +66,6 @@ class Process(Event):
         self._killed = False
         self._waiting_on = None
         self._waiting_since = 0
-
-    @property
-    def is_alive(self) -> bool:
-        """True from spawn until the process returns, raises or is killed."""
-        return self._ok is None
-
-    def describe(self) -> str:
-        return f"process {self.name!r}"
 
     def kill(self, exc: BaseException | None = None) -> None:
         """Throw `exc` (default `GreenletExit`) into the process where it waits.
@@ -87,17 +105,6 @@ class Process(Event):
         engine._current = self
         self._greenlet.throw(exc)
 
-    def _cancel_wait(self) -> None:
-        event = self._waiting_on
-        if event is None:
-            return
-        callbacks = event._callbacks
-        if callbacks and self._resume in callbacks:
-            callbacks.remove(self._resume)
-        if isinstance(event, _Condition) and not event._callbacks:
-            event._detach()
-        self._waiting_on = None
-
     def _run(self, _):
         engine = self._engine
         self._started = True
@@ -123,7 +130,7 @@ class Process(Event):
         self._fn = self._args = self._kwargs = None
 
 
-class Task(Event):
+class Task(_Runner):
     """A process without a greenlet: a generator the engine advances from its loop.
 
     Created by `Engine.task(fn, *args)`, which calls `fn(task, *args)` for the
@@ -166,14 +173,6 @@ class Task(Event):
         engine._seq = seq = engine._seq + 1
         heappush(engine._heap, (engine._now, seq, self._step, None))
 
-    @property
-    def is_alive(self) -> bool:
-        """True until the generator returns or raises, or the task is killed."""
-        return self._ok is None
-
-    def describe(self) -> str:
-        return f"process {self.name!r}"
-
     def kill(self, exc: BaseException | None = None) -> None:
         """Throw `exc` (default `GreenletExit`) into the generator where it waits, as `Process.kill` does."""
         if self._ok is not None:
@@ -202,12 +201,7 @@ class Task(Event):
         if event is None:
             return
         self._engine._unschedule(self._resume)
-        callbacks = event._callbacks
-        if callbacks and self._resume in callbacks:
-            callbacks.remove(self._resume)
-        if isinstance(event, _Condition) and not event._callbacks:
-            event._detach()
-        self._waiting_on = None
+        self._cancel_wait()
         self._engine._waiting_tasks.pop(self, None)
 
     def _woken(self, event: Event) -> None:
