@@ -79,34 +79,37 @@ def format_report(report: dict) -> str:
         for row in report["busiest_resources"]:
             lines.append(f"  {row['resource']:<28} busy {format_ps(row['busy_ps']):>12}  "
                          f"{100 * row['utilization']:5.1f}%  {row['bytes']:>12,d} B")
-    if report.get("kernels"):
-        lines.append("kernels (achieved against the SIP's roofline: HBM of every cube, matrix peak):")
-        shown = report["kernels"][:KERNELS_SHOWN]
-        width = max(len("kernel"), *(len(row["kernel"]) for row in shown))
-        lines.append(f"  {'kernel':<{width}} {'device':<7} {'programs':>8} {'time':>12} {'bytes':>14} "
-                     f"{'GB/s':>9} {'TFLOP/s':>8} {'bound':>7} {'of roofline':>11}")
-        for row in shown:
-            lines.append(f"  {row['kernel']:<{width}} {row['device']:<7} {row['programs']:>8,d} "
-                         f"{format_ps(row['time_ps']):>12} {row['bytes']:>12,d} B {row['gb_per_s']:>9.1f} "
-                         f"{row['tflop_per_s']:>8.3f} {row['bound']:>7} {100 * row['of_roofline']:>10.1f}%")
-        hidden = len(report["kernels"]) - KERNELS_SHOWN
-        if hidden > 0:
-            lines.append(f"  ... and {hidden} more (every one is in the --json report)")
-    if report["collectives"]:
-        lines.append("collectives (size per rank; busbw uses nccl-tests' factors):")
-        shown = report["collectives"][:COLLECTIVES_SHOWN]
-        width = max(len("label"), *(len(row["label"]) for row in shown))
-        lines.append(f"  {'label':<{width}} {'algorithm':<17} {'ranks':>5} {'size':>14} {'type':>5} {'op':>7} "
-                     f"{'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}")
-        for row in shown:
-            lines.append(f"  {row['label']:<{width}} {row['algorithm']:<17} {row['world_size']:>5} {row['bytes']:>12,d} B "
-                         f"{row['dtype']:>5} {row['op'] or '-':>7} {format_ps(row['time_ps']):>12} "
-                         f"{row['algbw_gb_per_s']:>11.3f} {row['busbw_gb_per_s']:>11.3f}")
-        hidden = len(report["collectives"]) - COLLECTIVES_SHOWN
-        if hidden > 0:
-            lines.append(f"  ... and {hidden} more (every one is in the --json report)")
+    lines += _capped_table(
+        "kernels (achieved against the SIP's roofline: HBM of every cube, matrix peak):", report.get("kernels", ()),
+        KERNELS_SHOWN, "kernel",
+        lambda w: (f"  {'kernel':<{w}} {'device':<7} {'programs':>8} {'time':>12} {'bytes':>14} "
+                   f"{'GB/s':>9} {'TFLOP/s':>8} {'bound':>7} {'of roofline':>11}"),
+        lambda row, w: (f"  {row['kernel']:<{w}} {row['device']:<7} {row['programs']:>8,d} "
+                        f"{format_ps(row['time_ps']):>12} {row['bytes']:>12,d} B {row['gb_per_s']:>9.1f} "
+                        f"{row['tflop_per_s']:>8.3f} {row['bound']:>7} {100 * row['of_roofline']:>10.1f}%"))
+    lines += _capped_table(
+        "collectives (size per rank; busbw uses nccl-tests' factors):", report["collectives"],
+        COLLECTIVES_SHOWN, "label",
+        lambda w: (f"  {'label':<{w}} {'algorithm':<17} {'ranks':>5} {'size':>14} {'type':>5} {'op':>7} "
+                   f"{'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}"),
+        lambda row, w: (f"  {row['label']:<{w}} {row['algorithm']:<17} {row['world_size']:>5} "
+                        f"{row['bytes']:>12,d} B {row['dtype']:>5} {row['op'] or '-':>7} "
+                        f"{format_ps(row['time_ps']):>12} {row['algbw_gb_per_s']:>11.3f} "
+                        f"{row['busbw_gb_per_s']:>11.3f}"))
     lines += [f"hazard: {hazard['message']}" for hazard in report.get("hazards", ())]
     return "\n".join(lines)
+
+
+def _capped_table(title: str, rows, limit: int, name_key: str, header, row_line) -> list[str]:
+    """Title, header and the first `limit` rows (names padded to the longest shown), then how many are left out."""
+    if not rows:
+        return []
+    shown = rows[:limit]
+    width = max(len(name_key), *(len(row[name_key]) for row in shown))
+    lines = [title, header(width), *(row_line(row, width) for row in shown)]
+    if len(rows) > limit:
+        lines.append(f"  ... and {len(rows) - limit} more (every one is in the --json report)")
+    return lines
 
 
 def format_ps(ps: int) -> str:
