@@ -29,7 +29,7 @@ from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.random import RandomFactories, RankRandom
-from kernbench.runtime_api.spawn import ProcessContext, ProcessExitedException, SpawnException, spawn
+from kernbench.runtime_api.processes import multiprocessing_namespace
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
 from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace, testing_assert_close
@@ -112,10 +112,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
     seeding = RankRandom(ctx)
     ahbm = AhbmModule(ctx)
 
-    def spawn_ranks(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-        """Run `fn(rank, *args)` per rank, each in a greenlet of its own, with PyTorch's signature and failures."""
-        return spawn(ctx, fn, args, nprocs, join, daemon, start_method)
-
+    distributed = Distributed(ctx, ccl_config)
     namespace = Namespace(
         "torch", "The fake torch module of one kernbench run.",
         spec=ctx.topology.spec,
@@ -130,15 +127,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         set_default_device=ctx.set_default_device,
         get_default_device=ctx.get_default_device,
         is_timing_only=ahbm.is_timing_only,
-        distributed=Distributed(ctx, ccl_config),
-        multiprocessing=Namespace(
-            "torch.multiprocessing", None,
-            spawn=spawn_ranks,
-            ProcessContext=ProcessContext,
-            ProcessRaisedException=SpawnException,
-            ProcessExitedException=ProcessExitedException,
-            SpawnException=SpawnException,
-        ),
+        distributed=distributed,
+        multiprocessing=multiprocessing_namespace(ctx, distributed._check_spawn),
         **{name: _with_autograd_keywords(getattr(factories, name)) for name in _FACTORY_NAMES},
         **{name: _with_autograd_keywords(getattr(random_factories, name)) for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},

@@ -8,8 +8,11 @@ the wiring and runs `function(program, request)` on every member's PE as its
 own engine process, `program` being that member's `PeProgram`. A user's own
 algorithm module plugs in the same way, with no change here.
 
-The shipped modules are listed in `SHIPPED_ALGORITHMS` so that a module
-lacking a kind can say which ones have it.
+Every kind runs under every algorithm, as in NCCL: where the configured
+module has no function for the kind, or its function does not run at this
+group size (`@runs_for`), the kind's shipped fallback (`FALLBACK`) runs
+with its own wiring, and `run_collective` returns the name of the algorithm
+whose schedule ran, so a report can say "ring (fallback for tree)".
 """
 
 from __future__ import annotations
@@ -17,27 +20,42 @@ from __future__ import annotations
 import importlib
 import inspect
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
 
 import numpy as np
 
 from kernbench.ccl.algorithms.chunking import pieces
+from kernbench.ccl.algorithms.support import runs_at
 from kernbench.ccl.algorithms.wiring import known_wirings, lookup_wiring
 from kernbench.ccl.errors import CollectiveError
-from kernbench.ccl.pe_program import PeProgram, wait_for_programs
+from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
+from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
 from kernbench.machine.ipcq import IpcqSettings
 
-__all__ = ["CollectiveError", "CollectiveRequest", "Member", "Region", "run_collective"]
+__all__ = ["CollectiveError", "CollectiveRequest", "Member", "Region", "Schedule", "run_collective", "schedule_for"]
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send", "scatter", "gather",
+         "all_to_all")
 REDUCTIONS = ("all_reduce", "reduce_scatter", "reduce")
-REDUCE_OPS = ("sum", "product", "min", "max", "avg")
+ROOTED = ("broadcast", "reduce", "scatter", "gather")
+REDUCE_OPS = tuple(REDUCERS)
+BITWISE_OPS = ("band", "bor", "bxor")
 SHIPPED_ALGORITHMS = {
     "ring": "kernbench.ccl.algorithms.ring",
     "tree": "kernbench.ccl.algorithms.tree",
     "direct": "kernbench.ccl.algorithms.direct",
     "halving_doubling": "kernbench.ccl.algorithms.halving_doubling",
+}
+# The wiring each shipped algorithm's functions run with when it serves as a fallback: the configured `wiring`
+# key belongs to the configured algorithm, and a fallback needs the queues of its own shape.
+SHIPPED_WIRINGS = {"ring": "ring_1d", "tree": "binary_tree", "direct": "full", "halving_doubling": "hypercube"}
+# What runs a kind the configured algorithm lacks (NCCL's rule: tree is all-reduce only, everything else rings).
+FALLBACK = {
+    "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "ring", "reduce": "ring",
+    "send": "direct", "scatter": "direct", "gather": "direct", "all_to_all": "direct",
 }
 
 
@@ -95,16 +113,33 @@ class CollectiveRequest:
     config: dict
     label: str
     timing_only: bool
+    # all_to_all only: splits[r][k] elements go from rank r to rank k (None: n equal pieces of every input).
+    splits: tuple[tuple[int, ...], ...] | None = None
+    # premul_sum only: the factor the sum is multiplied by.
+    premul_factor: float | None = None
 
 
-def run_collective(machine: Machine, request: CollectiveRequest) -> None:
-    """Run `request` from inside an engine process; return when every member's program has finished.
+@dataclass(frozen=True)
+class Schedule:
+    """What runs a request: the algorithm whose function it is, the function, its module and its wiring."""
+
+    algorithm: str
+    function: Callable
+    module: ModuleType
+    wiring: str | None
+
+
+def run_collective(machine: Machine, request: CollectiveRequest) -> str:
+    """Run `request` from inside an engine process; when every member's program has finished, return the name
+    of the algorithm whose schedule ran (the configured one, or the kind's fallback).
 
     A program's failure stops the others and is re-raised here. A group of
-    one is a fast path: no queues, only the copy an out-of-place kind needs.
+    one is a fast path: no queues, only the copy an out-of-place kind needs
+    (scaled, for premul_sum).
     """
     _check_request(machine, request)
-    function, module, wiring = _algorithm(request)
+    schedule = schedule_for(request)
+    function, module, wiring = schedule.function, schedule.module, schedule.wiring
     settings = IpcqSettings.checked(
         machine.topology, buffer_kind=request.config.get("buffer_kind"),
         backpressure=request.config.get("backpressure"), n_slots=request.config.get("n_slots"),
@@ -123,6 +158,7 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> None:
         members = [engine.spawn(_run_member, body, program, request, name=program.name) for program in programs]
     wait_for_programs(engine, members)
     queues.check_drained()
+    return schedule.algorithm
 
 
 def _run_member(body, program: PeProgram, request: CollectiveRequest) -> None:
@@ -145,35 +181,57 @@ def _member_steps(task, body, program: PeProgram, request: CollectiveRequest):
 
 
 def _single_member(program: PeProgram, request: CollectiveRequest) -> None:
-    """A group of one: the result is the input; copy it only when the output is another region."""
+    """A group of one: the result is the input (times the factor, for premul_sum); copy it only when the output
+    is another region or the values change."""
     member = program.member
-    if request.kind == "send" or member.output is member.input:
+    scaled = request.kind in REDUCTIONS and request.reduce_op == "premul_sum"
+    if not scaled and (request.kind == "send" or member.output is member.input):
         return
     step = program.slot_elements(member.input.dtype)
     for a, b in pieces(0, member.input.count, step):
-        program.store(member.output, a, b, program.load(member.input, a, b))
+        values = program.load(member.input, a, b)
+        program.store(member.output, a, b, program.finalize(request.reduce_op, values) if scaled else values)
 
 
-def _algorithm(request: CollectiveRequest):
-    config = request.config
+def schedule_for(request: CollectiveRequest) -> Schedule:
+    """The schedule `run_collective` runs for `request`: the configured module's function for the kind when it
+    has one that runs at the group's size, else the kind's shipped fallback with that algorithm's own wiring.
+
+    Neither: a `CollectiveError` naming the algorithm, the kind and the shipped algorithms that have it.
+    """
+    config, kind, size = request.config, request.kind, len(request.members)
     name = config.get("algorithm", "?")
-    module_name = config.get("module")
+    module = _configured_module(request, name)
+    function = _runnable(module, kind, size)
+    if function is not None:
+        return Schedule(name, function, module, getattr(function, "ccl_wiring", None) or config.get("wiring"))
+    fallback = FALLBACK[kind]
+    module = importlib.import_module(SHIPPED_ALGORITHMS[fallback])
+    function = _runnable(module, kind, size)
+    if function is not None:
+        return Schedule(fallback, function, module, getattr(function, "ccl_wiring", None) or SHIPPED_WIRINGS[fallback])
+    having = [shipped for shipped, path in sorted(SHIPPED_ALGORITHMS.items())
+              if _runnable(importlib.import_module(path), kind, size) is not None]
+    raise CollectiveError(
+        f"{request.label}: neither algorithm {name!r} ({config.get('module')}) nor its fallback {fallback!r} runs "
+        f"{kind} for a group of {size}; shipped algorithms that do: {', '.join(having) or 'none'}")
+
+
+def _configured_module(request: CollectiveRequest, name: str) -> ModuleType:
+    module_name = request.config.get("module")
     if not module_name:
         raise CollectiveError(f"{request.label}: ccl config of algorithm {name!r} names no module")
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ImportError as error:
         raise CollectiveError(f"{request.label}: algorithm {name!r}: cannot import module {module_name!r} "
                               f"({error})") from error
-    function = getattr(module, request.kind, None)
-    if not callable(function):
-        having = [shipped for shipped, path in sorted(SHIPPED_ALGORITHMS.items())
-                  if callable(getattr(importlib.import_module(path), request.kind, None))]
-        raise CollectiveError(
-            f"{request.label}: algorithm {name!r} ({module_name}) does not implement {request.kind}; "
-            f"shipped algorithms that do: {', '.join(having) or 'none'}")
-    wiring = getattr(function, "ccl_wiring", None) or config.get("wiring")
-    return function, module, wiring
+
+
+def _runnable(module: ModuleType, kind: str, size: int) -> Callable | None:
+    """The module's function for `kind` if it has one that runs for a group of `size`."""
+    function = getattr(module, kind, None)
+    return function if callable(function) and runs_at(function, size) else None
 
 
 def _wiring_edges(request: CollectiveRequest, name: str | None, module, size: int) -> frozenset:
@@ -189,43 +247,140 @@ def _check_request(machine: Machine, request: CollectiveRequest) -> None:
         raise CollectiveError(f"{label}: unknown collective kind {kind!r}; expected one of {', '.join(KINDS)}")
     if not members or [m.rank for m in members] != list(range(len(members))):
         raise CollectiveError(f"{label}: members must be given in group-rank order 0..n-1")
-    if kind in REDUCTIONS and request.reduce_op not in REDUCE_OPS:
-        raise CollectiveError(f"{label}: reduce op {request.reduce_op!r} is not one of {', '.join(REDUCE_OPS)}")
-    if kind in ("broadcast", "reduce") and not (isinstance(request.root, int) and 0 <= request.root < len(members)):
+    if kind in ROOTED and not (isinstance(request.root, int) and 0 <= request.root < len(members)):
         raise CollectiveError(f"{label}: root {request.root!r} is not a group rank (0..{len(members) - 1})")
     if kind == "send" and len(members) != 2:
         raise CollectiveError(f"{label}: send joins exactly two members (sender, receiver), got {len(members)}")
     dtypes = {np.dtype(region.dtype) for m in members for region in (m.input, m.output)}
     if len(dtypes) != 1:
         raise CollectiveError(f"{label}: members' regions mix dtypes {sorted(map(str, dtypes))}")
+    if kind in REDUCTIONS:
+        _check_reduce_op(request, dtypes.pop())
+    if request.splits is not None and kind != "all_to_all":
+        raise CollectiveError(f"{label}: splits are for all_to_all, not {kind}")
+    if request.premul_factor is not None and not (kind in REDUCTIONS and request.reduce_op == "premul_sum"):
+        raise CollectiveError(f"{label}: premul_factor is for the premul_sum reduce op, not {kind} "
+                              f"({request.reduce_op})")
     for member in members:
         for region in (member.input, member.output):
             if region.allocation.sip != member.sip:
                 raise CollectiveError(f"{label}: rank {member.rank} runs on sip{member.sip} but its tensor "
                                       f"{region.allocation.name!r} lives on sip{region.allocation.sip}")
-    _check_counts(request)
+    _COUNT_RULES[kind](request)
 
 
-def _check_counts(request: CollectiveRequest) -> None:
-    members, n = request.members, len(request.members)
-    inputs = {m.input.count for m in members}
-    expected = {
-        "all_reduce": lambda c: c, "broadcast": lambda c: c, "reduce": lambda c: c,
-        "all_gather": lambda c: c * n, "reduce_scatter": lambda c: c // n,
-    }
-    if request.kind == "send":
-        if members[0].input.count != members[1].output.count:
-            raise CollectiveError(f"{request.label}: send of {members[0].input.count} elements into "
-                                  f"{members[1].output.count}")
+def _check_reduce_op(request: CollectiveRequest, dtype: np.dtype) -> None:
+    """The op exists, and fits the data: bitwise ops take integers or bools; premul_sum has a factor the dtype
+    holds (NCCL converts it to the data's type)."""
+    label, op = request.label, request.reduce_op
+    if op not in REDUCE_OPS:
+        raise CollectiveError(f"{label}: reduce op {op!r} is not one of {', '.join(REDUCE_OPS)}")
+    name = resolve_dtype(dtype).name
+    if op in BITWISE_OPS and dtype.kind not in "iub":
+        raise CollectiveError(f"{label}: reduce op {op!r} is bitwise and takes integer or bool data, not {name}")
+    if op != "premul_sum":
         return
+    factor = request.premul_factor
+    if not isinstance(factor, (int, float, np.number)) or isinstance(factor, bool):
+        raise CollectiveError(f"{label}: premul_sum needs a numeric premul_factor, got {factor!r}")
+    if dtype.kind in "iub" and not float(factor).is_integer():
+        raise CollectiveError(f"{label}: premul_sum factor {factor!r} is not a whole number, which {name} data "
+                              f"cannot be multiplied by")
+
+
+# ---- region conventions, one rule per kind (c: elements per rank's piece, n: group size) ----------------------
+
+def _common_input(request: CollectiveRequest) -> int:
+    """The input count every member shares."""
+    inputs = {m.input.count for m in request.members}
     if len(inputs) != 1:
         raise CollectiveError(f"{request.label}: members' inputs differ in size ({sorted(inputs)} elements)")
-    count = inputs.pop()
-    if request.kind == "reduce_scatter" and count % n:
-        raise CollectiveError(f"{request.label}: reduce_scatter input of {count} elements does not split over {n}")
-    want = expected[request.kind](count)
-    checked = [members[request.root]] if request.kind == "reduce" else members
-    for member in checked:
+    return inputs.pop()
+
+
+def _split_over_group(request: CollectiveRequest, count: int, whose: str) -> int:
+    n = len(request.members)
+    if count % n:
+        raise CollectiveError(f"{request.label}: {request.kind} {whose} of {count} elements does not split over {n}")
+    return count // n
+
+
+def _expect_outputs(request: CollectiveRequest, members, want: int, count: int) -> None:
+    for member in members:
         if member.output.count != want:
             raise CollectiveError(f"{request.label}: {request.kind} of {count} input elements needs an output of "
                                   f"{want} on rank {member.rank}, got {member.output.count}")
+
+
+def _counts_elementwise(request: CollectiveRequest) -> None:
+    """all_reduce, broadcast: every output as large as the inputs."""
+    count = _common_input(request)
+    _expect_outputs(request, request.members, count, count)
+
+
+def _counts_reduce(request: CollectiveRequest) -> None:
+    """reduce: the root's output as large as the inputs; the others' outputs are not written."""
+    count = _common_input(request)
+    _expect_outputs(request, [request.members[request.root]], count, count)
+
+
+def _counts_all_gather(request: CollectiveRequest) -> None:
+    count = _common_input(request)
+    _expect_outputs(request, request.members, count * len(request.members), count)
+
+
+def _counts_reduce_scatter(request: CollectiveRequest) -> None:
+    count = _common_input(request)
+    _expect_outputs(request, request.members, _split_over_group(request, count, "input"), count)
+
+
+def _counts_send(request: CollectiveRequest) -> None:
+    sender, receiver = request.members
+    if sender.input.count != receiver.output.count:
+        raise CollectiveError(f"{request.label}: send of {sender.input.count} elements into "
+                              f"{receiver.output.count}")
+
+
+def _counts_scatter(request: CollectiveRequest) -> None:
+    """scatter: the root's input holds n chunks of c, chunk k for rank k; every output c (other inputs unread)."""
+    count = request.members[request.root].input.count
+    _expect_outputs(request, request.members, _split_over_group(request, count, "root input"), count)
+
+
+def _counts_gather(request: CollectiveRequest) -> None:
+    """gather: every input c; the root's output n·c, chunk k from rank k (other outputs not written)."""
+    count = _common_input(request)
+    _expect_outputs(request, [request.members[request.root]], count * len(request.members), count)
+
+
+def _counts_all_to_all(request: CollectiveRequest) -> None:
+    """all_to_all: rank r's input is splits[r][0..n) in k order; rank k's output the splits[0..n)[k] in r order.
+    Without splits every input and output is n pieces of c."""
+    label, members, n, splits = request.label, request.members, len(request.members), request.splits
+    if splits is None:
+        count = _common_input(request)
+        _split_over_group(request, count, "input")
+        _expect_outputs(request, members, count, count)
+        return
+    if len(splits) != n or any(len(row) != n or any(not _is_count(x) for x in row) for row in splits):
+        raise CollectiveError(f"{label}: all_to_all splits must be {n} rows of {n} non-negative element counts")
+    for member, row in zip(members, splits):
+        if sum(row) != member.input.count:
+            raise CollectiveError(f"{label}: all_to_all splits[{member.rank}] sends {sum(row)} elements but rank "
+                                  f"{member.rank}'s input has {member.input.count}")
+    for member in members:
+        arriving = sum(row[member.rank] for row in splits)
+        if arriving != member.output.count:
+            raise CollectiveError(f"{label}: all_to_all splits bring {arriving} elements to rank {member.rank} but "
+                                  f"its output has {member.output.count}")
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0
+
+
+_COUNT_RULES = {
+    "all_reduce": _counts_elementwise, "broadcast": _counts_elementwise, "reduce": _counts_reduce,
+    "all_gather": _counts_all_gather, "reduce_scatter": _counts_reduce_scatter, "send": _counts_send,
+    "scatter": _counts_scatter, "gather": _counts_gather, "all_to_all": _counts_all_to_all,
+}

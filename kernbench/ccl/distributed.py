@@ -1,42 +1,54 @@
-"""`torch.distributed` for the simulated machine: process groups and collectives with PyTorch's signatures.
+"""`torch.distributed` for the simulated machine: process groups, collectives and point-to-point calls with
+PyTorch's signatures.
 
-**Ranks.** The world size is ccl.yaml's `world_size`, else its
-`defaults.world_size`, else the topology's SIP count. Up to the SIP count,
-rank r is SIP r: a bench spawns one worker per rank and each works on
-`ahbm:r` (its tensors must live there). Beyond it, ranks are PEs of one SIP:
-a single worker (rank 0) holds each collective's tensor spread over PEs,
-and a group of n ranks reads the tensor's last dimension as n equal chunks,
-chunk r being rank r's buffer, moved and reduced by the PE that holds it.
+**Ranks.** The world's size follows one rule (`process_group.world_size_rule`,
+ADR 0012): ccl.yaml's `world_size`, else `init_process_group(world_size=)`,
+else the number of workers `spawn` started, else the topology's SIP count.
+Spawned workers are ranks on SIPs 0..k−1: each works on `ahbm:r`. The
+single worker of a bench that does not spawn, with a world size other than
+the SIP count (or any worker above it), drives PE ranks of one SIP: it holds
+each collective's tensor spread over PEs, and a group of n ranks reads the
+tensor's last dimension as n equal chunks, chunk r being rank r's buffer,
+moved and reduced by the PE that holds it.
 
 **Asynchrony, as with NCCL.** A collective is enqueued on the calling rank's
 current stream and returns at once; with `async_op=True` it returns a
-`Work` whose `wait()` blocks the host until the collective is done. Either
-way the output tensor records the pending write, so a host read of it waits.
-Send and receive are the same two-rank rendezvous.
+`Work` whose `wait()` blocks the host until it is done. Either way the
+output tensors record the pending write, so a host read of them waits.
+Sends and receives run on a stream of their own per peer and direction, as
+PyTorch's NCCL backend gives each peer pair its own communicator, so a send
+to the right never waits behind a receive from the left.
 
 **Choosing the algorithm.** ccl.yaml's `defaults.algorithm` (the run's file,
 `kernbench run --ccl`). `init_process_group(pg_options={...})` overrides any
 `defaults` key for that process group — the backend-specific options slot
-PyTorch gives NCCL — which is how a sweep compares algorithms in one run.
+PyTorch gives NCCL — which is how a sweep compares algorithms in one run. A
+collective the algorithm has no schedule for runs its fallback (ADR 0010),
+and the report row names what ran.
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import importlib
-from dataclasses import dataclass, field
-from math import prod
 
 import numpy as np
 
-from kernbench.ccl.collective import CollectiveRequest, Member, Region, run_collective
+from kernbench import dtypes
+from kernbench.ccl import list_forms
+from kernbench.ccl.collective import CollectiveRequest, run_collective
 from kernbench.ccl.errors import CollectiveError
-from kernbench.ccl.install import CclConfigError, resolve_algorithm_config, with_overrides, world_size_of
-from kernbench.ccl.records import collective_record
+from kernbench.ccl.install import CclConfigError, explicit_world_size, resolve_algorithm_config, with_overrides
+from kernbench.ccl.members import check_device_tensor, check_own_pes, chunks, member, whole
+from kernbench.ccl.process_group import (P2POp, PremulSum, ProcessGroup, ReduceOp, Work, World, reduce_op_of,
+                                         world_size_rule)
+from kernbench.ccl.records import collective_record, record_count
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.machine.ipcq import IpcqSettings
 from kernbench.policy import DPPolicy
+from kernbench.runtime_api.factories import Factories
+from kernbench.runtime_api.streams import Stream
+from kernbench.runtime_api.unsupported import missing_attribute
 
 BACKEND = "ahbm"
 # A script written for GPUs names these; on the simulated device they can only mean its own backend.
@@ -45,120 +57,80 @@ _REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 _IPCQ_KEYS = ("buffer_kind", "backpressure", "n_slots", "slot_size", "poll_interval_ns")
 
 
-class ReduceOp(str, enum.Enum):
-    """`dist.ReduceOp.SUM` and friends; the plain strings ("sum", "avg", ...) are accepted too."""
+class Backend(str):
+    """`dist.Backend`: the backend names a script may compare with (`dist.Backend.NCCL`)."""
 
-    SUM = "sum"
-    PRODUCT = "product"
-    MIN = "min"
-    MAX = "max"
-    AVG = "avg"
-
-
-class Work:
-    """What an `async_op=True` call returns: `wait()` blocks until the operation is done."""
-
-    def __init__(self, ctx, handle, label: str):
-        self._ctx = ctx
-        self._handle = handle
-        self.label = label
-
-    def __repr__(self) -> str:
-        return f"<Work {self.label} {'completed' if self.is_completed() else 'pending'}>"
-
-    def wait(self, timeout=None) -> bool:
-        self._ctx.block_on([self._handle])
-        return True
-
-    def is_completed(self) -> bool:
-        return self._handle.triggered
-
-    def is_success(self) -> bool:
-        return self._handle.triggered and self._handle.ok
-
-
-@dataclass(eq=False)
-class ProcessGroup:
-    """A set of global ranks (sorted, as `new_group` sorts them); group rank i is `ranks[i]`."""
-
-    ranks: tuple[int, ...]
-    name: str
-    _dist: "Distributed" = field(repr=False)
-    _calls: dict = field(default_factory=dict, repr=False)  # (channel, rank) -> calls made so far
-    _open: dict = field(default_factory=dict, repr=False)  # (channel, seq) -> Rendezvous
-
-    def size(self) -> int:
-        return len(self.ranks)
-
-    def rank(self) -> int:
-        """The calling rank's rank in this group (-1 if it is not a member, as PyTorch answers)."""
-        me = self._dist.get_rank()
-        return self.ranks.index(me) if me in self.ranks else -1
-
-    def next_seq(self, channel, rank: int) -> int:
-        """How many calls `rank` made on `channel` before this one: calls match up by this number."""
-        seq = self._calls.get((channel, rank), 0)
-        self._calls[(channel, rank)] = seq + 1
-        return seq
-
-    def rendezvous(self, channel, rank: int, label: str, size: int, ranks: tuple[int, ...], compare) -> Rendezvous:
-        """The calling rank's next call on `channel` (the group's collectives, or one send/recv pair).
-
-        `label` may hold `{seq}`, replaced by the call's number on the channel.
-        """
-        seq = self.next_seq(channel, rank)
-        meeting = self._open.get((channel, seq))
-        if meeting is None:
-            meeting = self._open[(channel, seq)] = Rendezvous(
-                self._dist._ctx.engine, label.replace("{seq}", str(seq)), size, ranks, compare)
-        if len(meeting.entries) == size - 1:
-            del self._open[(channel, seq)]  # the last rank is joining: nobody else looks it up
-        return meeting
-
-
-@dataclass
-class _World:
-    size: int
-    pe_ranks: bool  # ranks are PEs of one SIP (world size above the SIP count)
-    config: dict  # the resolved ccl config collectives run with
-    group: ProcessGroup | None = None
-    groups: dict = field(default_factory=dict)  # sorted ranks -> ProcessGroup
-    holders: set = field(default_factory=set)  # greenlets that called init_process_group and not yet destroy
-
-    def held(self) -> bool:
-        """Whether a greenlet that joined is still running and has not left (a finished worker has left)."""
-        self.holders = {p for p in self.holders if p is None or p.is_alive}
-        return bool(self.holders)
+    NCCL = "nccl"
+    GLOO = "gloo"
+    AHBM = BACKEND
 
 
 class Distributed:
     """The `torch.distributed` module bound to one run and its ccl configuration."""
 
     ReduceOp = ReduceOp
+    reduce_op = ReduceOp  # PyTorch's deprecated alias
+    Backend = Backend
     Work = Work
     ProcessGroup = ProcessGroup
+    P2POp = P2POp
     CollectiveError = CollectiveError
 
     def __init__(self, ctx, ccl_config):
         self._ctx = ctx
         self.ccl_config = ccl_config  # the run's (what `load_ccl_config()` returns during it)
-        self._world: _World | None = None
-        self._last_world: _World | None = None  # rejoined by a rank that initializes it again, options unchanged
+        self._world: World | None = None
+        self._last_world: World | None = None  # rejoined by a rank that initializes it again, options unchanged
+        self._p2p_streams: dict = {}  # (device, sender, receiver) -> Stream
+        self._barrier_tokens: dict = {}  # device -> the one-element tensor barriers all-reduce
+
+    def __getattr__(self, attr: str):
+        return missing_attribute(self, attr, "torch.distributed")
 
     # ---- setup ---------------------------------------------------------------------------
     def is_available(self) -> bool:
+        """True: the simulated device always has `torch.distributed`."""
         return True
 
+    def is_nccl_available(self) -> bool:
+        """True: a GPU script's `nccl` means the simulated device's backend."""
+        return True
+
+    def is_gloo_available(self) -> bool:
+        """True: a CPU script's `gloo` means the simulated device's backend."""
+        return True
+
+    def is_mpi_available(self) -> bool:
+        """False: there is no MPI backend."""
+        return False
+
+    def is_ucc_available(self) -> bool:
+        """False: there is no UCC backend."""
+        return False
+
+    def is_torchelastic_launched(self) -> bool:
+        """False: workers are started by `spawn` or `Process`, never by torchrun."""
+        return False
+
     def is_initialized(self) -> bool:
-        return self._world is not None
+        return self._world is not None and self._ctx.engine.current_process not in self._world.left
+
+    def _make_nccl_premul_sum(self, factor) -> PremulSum:
+        """The PREMUL_SUM op with its factor (a number, or a one-element tensor)."""
+        if hasattr(factor, "item"):
+            factor = factor.item()
+        if isinstance(factor, bool) or not isinstance(factor, (int, float, np.number)):
+            raise CollectiveError(f"_make_nccl_premul_sum({factor!r}): expected a number or a one-element tensor")
+        return PremulSum(float(factor))
 
     def init_process_group(self, backend: str | None = BACKEND, init_method=None, timeout=None, world_size: int = -1,
                            rank: int = -1, store=None, group_name: str = "", pg_options=None, device_id=None) -> None:
         """Set up the world (once per run: every rank may call it, as each PyTorch process does).
 
-        `world_size`/`rank`, when given, must agree with ccl.yaml and the
-        calling rank; `pg_options` is a mapping of `defaults` keys overriding
-        ccl.yaml for this process group (e.g. `{"algorithm": "tree"}`).
+        The world size follows ADR 0012's rule (module docstring); `rank`,
+        when given, must be the calling worker's. `pg_options` is a mapping
+        of `defaults` keys overriding ccl.yaml for this process group (e.g.
+        `{"algorithm": "tree"}`).
         """
         if backend not in (None, BACKEND, *_GPU_BACKENDS):
             raise CollectiveError(f"init_process_group(backend={backend!r}): the simulated device's backend is "
@@ -166,13 +138,17 @@ class Distributed:
         cfg = self.ccl_config if not pg_options else with_overrides(self.ccl_config, pg_options,
                                                                     "init_process_group(pg_options)")
         topology = self._ctx.topology
-        size = world_size_of(cfg, topology.n_sips)
+        size, source = world_size_rule(explicit_world_size(cfg), world_size, self._ctx.spawned_count(),
+                                       topology.n_sips)
         if self._world is not None and not self._world.held():
             self._world = None  # everyone who joined it has finished: an exited process's group is gone
         if self._world is not None:
             if pg_options and resolve_algorithm_config(cfg) != self._world.config:
                 raise CollectiveError("init_process_group: already initialized with other options; call "
                                       "destroy_process_group() first")
+            if world_size not in (-1, None) and world_size != self._world.size:
+                raise CollectiveError(f"init_process_group(world_size={world_size}): the process group is already "
+                                      f"initialized with world size {self._world.size} ({self._world.source})")
         else:
             config = resolve_algorithm_config(cfg)
             last = self._last_world
@@ -181,32 +157,39 @@ class Distributed:
             else:
                 _check_config(config, cfg, topology)
                 if size > max(topology.n_sips, topology.pes_per_sip):
-                    raise CclConfigError(f"{cfg.source}: world_size {size} exceeds both the {topology.n_sips} SIPs "
+                    raise CclConfigError(f"{source}: a world of {size} ranks exceeds both the {topology.n_sips} SIPs "
                                          f"and the {topology.pes_per_sip} PEs of one SIP")
-                self._world = self._last_world = _World(size, size > topology.n_sips, config)
+                self._world = self._last_world = World(size, source, config)
                 self._world.group = self._group(tuple(range(size)), "WORLD")
-        if world_size not in (-1, None) and world_size != size:
-            raise CollectiveError(f"init_process_group(world_size={world_size}): {cfg.source} gives a world size of "
-                                  f"{size}")
+        process = self._ctx.engine.current_process
+        self._world.left.discard(process)
+        if rank not in (-1, None) and self._ctx.spawned_count() is None and self._ctx.spawned_rank() is not None:
+            self._ctx.set_spawned_rank(rank)  # a worker started as a Process is the rank it says it is
         if rank not in (-1, None) and rank != self.get_rank():
-            raise CollectiveError(f"init_process_group(rank={rank}) called by rank {self.get_rank()}")
-        self._world.holders.add(self._ctx.engine.current_process)
+            raise CollectiveError(f"init_process_group(rank={rank}) called by rank {self.get_rank()} (ranks are "
+                                  "numbered in the order workers were spawned or started)")
+        self._world.holders.add(process)
 
     def destroy_process_group(self, group: ProcessGroup | None = None) -> None:
-        """Leave the world; it ends once every greenlet that initialized it has left or finished (or, given
-        a group, nothing: groups live as long as the world).
+        """This worker leaves the world (or, given a group, that group), as a PyTorch process destroys its own.
 
-        Each PyTorch process destroys its own process group when it is done
-        (or exits); here ranks share one world, so a rank that finishes first
-        must not take it away from ranks still using it. A rank that
-        initializes after the world ended with the same options rejoins it
-        (its calls still match its peers' by number); other options start a
-        new world.
+        Ranks share one world here, so a rank that finishes first must not
+        take it away from ranks still using it: the world ends when every
+        greenlet that initialized it has left or finished. A worker that
+        left cannot call collectives until it initializes again, and then it
+        rejoins (its calls still match its peers' by number).
         """
-        if group is not None or self._world is None:
+        world = self._world
+        process = self._ctx.engine.current_process
+        if world is None or process in world.left:
+            raise CollectiveError("destroy_process_group: the default process group is not initialized in this "
+                                  "worker (never initialized, or already destroyed)")
+        if group is not None and group is not world.group:
+            group.left.add(process)
             return
-        self._world.holders.discard(self._ctx.engine.current_process)
-        if not self._world.held():
+        world.holders.discard(process)
+        world.left.add(process)
+        if not world.held():
             self._world = None
 
     def new_group(self, ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
@@ -217,12 +200,49 @@ class Distributed:
         bad = [r for r in chosen if not (isinstance(r, (int, np.integer)) and 0 <= r < world.size)]
         if bad or not chosen:
             raise CollectiveError(f"new_group(ranks={ranks!r}): ranks must be a non-empty subset of 0..{world.size - 1}")
-        return self._group(chosen, group_desc or f"group{list(chosen)}")
+        return self._group(tuple(int(r) for r in chosen), group_desc or f"group{list(chosen)}")
+
+    def new_subgroups(self, group_size: int | None = None, group=None, timeout=None, backend=None, pg_options=None,
+                      group_desc=None):
+        """Consecutive groups of `group_size` ranks (default: the SIP count); (the caller's, all of them)."""
+        world = self._require("new_subgroups")
+        ranks = (group or world.group).ranks
+        size = self._ctx.topology.n_sips if group_size is None else group_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1 or len(ranks) % size:
+            raise CollectiveError(f"new_subgroups(group_size={group_size!r}): the {len(ranks)} ranks do not split "
+                                  "into groups of that many")
+        return self.new_subgroups_by_enumeration([ranks[i:i + size] for i in range(0, len(ranks), size)])
+
+    def new_subgroups_by_enumeration(self, ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None,
+                                     group_desc=None):
+        """One group per list of ranks (disjoint); (the caller's group or None, all of them)."""
+        self._require("new_subgroups_by_enumeration")
+        seen: set[int] = set()
+        for ranks in ranks_per_subgroup_list:
+            if seen & set(ranks):
+                raise CollectiveError(f"new_subgroups_by_enumeration: rank(s) {sorted(seen & set(ranks))} are in "
+                                      "more than one subgroup")
+            seen |= set(ranks)
+        groups = [self.new_group(ranks) for ranks in ranks_per_subgroup_list]
+        me = self.get_rank()
+        return next((g for g in groups if me in g.ranks), None), groups
 
     @property
     def group(self):
         """`dist.group.WORLD`."""
         return _GroupNamespace(self._world.group if self._world else None)
+
+    def _check_spawn(self, nprocs: int) -> None:
+        """`spawn(nprocs)` must start one worker per rank of a world of SIP ranks that is set already (ccl.yaml's
+        `world_size`, or an initialized process group): anything else would hang at the first collective."""
+        world = self._world if self._world is not None and self._world.held() else None
+        setting = (world.size, world.source) if world else explicit_world_size(self.ccl_config)
+        if setting is None:
+            return
+        size, source = setting
+        if size <= self._ctx.topology.n_sips and nprocs != size:
+            raise CollectiveError(f"spawn(nprocs={nprocs}): the world size is {size} ({source}); spawn one worker "
+                                  "per rank")
 
     # ---- lookups -------------------------------------------------------------------------
     def get_backend(self, group=None) -> str:
@@ -249,61 +269,191 @@ class Distributed:
 
     def pe_rank_policy(self, group: ProcessGroup | None = None) -> DPPolicy:
         """kernbench's own: a placement putting chunk r of a tensor's last dimension on its own PE, for each
-        rank r of the group — the layout a PE-rank collective (world size above the SIP count) works on."""
+        rank r of the group — the layout a PE-rank collective works on."""
         world = self._require("pe_rank_policy")
         topology = self._ctx.topology
         return DPPolicy.over_pes((group or world.group).size(), topology.cubes_per_sip, topology.pes_per_cube)
 
     # ---- collectives ---------------------------------------------------------------------
     def all_reduce(self, tensor, op=ReduceOp.SUM, group=None, async_op=False):
-        return self._collective("all_reduce", group, tensor, tensor, op=op, async_op=async_op)
+        return self._single("all_reduce", group, tensor, tensor, async_op, op=op)
 
     def all_gather_into_tensor(self, output_tensor, input_tensor, group=None, async_op=False):
-        return self._collective("all_gather", group, input_tensor, output_tensor, async_op=async_op)
+        return self._single("all_gather", group, input_tensor, output_tensor, async_op)
+
+    _all_gather_base = all_gather_into_tensor
 
     def reduce_scatter_tensor(self, output, input, op=ReduceOp.SUM, group=None, async_op=False):
-        return self._collective("reduce_scatter", group, input, output, op=op, async_op=async_op)
+        return self._single("reduce_scatter", group, input, output, async_op, op=op)
+
+    _reduce_scatter_base = reduce_scatter_tensor
 
     def broadcast(self, tensor, src=None, group=None, async_op=False, group_src=None):
-        return self._collective("broadcast", group, tensor, tensor, root=(src, group_src), async_op=async_op)
+        return self._single("broadcast", group, tensor, tensor, async_op, root=(src, group_src, "src"))
 
     def reduce(self, tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
-        return self._collective("reduce", group, tensor, tensor, op=op, root=(dst, group_dst), async_op=async_op)
+        return self._single("reduce", group, tensor, tensor, async_op, op=op, root=(dst, group_dst, "dst"))
+
+    def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None, group=None,
+                          async_op=False):
+        """Rank r's input rows, split by `input_split_sizes` (equal parts if None), go to each rank in turn;
+        its output holds what every rank sent it, in rank order, split by `output_split_sizes`."""
+        world, group = self._world_and_group("all_to_all_single", group)
+        n = group.size()
+        if self._pe_ranks(world):
+            if input_split_sizes is not None or output_split_sizes is not None:
+                raise CollectiveError("all_to_all_single: with PE ranks every rank's chunk is split equally; split "
+                                      "sizes need a rank per worker")
+            splits = None  # each PE rank's chunk in n equal parts (_pe_rank_collective)
+        else:
+            splits = (_element_splits(input, input_split_sizes, n, "all_to_all_single", "input"),
+                      _element_splits(output, output_split_sizes, n, "all_to_all_single", "output"))
+        return self._single("all_to_all", group, input, output, async_op, splits=splits, call="all_to_all_single")
+
+    def all_gather(self, tensor_list, tensor, group=None, async_op=False):
+        """Every rank's `tensor` into `tensor_list[r]`, through one flat buffer (as PyTorch's NCCL group does)."""
+        world, group = self._list_form_group("all_gather", group)
+        outputs = list_forms.check_list(tensor_list, group.size(), tensor, "all_gather", "tensor_list")
+        flat = list_forms.scratch(self._ctx, tensor, tensor.numel() * group.size(), "all_gather")
+        handle, label = self._collective("all_gather", group, tensor, flat)
+        return self._finish([handle, *list_forms.unpack(flat, outputs)], label, async_op)
+
+    def reduce_scatter(self, output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+        """The reduction of every rank's `input_list[r]` into rank r's `output`, through one flat buffer."""
+        world, group = self._list_form_group("reduce_scatter", group)
+        inputs = list_forms.check_list(input_list, group.size(), output, "reduce_scatter", "input_list")
+        flat = list_forms.scratch(self._ctx, output, output.numel() * group.size(), "reduce_scatter")
+        list_forms.pack(flat, inputs)
+        return self._finish(*self._collective("reduce_scatter", group, flat, output, op=op), async_op)
+
+    def all_to_all(self, output_tensor_list, input_tensor_list, group=None, async_op=False):
+        """`input_tensor_list[k]` to rank k, which finds it in its `output_tensor_list[r]`; sizes may differ."""
+        world, group = self._list_form_group("all_to_all", group)
+        n = group.size()
+        first = input_tensor_list[0] if isinstance(input_tensor_list, (list, tuple)) and input_tensor_list else None
+        if first is None:
+            raise CollectiveError(f"all_to_all: input_tensor_list must be a list of {n} tensors, one per rank")
+        inputs = list_forms.check_list(input_tensor_list, n, first, "all_to_all", "input_tensor_list", equal=False)
+        outputs = list_forms.check_list(output_tensor_list, n, first, "all_to_all", "output_tensor_list",
+                                        equal=False)
+        splits = tuple(t.numel() for t in inputs), tuple(t.numel() for t in outputs)
+        flat_in = list_forms.scratch(self._ctx, first, sum(splits[0]), "all_to_all")
+        flat_out = list_forms.scratch(self._ctx, first, sum(splits[1]), "all_to_all")
+        list_forms.pack(flat_in, inputs)
+        handle, label = self._collective("all_to_all", group, flat_in, flat_out, splits=splits)
+        return self._finish([handle, *list_forms.unpack(flat_out, outputs)], label, async_op)
+
+    def scatter(self, tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
+        """The root's `scatter_list[r]` into rank r's `tensor`."""
+        world, group = self._list_form_group("scatter", group)
+        root = group.group_rank_of(src, group_src, "scatter", "src")
+        source = tensor
+        if group.ranks[root] == self._my_rank(world):
+            inputs = list_forms.check_list(scatter_list, group.size(), tensor, "scatter", "scatter_list")
+            source = list_forms.scratch(self._ctx, tensor, tensor.numel() * group.size(), "scatter")
+            list_forms.pack(source, inputs)
+        elif scatter_list:
+            raise CollectiveError(f"scatter: rank {self._my_rank(world)} is not the source; only rank "
+                                  f"{group.ranks[root]} passes scatter_list")
+        return self._finish(*self._collective("scatter", group, source, tensor, root=root), async_op)
+
+    def gather(self, tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
+        """Every rank's `tensor` into the root's `gather_list[r]`."""
+        world, group = self._list_form_group("gather", group)
+        root = group.group_rank_of(dst, group_dst, "gather", "dst")
+        if group.ranks[root] != self._my_rank(world):
+            if gather_list:
+                raise CollectiveError(f"gather: rank {self._my_rank(world)} is not the destination; only rank "
+                                      f"{group.ranks[root]} passes gather_list")
+            return self._finish(*self._collective("gather", group, tensor, tensor, root=root), async_op)
+        outputs = list_forms.check_list(gather_list, group.size(), tensor, "gather", "gather_list")
+        flat = list_forms.scratch(self._ctx, tensor, tensor.numel() * group.size(), "gather")
+        handle, label = self._collective("gather", group, tensor, flat, root=root)
+        return self._finish([handle, *list_forms.unpack(flat, outputs)], label, async_op)
 
     def barrier(self, group=None, async_op=False, device_ids=None):
-        """Wait for this rank's device work, then for every rank of the group to reach the barrier."""
-        world = self._require("barrier")
-        group = group or world.group
-        self._ctx.synchronize(self._ctx.current_device())
-        if world.pe_ranks:
-            return None
-        me = self._member_rank(world, group, "barrier")
-        meeting = group.rendezvous("barrier", me, "barrier#{seq}", group.size(), group.ranks, _never_differ)
-        meeting.register(Entry(group.ranks.index(me), me, "barrier", None, None, "-", 0, 0, None, None))
-        meeting.arrive(group.ranks.index(me), _nothing)
+        """A one-element all-reduce among the group's ranks, as NCCL's barrier is; the host waits for it.
+
+        It runs on the rank's own device (rank r's is ahbm:r, whatever the
+        current device) after all of that device's work, and is timed like
+        any collective (its row is `barrier`). PE ranks, driven by one
+        worker, only synchronize its device.
+        """
+        world, group = self._world_and_group("barrier", group)
+        pe_ranks = self._pe_ranks(world)
+        device = self._ctx.current_device() if pe_ranks else self._member_rank(world, group, "barrier")
+        self._ctx.synchronize(device)
+        if pe_ranks:
+            return Work(self._ctx, [], "barrier") if async_op else None
+        token = self._barrier_tokens.get(device)
+        if token is None:
+            token = self._barrier_tokens[device] = Factories(self._ctx).zeros(
+                1, dtype=dtypes.float32, device=f"ahbm:{device}", name=f"barrier token of ahbm:{device}")
+        handle, label = self._collective("all_reduce", group, token, token, op=ReduceOp.SUM, call="barrier")
+        work = Work(self._ctx, [handle], label)
+        if async_op:
+            return work
+        work.wait()
         return None
 
+    def monitored_barrier(self, group=None, timeout=None, wait_all_ranks: bool = False):
+        """`barrier`: a rank that never arrives is already named, in the engine's deadlock report."""
+        return self.barrier(group)
+
     # ---- point to point ------------------------------------------------------------------
-    def send(self, tensor, dst: int, group=None, tag: int = 0) -> None:
-        self._p2p("send", tensor, dst, group, tag, async_op=False)
+    def send(self, tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None) -> None:
+        self._p2p("send", tensor, dst, group_dst, group, tag, async_op=False)
 
-    def recv(self, tensor, src: int | None = None, group=None, tag: int = 0) -> int:
-        """Stream-ordered like every collective: `tensor` holds the message once its pending write is done."""
-        self._p2p("recv", tensor, src, group, tag, async_op=False)
-        return src
+    def recv(self, tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None) -> int:
+        """Stream-ordered like every collective: `tensor` holds the message once its pending write is done.
+        Returns the sender's global rank."""
+        return self._p2p("recv", tensor, src, group_src, group, tag, async_op=False)
 
-    def isend(self, tensor, dst: int, group=None, tag: int = 0) -> Work:
-        return self._p2p("send", tensor, dst, group, tag, async_op=True)
+    def isend(self, tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None) -> Work:
+        return self._p2p("send", tensor, dst, group_dst, group, tag, async_op=True)
 
-    def irecv(self, tensor, src: int | None = None, group=None, tag: int = 0) -> Work:
-        return self._p2p("recv", tensor, src, group, tag, async_op=True)
+    def irecv(self, tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None) -> Work:
+        return self._p2p("recv", tensor, src, group_src, group, tag, async_op=True)
+
+    def batch_isend_irecv(self, p2p_op_list) -> list[Work]:
+        """Every send and receive of the list under way at once (NCCL's group call); one `Work` each."""
+        if not isinstance(p2p_op_list, (list, tuple)) or not p2p_op_list or not all(
+                isinstance(op, P2POp) for op in p2p_op_list):
+            raise CollectiveError(f"batch_isend_irecv: expected a non-empty list of dist.P2POp, got {p2p_op_list!r}")
+        if len({id(op.group) for op in p2p_op_list}) > 1:
+            raise CollectiveError("batch_isend_irecv: every P2POp of a batch must use the same group")
+        return [self._p2p(op.role, op.tensor, op.peer, op.group_peer, op.group, op.tag, async_op=True)
+                for op in p2p_op_list]
 
     # ---- machinery -----------------------------------------------------------------------
-    def _require(self, call: str) -> _World:
-        if self._world is None:
-            raise CollectiveError(f"{call}: the default process group is not initialized; call "
+    def _require(self, call: str) -> World:
+        world = self._world
+        if world is None or self._ctx.engine.current_process in world.left:
+            raise CollectiveError(f"{call}: the default process group is not initialized in this worker; call "
                                   f"torch.distributed.init_process_group(backend={BACKEND!r}) first")
-        return self._world
+        return world
+
+    def _world_and_group(self, call: str, group) -> tuple[World, ProcessGroup]:
+        world = self._require(call)
+        group = group or world.group
+        if self._ctx.engine.current_process in group.left:
+            raise CollectiveError(f"{call}: group {group.name} was destroyed by this worker "
+                                  "(destroy_process_group(group))")
+        return world, group
+
+    def _list_form_group(self, call: str, group) -> tuple[World, ProcessGroup]:
+        world, group = self._world_and_group(call, group)
+        if self._pe_ranks(world):
+            raise CollectiveError(f"{call}: with PE ranks one worker drives every rank, and {call} takes one rank's "
+                                  "tensors; use all_gather_into_tensor, reduce_scatter_tensor or all_to_all_single, "
+                                  "or spawn a worker per rank")
+        return world, group
+
+    def _pe_ranks(self, world: World) -> bool:
+        """Whether the caller drives PE ranks: above the SIP count, or a worker that was not spawned in a world
+        of another size than the SIP count (the seed bench's contract, ADR 0012)."""
+        n_sips = self._ctx.topology.n_sips
+        return world.size > n_sips or (self._ctx.spawned_rank() is None and world.size != n_sips)
 
     def _group(self, ranks: tuple[int, ...], name: str) -> ProcessGroup:
         groups = self._world.groups
@@ -311,9 +461,9 @@ class Distributed:
             groups[ranks] = ProcessGroup(ranks, name, self)
         return groups[ranks]
 
-    def _my_rank(self, world: _World) -> int:
+    def _my_rank(self, world: World) -> int:
         spawned = self._ctx.spawned_rank()
-        if world.pe_ranks:
+        if self._pe_ranks(world):
             if spawned not in (None, 0):
                 raise CollectiveError(
                     f"rank {spawned} called torch.distributed, but world_size {world.size} exceeds the "
@@ -324,107 +474,153 @@ class Distributed:
             raise CollectiveError(f"spawned rank {rank} is outside the world of {world.size} ranks")
         return rank
 
-    def _member_rank(self, world: _World, group: ProcessGroup, call: str) -> int:
+    def _member_rank(self, world: World, group: ProcessGroup, call: str) -> int:
         me = self._my_rank(world)
         if me not in group.ranks:
             raise CollectiveError(f"{call}: rank {me} is not in group {group.name} (ranks {list(group.ranks)})")
         return me
 
-    def _collective(self, kind, group, input, output, *, op=None, root=(None, None), async_op=False):
-        world = self._require(kind)
-        group = group or world.group
-        reduce_op = _reduce_op(op, kind) if kind in _REDUCING else None
-        root = _root(root, group, kind)
-        for tensor in (input, output):
-            _check_device_tensor(tensor, kind)
-        if input.dtype != output.dtype:
-            raise CollectiveError(f"{kind}: input is {input.dtype.name} but output is {output.dtype.name}")
-        label = f"{kind}#{{seq}}" + ("" if group is world.group else f"[{group.name}]")
-        if world.pe_ranks:
-            return self._pe_rank_collective(world, group, kind, reduce_op, root, input, output, label, async_op)
-        me = self._member_rank(world, group, kind)
-        self._check_on_own_device(world, me, kind, input, output)
-        group_rank = group.ranks.index(me)
-        meeting = group.rendezvous("collective", me, label, group.size(), group.ranks, _collectives_differ)
-        meeting.register(Entry(group_rank, me, kind, reduce_op, root, input.dtype.name, input.numel(),
-                               output.numel(), input, output))
-        run = functools.partial(self._run_sip_ranks, world, kind, reduce_op, root)
-        return self._arrive_in_stream_order(meeting, group_rank, run, output, async_op)
+    def _single(self, kind, group, input, output, async_op, *, op=None, root=None, splits=None, call=None):
+        """A collective on one tensor per rank (no list to pack): check, enqueue, return a Work or None."""
+        call = call or kind
+        world, group = self._world_and_group(call, group)
+        if root is not None:
+            global_root, group_root, which = root
+            root = group.group_rank_of(global_root, group_root, call, which)
+        return self._finish(*self._collective(kind, group, input, output, op=op, root=root, splits=splits, call=call),
+                            async_op)
 
-    def _p2p(self, role: str, tensor, peer, group, tag, *, async_op: bool):
-        world = self._require(role)
-        group = group or world.group
-        _check_device_tensor(tensor, role)
-        if world.pe_ranks:
-            raise CollectiveError(f"{role}: with PE ranks (world_size {world.size} above the SIP count) one worker "
-                                  "drives every rank; point-to-point calls need a rank per worker")
+    def _finish(self, handles, label: str, async_op: bool):
+        return Work(self._ctx, handles if isinstance(handles, list) else [handles], label) if async_op else None
+
+    def _collective(self, kind, group, input, output, *, op=None, root=None, splits=None, call=None):
+        """Check one rank's call, register it with its peers' and enqueue its part; (handle, label)."""
+        call = call or kind
+        world = self._world
+        reduce_op, factor = reduce_op_of(op, call) if kind in _REDUCING else (None, None)
+        for tensor in (input, output):
+            check_device_tensor(tensor, call)
+        if input.dtype != output.dtype:
+            raise CollectiveError(f"{call}: input is {input.dtype.name} but output is {output.dtype.name}")
+        label = f"{call}#{{seq}}" + ("" if group is world.group else f"[{group.name}]")
+        if self._pe_ranks(world):
+            return self._pe_rank_collective(world, group, kind, call, (reduce_op, factor), root, input, output, label,
+                                            splits)
+        me = self._member_rank(world, group, call)
+        self._check_on_own_device(world, me, call, input, output)
+        group_rank = group.ranks.index(me)
+        meeting = group.rendezvous(self._ctx.engine, "collective", me, label, group.size(), group.ranks,
+                                   _collectives_differ)
+        counts = _nominal_counts(kind, input, output, group.size())
+        meeting.register(Entry(group_rank, me, call, reduce_op, root, input.dtype.name, *counts, input, output,
+                               factor, splits))
+        if splits is not None and len(meeting.entries) == meeting.size:
+            _check_splits(meeting)
+        run = functools.partial(self._run_sip_ranks, world, kind, (reduce_op, factor), root)
+        handle = self._enqueue(input.device.index, meeting.label, functools.partial(meeting.arrive, group_rank, run),
+                               output)
+        return handle, meeting.label
+
+    def _p2p(self, role: str, tensor, peer, group_peer, group, tag, *, async_op: bool):
+        world, group = self._world_and_group(role, group)
+        check_device_tensor(tensor, role)
+        if self._pe_ranks(world):
+            raise CollectiveError(f"{role}: with PE ranks (world_size {world.size} above the SIP count, or a bench "
+                                  "that does not spawn) one worker drives every rank; point-to-point calls need a "
+                                  "rank per worker")
         me = self._member_rank(world, group, role)
+        if group_peer is not None:
+            peer = group.ranks[group.group_rank_of(None, group_peer, role, "dst" if role == "send" else "src")]
         if peer is None or peer not in group.ranks or peer == me:
             raise CollectiveError(f"{role} on rank {me}: peer rank {peer!r} is not another rank of group {group.name} "
                                   f"(ranks {list(group.ranks)}); receiving from any source is not supported")
         self._check_on_own_device(world, me, role, tensor)
         sender, receiver = (me, peer) if role == "send" else (peer, me)
         label = f"send#{{seq}}[{sender}->{receiver}" + (f", tag {tag}]" if tag else "]")
-        meeting = group.rendezvous(("p2p", sender, receiver, tag), me, label, 2, (sender, receiver), _p2p_differ)
+        meeting = group.rendezvous(self._ctx.engine, ("p2p", sender, receiver, tag), me, label, 2, (sender, receiver),
+                                   _p2p_differ)
         side = 0 if role == "send" else 1
         meeting.register(Entry(side, me, role, None, None, tensor.dtype.name, tensor.numel(), tensor.numel(),
                                tensor, tensor))
-        run = functools.partial(self._run_sip_ranks, world, "send", None, None)
-        return self._arrive_in_stream_order(meeting, side, run, tensor if role == "recv" else None, async_op)
+        run = functools.partial(self._run_sip_ranks, world, "send", (None, None), None)
+        device = tensor.device.index
+        current = self._ctx.current_stream(device)
+        stream = self._p2p_stream(device, sender, receiver)
+        stream.wait_stream(current)  # what the current stream wrote (or still reads) is ordered before the message
+        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, side, run))
+        if role == "recv":
+            tensor._pending_writes.append(handle)
+        if async_op:
+            return Work(self._ctx, [handle], meeting.label)
+        current.enqueue(f"wait {meeting.label}", functools.partial(self._ctx.engine.wait, handle))
+        return peer if role == "recv" else None
 
-    def _arrive_in_stream_order(self, meeting: Rendezvous, group_rank: int, run, written, async_op: bool):
-        operation = functools.partial(meeting.arrive, group_rank, run)
-        return self._enqueue(meeting.entries[group_rank].output.device.index, meeting.label, operation, written,
-                             async_op)
+    def _p2p_stream(self, device: int, sender: int, receiver: int) -> Stream:
+        """The stream of one direction between two ranks, on one of them: NCCL's per-peer-pair stream."""
+        key = (device, sender, receiver)
+        if key not in self._p2p_streams:
+            self._p2p_streams[key] = Stream(self._ctx, device, name=f"ahbm:{device}.p2p[{sender}->{receiver}]")
+        return self._p2p_streams[key]
 
-    def _enqueue(self, device_index: int, label: str, operation, written, async_op: bool):
+    def _enqueue(self, device_index: int, label: str, operation, written):
         """Run `operation` on the calling rank's current stream of the device; `written` (if any) waits for it."""
         handle = self._ctx.current_stream(device_index).enqueue(label, operation)
         if written is not None:
             written._pending_writes.append(handle)
-        return Work(self._ctx, handle, label) if async_op else None
+        return handle
 
-    def _check_on_own_device(self, world: _World, me: int, call: str, *tensors) -> None:
+    def _check_on_own_device(self, world: World, me: int, call: str, *tensors) -> None:
         for tensor in tensors:
             if tensor.device.index != me:
                 raise CollectiveError(
                     f"{call} on rank {me}: tensor {tensor.name!r} is on {tensor.device}, but with world_size "
                     f"{world.size} rank {me} works on ahbm:{me}; call torch.ahbm.set_device(rank) in the worker")
 
-    def _run_sip_ranks(self, world: _World, kind: str, reduce_op, root, meeting: Rendezvous) -> None:
+    def _run_sip_ranks(self, world: World, kind: str, reduce_op, root, meeting: Rendezvous) -> None:
         entries = [meeting.entries[r] for r in range(meeting.size)]
+        if not any(entry.input.numel() or entry.output.numel() for entry in entries):
+            return  # every buffer is empty: a no-op, as in PyTorch (the calls still matched)
         members = []
         for group_rank, entry in enumerate(entries):
-            source = _whole(entry.input)
-            target = source if entry.output is entry.input else _whole(entry.output)
-            members.append(_member(group_rank, entry.input, source, target))
-        self._run(world, kind, reduce_op, root, members, meeting.label, meeting.ranks, entries[0])
+            source = whole(entry.input)
+            target = source if entry.output is entry.input else whole(entry.output)
+            members.append(member(group_rank, entry.input, source, target))
+        splits = tuple(entry.splits[0] for entry in entries) if entries[0].splits else None
+        self._run(world, kind, reduce_op, root, members, meeting.label, meeting.ranks, entries[0], splits)
 
-    def _pe_rank_collective(self, world, group, kind, reduce_op, root, input, output, label, async_op):
+    def _pe_rank_collective(self, world, group, kind, call, reduce_op, root, input, output, label, splits):
         """One call drives every PE rank: rank r's buffers are chunk r of the last dimension of each tensor."""
         if input.device != output.device:
-            raise CollectiveError(f"{kind}: input is on {input.device} but output on {output.device}")
+            raise CollectiveError(f"{call}: input is on {input.device} but output on {output.device}")
         n = group.size()
         label = label.replace("{seq}", str(group.next_seq("collective", 0)))
-        inputs = _chunks(input, n, kind)
-        outputs = inputs if output is input else _chunks(output, n, kind)
-        members = [_member(r, input, inputs[r], outputs[r]) for r in range(n)]
-        _check_own_pes(members, input, kind)
-        entry = Entry(0, 0, kind, reduce_op, root, input.dtype.name, inputs[0].count, outputs[0].count, input, output)
+        if not (input.numel() or output.numel()):
+            return self._enqueue(input.device.index, label, _no_op, None), label  # as in PyTorch
+        inputs = chunks(input, n, call)
+        outputs = inputs if output is input else chunks(output, n, call)
+        members = [member(r, input, inputs[r], outputs[r]) for r in range(n)]
+        check_own_pes(members, input, call)
+        if kind == "all_to_all":
+            splits = _equal_chunk_splits(inputs[0].count, n, call)
+        entry = Entry(0, 0, call, reduce_op[0], root, input.dtype.name, inputs[0].count, outputs[0].count, input,
+                      output)
+        operation = functools.partial(self._run, world, kind, reduce_op, root, members, label, group.ranks, entry,
+                                      splits)
+        return self._enqueue(input.device.index, label, operation, output), label
 
-        operation = functools.partial(self._run, world, kind, reduce_op, root, members, label, group.ranks, entry)
-        return self._enqueue(input.device.index, label, operation, output, async_op)
-
-    def _run(self, world: _World, kind, reduce_op, root, members, label, ranks, entry: Entry) -> None:
-        request = CollectiveRequest(kind, reduce_op, tuple(members), root, world.config, label, self._ctx.timing_only)
+    def _run(self, world: World, kind, reduce_op, root, members, label, ranks, entry: Entry, splits) -> None:
+        op, factor = reduce_op
+        request = CollectiveRequest(kind, op, tuple(members), root, world.config, label, self._ctx.timing_only,
+                                    splits=splits, premul_factor=factor)
         engine = self._ctx.engine
         start = engine.now
-        run_collective(self._ctx.machine, request)
-        count = {"all_gather": entry.output_count, "reduce_scatter": entry.input_count}.get(kind, entry.input_count)
+        ran = run_collective(self._ctx.machine, request)
         itemsize = np.dtype(members[0].input.dtype).itemsize
+        count = record_count(kind, entry.input_count, entry.output_count, len(members))
         self._ctx.collectives.append(collective_record(
-            label=label, kind=kind, algorithm=world.config["algorithm"], reduce_op=reduce_op, dtype=entry.dtype,
-            count=count, nbytes=count * itemsize, ranks=tuple(ranks), start_ps=start, end_ps=engine.now))
+            label=label, kind=kind, collective="barrier" if entry.kind == "barrier" else kind, algorithm=ran, configured=world.config["algorithm"],
+            reduce_op=op, dtype=entry.dtype, count=count, nbytes=count * itemsize, ranks=tuple(ranks),
+            start_ps=start, end_ps=engine.now))
 
 
 class _GroupNamespace:
@@ -432,6 +628,56 @@ class _GroupNamespace:
 
     def __init__(self, world):
         self.WORLD = world
+
+
+def _no_op() -> None:
+    pass
+
+
+def _nominal_counts(kind: str, input, output, n: int) -> tuple[int, int]:
+    """What a rank's call is matched on: scatter and gather by the one rank's share (the root's list was
+    checked against it), every other collective by its tensors."""
+    if kind == "scatter":
+        return output.numel(), output.numel()
+    if kind == "gather":
+        return input.numel(), input.numel()
+    return input.numel(), output.numel()
+
+
+def _element_splits(tensor, split_sizes, n: int, call: str, what: str) -> tuple[int, ...]:
+    """all_to_all_single's row split sizes (equal when None) as element counts."""
+    rows = tensor.shape[0] if tensor.shape else 1
+    per_row = tensor.numel() // rows if rows else 0
+    if split_sizes is None:
+        if rows % n:
+            raise CollectiveError(f"{call}: the {what} has {rows} rows, which do not split into {n} equal parts; "
+                                  f"pass {what}_split_sizes")
+        return (rows // n * per_row,) * n
+    sizes = list(split_sizes)
+    if len(sizes) != n or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in sizes) \
+            or sum(sizes) != rows:
+        raise CollectiveError(f"{call}: {what}_split_sizes={sizes} must be {n} non-negative row counts summing to the "
+                              f"{what}'s {rows} rows")
+    return tuple(int(s) * per_row for s in sizes)
+
+
+def _equal_chunk_splits(count: int, n: int, call: str) -> tuple[tuple[int, ...], ...]:
+    """all_to_all splits of PE ranks: each rank's chunk in n equal parts."""
+    if count % n:
+        raise CollectiveError(f"{call}: each PE rank's chunk of {count} elements does not split into {n} equal parts")
+    return ((count // n,) * n,) * n
+
+
+def _check_splits(meeting: Rendezvous) -> None:
+    """What rank r sends rank k is what rank k expects from r, for every pair (once every rank has called)."""
+    entries = meeting.entries
+    for r, sender in entries.items():
+        for k, receiver in entries.items():
+            sent, expected = sender.splits[0][k], receiver.splits[1][r]
+            if sent != expected:
+                raise CollectiveError(
+                    f"{meeting.label}: rank {sender.global_rank} sends {sent} elements to rank "
+                    f"{receiver.global_rank}, which expects {expected} from it (their split sizes disagree)")
 
 
 def _check_config(config: dict, cfg, topology) -> None:
@@ -451,87 +697,11 @@ def _check_config(config: dict, cfg, topology) -> None:
                              f"{config['module']!r} ({error})") from None
 
 
-def _reduce_op(op, kind: str) -> str:
-    name = op.value if isinstance(op, ReduceOp) else op
-    if isinstance(name, str) and name.lower() in ReduceOp._value2member_map_:
-        return name.lower()
-    valid = ", ".join(f"ReduceOp.{o.name} ({o.value!r})" for o in ReduceOp)
-    raise CollectiveError(f"{kind}: unknown reduce op {op!r}; expected one of {valid}")
-
-
-def _root(root, group: ProcessGroup, kind: str) -> int | None:
-    """The root's group rank, from PyTorch's global `src`/`dst` or `group_src`/`group_dst`."""
-    global_root, group_root = root
-    if kind not in ("broadcast", "reduce"):
-        return None
-    which = "src" if kind == "broadcast" else "dst"
-    if group_root is not None:
-        if not (isinstance(group_root, int) and 0 <= group_root < group.size()):
-            raise CollectiveError(f"{kind}: group_{which}={group_root!r} is not a rank of group {group.name} "
-                                  f"(0..{group.size() - 1})")
-        return group_root
-    if global_root is None or global_root not in group.ranks:
-        raise CollectiveError(f"{kind}: {which}={global_root!r} is not a rank of group {group.name} "
-                              f"(ranks {list(group.ranks)})")
-    return group.ranks.index(global_root)
-
-
-def _check_device_tensor(tensor, call: str) -> None:
-    if getattr(tensor, "allocation", None) is None:
-        raise CollectiveError(f"{call}: expected a tensor on an ahbm device, got "
-                              f"{getattr(tensor, 'name', type(tensor).__name__)!r} on {getattr(tensor, 'device', '?')}")
-    if not tensor.is_contiguous():
-        raise CollectiveError(f"{call}: tensor {tensor.name!r} is not contiguous (strides {tensor.stride()}); "
-                              "collectives take contiguous tensors, as NCCL's do: pass tensor.contiguous()")
-
-
-def _whole(tensor) -> Region:
-    first = tensor.storage_offset()
-    return Region(tensor.allocation, tensor.dtype.numpy, range(first, first + tensor.numel()))
-
-
-def _chunks(tensor, n: int, kind: str) -> list[Region]:
-    """Chunk r of the last dimension, for r in 0..n-1, as regions in logical order."""
-    shape = tensor.shape or (1,)
-    last = shape[-1]
-    if last % n:
-        raise CollectiveError(f"{kind}: tensor {tensor.name!r} of shape {tuple(tensor.shape)} has a last dimension "
-                              f"of {last}, which does not split into {n} equal chunks (one per PE rank)")
-    width = last // n
-    rows = prod(shape) // last if last else 1
-    first = tensor.storage_offset()
-    if rows == 1:  # one row: each chunk is a contiguous run
-        return [Region(tensor.allocation, tensor.dtype.numpy, range(first + r * width, first + (r + 1) * width))
-                for r in range(n)]
-    grid = np.arange(first, first + prod(shape), dtype=np.int64).reshape(rows, last)
-    return [Region(tensor.allocation, tensor.dtype.numpy, np.ascontiguousarray(grid[:, r * width:(r + 1) * width])
-                   .reshape(-1)) for r in range(n)]
-
-
-def _member(group_rank: int, tensor, source: Region, target: Region) -> Member:
-    """The member whose program runs on the PE holding the first element of its input."""
-    placement = tensor.placement
-    first = source.elements(0, 1) if source.count else np.zeros(1, dtype=np.int64)
-    shard = placement.shards[int(placement.owners(first)[0])]
-    return Member(group_rank, tensor.device.index, shard.cube, shard.pe, source, target)
-
-
-def _check_own_pes(members: list[Member], tensor, kind: str) -> None:
-    """Each PE rank needs a PE of its own: the queues of a collective join two different PEs."""
-    holders = {}
-    for m in members:
-        if (m.cube, m.pe) in holders:
-            raise CollectiveError(
-                f"{kind}: chunks {holders[m.cube, m.pe]} and {m.rank} of tensor {tensor.name!r} (one per PE rank) both "
-                f"start on cube {m.cube} PE {m.pe}, but each PE rank needs a PE of its own; place the tensor's last "
-                f"dimension over {len(members)} PEs, e.g. dp=torch.distributed.pe_rank_policy()")
-        holders[m.cube, m.pe] = m.rank
-
-
 def _collectives_differ(a: Entry, b: Entry) -> str:
-    return _first_difference(a, b, ("kind", "a different collective"), ("dtype", "different dtypes"),
-                             ("input_count", "different sizes"), ("output_count", "different sizes"),
-                             ("reduce_op", "different reduce ops"), ("root", "different roots"))
+    sizes = () if a.splits is not None else (("input_count", "different sizes"), ("output_count", "different sizes"))
+    return _first_difference(a, b, ("kind", "a different collective"), ("dtype", "different dtypes"), *sizes,
+                             ("reduce_op", "different reduce ops"), ("premul_factor", "different factors"),
+                             ("root", "different roots"))
 
 
 def _p2p_differ(a: Entry, b: Entry) -> str:
@@ -543,12 +713,3 @@ def _p2p_differ(a: Entry, b: Entry) -> str:
 def _first_difference(a: Entry, b: Entry, *checks: tuple[str, str]) -> str:
     """The message of the first field on which two ranks' calls differ, or '' when they match."""
     return next((problem for name, problem in checks if getattr(a, name) != getattr(b, name)), "")
-
-
-def _never_differ(a: Entry, b: Entry) -> str:
-    return ""
-
-
-def _nothing(meeting: Rendezvous) -> None:
-    pass
-

@@ -2,7 +2,8 @@
 
 `load_ccl_config()` returns the current run's configuration (the file given
 to `kernbench run --ccl`, else the shipped `ccl/ccl.yaml`) or loads a given
-file; `resolve_algorithm_config(cfg)` flattens it into the one dict a
+file, whose keys are laid over the shipped file's (a file holds only what it
+overrides); `resolve_algorithm_config(cfg)` flattens it into the one dict a
 collective runs with: `defaults`, overlaid by the chosen algorithm's entry.
 Every mistake in a file — bad YAML, an unknown key or algorithm, a value of
 the wrong kind — is one `CclConfigError` naming the file, the line and the
@@ -112,9 +113,18 @@ def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None =
 
 def world_size_of(cfg: Mapping | None, sip_count: int) -> int:
     """The explicit `world_size`, else `defaults.world_size`, else the SIP count."""
+    explicit = explicit_world_size(cfg)
+    return explicit[0] if explicit else sip_count
+
+
+def explicit_world_size(cfg: Mapping | None) -> tuple[int, str] | None:
+    """The world size the file sets (top-level `world_size`, else `defaults.world_size`) and where, or None."""
     cfg = load_ccl_config(cfg)
-    explicit = cfg.get("world_size") or (cfg.get("defaults") or {}).get("world_size")
-    return explicit or sip_count
+    for key, value in (("world_size", cfg.get("world_size")), ("defaults.world_size",
+                                                               (cfg.get("defaults") or {}).get("world_size"))):
+        if value:
+            return value, f"{cfg.source}: {key}"
+    return None
 
 
 def _load_file(path: Path) -> CclConfig:
@@ -133,7 +143,27 @@ def _load_file(path: Path) -> CclConfig:
         document = parse_document(text, source)
     except TopologyError as error:  # the YAML reader's message already names file and line
         raise CclConfigError(str(error)) from None
+    if path.resolve() != SHIPPED_CCL_PATH:
+        document = _over_shipped(document)
     return _validated(document)
+
+
+def _over_shipped(document: Document) -> Document:
+    """A user's file holds only what it overrides (`world_size: 7` alone is a whole ccl file): its
+    `defaults` and `algorithms` entries are laid over the shipped file's, key by key.
+
+    A block that is not a mapping is kept as written, so validation names it
+    at its line.
+    """
+    data = document.data
+    if not isinstance(data, dict):
+        return document
+    shipped = _load_file(SHIPPED_CCL_PATH)
+    merged = {**shipped, **data}
+    for block in ("defaults", "algorithms"):
+        if isinstance(data.get(block, {}), dict):
+            merged[block] = {**shipped[block], **data.get(block, {})}
+    return Document(document.source, merged, document.lines)
 
 
 def _blank(text: str) -> bool:

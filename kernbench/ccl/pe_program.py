@@ -31,8 +31,10 @@ from kernbench.machine import Machine
 from kernbench.machine.pe import vector_ps
 from kernbench.machine.placed_dma import RunDmas, issue_load, issue_store
 
-# Reductions are done in the data's dtype, one rounding per pairwise op, as NCCL does.
-_REDUCERS = {"sum": np.add, "avg": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
+# Reductions are done in the data's dtype, one rounding per pairwise op, as NCCL does; the reduce ops
+# `run_collective` accepts are these keys. `avg` and `premul_sum` add, and their `finalize` divides or scales.
+REDUCERS = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum, "avg": np.add,
+            "band": np.bitwise_and, "bor": np.bitwise_or, "bxor": np.bitwise_xor, "premul_sum": np.add}
 # A program's list of started work is swept of finished successes when it reaches this length, then at
 # twice what survived: amortized O(1) per start, memory bounded by the work still running.
 _PRUNE_FROM = 64
@@ -142,14 +144,14 @@ class PeProgram:
 
     # ---- compute -----------------------------------------------------------------------
     def reduce(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """`a op b` elementwise in their dtype on the vector unit (`avg` adds; `finalize` divides)."""
+        """`a op b` elementwise in their dtype on the vector unit (`avg`, `premul_sum` add; `finalize` ends them)."""
         self._engine.sleep_until(self._reduce_op(op, a, b))
-        return _REDUCERS[op](a, b) if self._data else a
+        return REDUCERS[op](a, b) if self._data else a
 
     def reduce_steps(self, op: str, a: np.ndarray, b: np.ndarray):
         """`reduce` as generator steps."""
         yield self._reduce_op(op, a, b)
-        return _REDUCERS[op](a, b) if self._data else a
+        return REDUCERS[op](a, b) if self._data else a
 
     def _reduce_op(self, op: str, a: np.ndarray, b: np.ndarray) -> int:
         if a.shape != b.shape:
@@ -157,25 +159,34 @@ class PeProgram:
         return self._vector(_REDUCE_NAMES.get(op) or f"reduce_{op}", a)
 
     def finalize(self, op: str, values: np.ndarray) -> np.ndarray:
-        """The last step of a reduction: `avg` divides the sum by the group size (a vector op); others pass."""
-        if op != "avg":
+        """The last step of a reduction, one vector op where the op has one: `avg` divides the sum by the group
+        size, `premul_sum` multiplies it by the request's `premul_factor`; other ops pass the values through."""
+        finalizer = _FINALIZERS.get(op)
+        if finalizer is None:
             return values
-        self._engine.sleep_until(self._vector("average", values))
-        return self._averaged(values)
+        name, apply = finalizer
+        self._engine.sleep_until(self._vector(name, values))
+        return apply(self, values) if self._data else values
 
     def finalize_steps(self, op: str, values: np.ndarray):
         """`finalize` as generator steps."""
-        if op != "avg":
+        finalizer = _FINALIZERS.get(op)
+        if finalizer is None:
             return values
-        yield self._vector("average", values)
-        return self._averaged(values)
+        name, apply = finalizer
+        yield self._vector(name, values)
+        return apply(self, values) if self._data else values
 
     def _averaged(self, values: np.ndarray) -> np.ndarray:
-        if not self._data:
-            return values
         if values.dtype.kind in "iu":
             return values // values.dtype.type(self.size)
         return np.divide(values, values.dtype.type(self.size))
+
+    def _scaled(self, values: np.ndarray) -> np.ndarray:
+        """The sum times the factor, the factor in the data's dtype (NCCL's premul scalar has the data's type).
+
+        NCCL multiplies each input before summing; scaling the sum once agrees up to rounding, in one op."""
+        return np.multiply(values, values.dtype.type(self.request.premul_factor))
 
     def _vector(self, op: str, values: np.ndarray) -> int:
         """Reserve the vector unit for `op` over `values` now and log it; return its end."""
@@ -317,8 +328,10 @@ def _driven(engine, function, args):
 # How started work runs: loads, stores and generator functions as tasks. Tests empty the table and clear the
 # flag to run the same work as greenlet processes, the reference the tasks must match op for op.
 _AS_TASKS = {PeProgram.load: _load_task, PeProgram.store: _store_task}
+# The last step of the reductions that have one: its op-log name, and what it does to the values.
+_FINALIZERS = {"avg": ("average", PeProgram._averaged), "premul_sum": ("premultiply", PeProgram._scaled)}
 _STEPS_AS_TASKS = True
-_REDUCE_NAMES = {op: f"reduce_{op}" for op in _REDUCERS}
+_REDUCE_NAMES = {op: f"reduce_{op}" for op in REDUCERS}
 
 
 @functools.cache

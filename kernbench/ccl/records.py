@@ -3,33 +3,54 @@
 `algbw` is the size over the time. `busbw` scales it by the fraction of the
 data each rank must move over its own link for that collective, so one
 number compares algorithms and world sizes against the link bandwidth
-(nccl-tests' doc/PERFORMANCE.md): all-reduce 2(n−1)/n, all-gather and
-reduce-scatter (n−1)/n, broadcast, reduce and send 1. The size is the
+(nccl-tests' doc/PERFORMANCE.md and its scatter, gather and alltoall
+tests): all-reduce 2(n−1)/n, all-gather, reduce-scatter, scatter, gather
+and all-to-all (n−1)/n, broadcast, reduce and send 1. The size is the
 per-rank buffer nccl-tests names: the tensor for all-reduce, broadcast,
 reduce and send, the gathered output for all-gather, the input for
-reduce-scatter.
+reduce-scatter and all-to-all, the root's whole buffer for scatter and
+gather. A barrier is a one-element all-reduce.
 """
 
 from __future__ import annotations
 
 PS_PER_S = 10**12
 
+_BUS_FACTORS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    **{kind: (lambda n: (n - 1) / n) for kind in ("all_gather", "reduce_scatter", "scatter", "gather", "all_to_all")},
+}
+
 
 def bus_factor(kind: str, n: int) -> float:
-    if kind == "all_reduce":
-        return 2 * (n - 1) / n
-    if kind in ("all_gather", "reduce_scatter"):
-        return (n - 1) / n
-    return 1.0
+    return _BUS_FACTORS.get(kind, lambda n: 1.0)(n)
+
+
+def record_count(kind: str, input_count: int, output_count: int, n: int) -> int:
+    """The elements nccl-tests counts for one call, from a rank's input and output counts (a scatter's or
+    gather's counts being one rank's share)."""
+    if kind == "all_gather":
+        return output_count
+    if kind in ("scatter", "gather"):
+        return input_count * n
+    return input_count
 
 
 def collective_record(*, label: str, kind: str, algorithm: str, reduce_op: str | None, dtype: str, count: int,
-                      nbytes: int, ranks: tuple[int, ...], start_ps: int, end_ps: int) -> dict:
-    """One report row (plain data: ints in ps and bytes, bandwidths in GB/s)."""
+                      nbytes: int, ranks: tuple[int, ...], start_ps: int, end_ps: int, collective: str | None = None,
+                      configured: str | None = None) -> dict:
+    """One report row (plain data: ints in ps and bytes, bandwidths in GB/s).
+
+    `collective` is the call the script made (`barrier`, `all_to_all_single`;
+    default `kind`); `algorithm` the schedule that ran and `configured` the
+    one ccl.yaml picked, which differ where the configured one has no
+    schedule for the collective and its fallback ran (ADR 0010).
+    """
     time_ps = end_ps - start_ps
     algbw = nbytes * PS_PER_S / time_ps / 1e9 if time_ps else 0.0
     return {
-        "label": label, "collective": kind, "algorithm": algorithm, "op": reduce_op, "dtype": dtype,
+        "label": label, "collective": collective or kind, "algorithm": algorithm,
+        "configured_algorithm": configured or algorithm, "op": reduce_op, "dtype": dtype,
         "count": count, "bytes": nbytes, "ranks": list(ranks), "world_size": len(ranks),
         "start_ps": start_ps, "end_ps": end_ps, "time_ps": time_ps,
         "algbw_gb_per_s": algbw, "busbw_gb_per_s": algbw * bus_factor(kind, len(ranks)),

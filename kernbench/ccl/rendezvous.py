@@ -33,9 +33,12 @@ class Entry:
     output_count: int
     input: object
     output: object
+    premul_factor: float | None = None  # PREMUL_SUM's factor
+    splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # all_to_all: elements sent to / received from each
 
     def describe(self) -> str:
         extras = [f"op={self.reduce_op}"] if self.reduce_op else []
+        extras += [f"factor={self.premul_factor}"] if self.premul_factor is not None else []
         extras += [f"root={self.root}"] if self.root is not None else []
         return (f"{self.kind}({', '.join([f'{self.input_count} {self.dtype} elements', *extras])}"
                 + (f" into {self.output_count}" if self.output_count != self.input_count else "") + ")")

@@ -92,7 +92,7 @@ def format_report(report: dict) -> str:
         COLLECTIVES_SHOWN, "label",
         lambda w: (f"  {'label':<{w}} {'algorithm':<17} {'ranks':>5} {'size':>14} {'type':>5} {'op':>7} "
                    f"{'time':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}"),
-        lambda row, w: (f"  {row['label']:<{w}} {row['algorithm']:<17} {row['world_size']:>5} "
+        lambda row, w: (f"  {row['label']:<{w}} {_algorithm_ran(row):<17} {row['world_size']:>5} "
                         f"{row['bytes']:>12,d} B {row['dtype']:>5} {row['op'] or '-':>7} "
                         f"{format_ps(row['time_ps']):>12} {row['algbw_gb_per_s']:>11.3f} "
                         f"{row['busbw_gb_per_s']:>11.3f}"))
@@ -118,3 +118,9 @@ def format_ps(ps: int) -> str:
         if ps >= scale:
             return f"{ps / scale:.3f} {unit}"
     return f"{ps} ps"
+
+
+def _algorithm_ran(row: dict) -> str:
+    """The schedule that ran, marked where it is the configured algorithm's fallback (ADR 0010)."""
+    configured = row.get("configured_algorithm", row["algorithm"])
+    return row["algorithm"] if configured == row["algorithm"] else f"{row['algorithm']} (fallback)"

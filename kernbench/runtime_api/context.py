@@ -63,8 +63,14 @@ class RuntimeContext:
         """The calling greenlet's rank under `torch.multiprocessing.spawn`; None outside spawned workers."""
         return self._state().rank
 
-    def set_spawned_rank(self, rank: int) -> None:
-        self._state().rank = rank
+    def spawned_count(self) -> int | None:
+        """How many workers the `spawn` that started the calling greenlet started; None outside one (a
+        `torch.multiprocessing.Process` is started alone, so its world size is the script's to say)."""
+        return self._state().spawned
+
+    def set_spawned_rank(self, rank: int, count: int | None = None) -> None:
+        state = self._state()
+        state.rank, state.spawned = rank, count
 
     def set_device(self, index: int) -> None:
         self._state().device = index
@@ -175,11 +181,12 @@ class _RankState:
     """What one rank (greenlet) has selected — its current and default device, its streams — its spawn rank, if
     any, and its default random generator (made on first use, as each PyTorch process has its own)."""
 
-    __slots__ = ("device", "streams", "rank", "default_device", "generator")
+    __slots__ = ("device", "streams", "rank", "spawned", "default_device", "generator")
 
     def __init__(self):
         self.device = 0
         self.rank: int | None = None
+        self.spawned: int | None = None
         self.streams: dict[int, Stream] = {}
         self.default_device: Device | None = None
         self.generator: Generator | None = None

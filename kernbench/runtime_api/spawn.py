@@ -138,7 +138,7 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
     """Call `fn(rank, *args)` for rank 0..nprocs-1, each in its own greenlet."""
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise KernbenchError(f"spawn(nprocs={nprocs!r}): expected a positive integer")
-    processes = [ctx.engine.spawn(_as_rank, ctx, fn, rank, args, name=f"rank{rank}") for rank in range(nprocs)]
+    processes = [ctx.engine.spawn(_as_rank, ctx, fn, rank, nprocs, args, name=f"rank{rank}") for rank in range(nprocs)]
     context = ProcessContext(ctx, processes)
     for process in processes:
         process.add_callback(_ignore)  # join() observes failures; the engine need not report them
@@ -148,9 +148,9 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
     return None
 
 
-def _as_rank(ctx, fn, rank: int, args):
+def _as_rank(ctx, fn, rank: int, nprocs: int, args):
     """The body of rank `rank`'s greenlet: remember which rank it is (for `torch.distributed`), then run `fn`."""
-    ctx.set_spawned_rank(rank)
+    ctx.set_spawned_rank(rank, nprocs)
     return fn(rank, *args)
 
 

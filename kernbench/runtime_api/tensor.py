@@ -478,6 +478,17 @@ class Tensor:
         """This tensor's values outside autograd: an alias of its storage that requires no grad (as torch's)."""
         return self.detach()
 
+    @data.setter
+    def data(self, other: "Tensor") -> None:
+        """`x.data = y`: x now shows y's storage and layout, its autograd state kept (torch's set_data). What
+        `param.grad.data /= n` does, the in-place op's result being assigned back."""
+        if not isinstance(other, Tensor) or (other.dtype, other.device) != (self.dtype, self.device):
+            raise TensorError(f"{self.name}.data = ...: expected a tensor of {self.dtype.name} on {self.device}, got "
+                              f"{getattr(other, 'dtype', type(other).__name__)} on {getattr(other, 'device', '-')}")
+        self._layout, self.shape, self._base = other._layout, other.shape, other if other._base is None else other._base
+        self._allocation, self._host_storage = other._allocation, other._host_storage
+        self._pending_writes = other._pending_writes
+
     def detach(self) -> "Tensor":
         """A view of the same storage with no autograd history."""
         return self._viewed(self._layout, "detach")

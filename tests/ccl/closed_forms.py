@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernbench.ccl.algorithms.wiring import tree_children
+
 PS_PER_S = 10**12
 
 
@@ -69,3 +71,39 @@ class Costs:
 
     def link_occupancy(self, nbytes: int) -> int:
         return ceil_div(nbytes * PS_PER_S, self.link.bandwidth)
+
+
+# ---- schedules, one piece of `nbytes` (`count` elements) per message ------------------------------------------
+
+def chain_broadcast(costs: Costs, p: int, nbytes: int) -> int:
+    """The ring's broadcast along root → … → root−1, in place: the root loads and sends; each rank copies its
+    piece out and forwards it (the send leaves before the posted store); the last one stores."""
+    return costs.load(nbytes) + (p - 1) * (costs.message(nbytes) + costs.copy(nbytes)) + costs.store(nbytes)
+
+
+def chain_reduce(costs: Costs, p: int, nbytes: int, count: int) -> int:
+    """The ring's reduce along root+1 → … → root: each rank's own piece is loaded (from the start) before the
+    partial arrives, so a hop is a message, its copy-out and one reduce; the root stores the result."""
+    hop = costs.message(nbytes) + costs.copy(nbytes) + costs.reduce(count)
+    return costs.load(nbytes) + (p - 1) * hop + costs.store(nbytes)
+
+
+def tree_ready(costs: Costs, p: int, nbytes: int, count: int, place: int = 0) -> int:
+    """When the tree member at heap position `place` has its subtree's partial: it loads its own piece, then for
+    each child in order waits for the child's partial (ready + message), copies it out and adds it."""
+    t = costs.load(nbytes)
+    for child in tree_children(place, p):
+        t = max(t, tree_ready(costs, p, nbytes, count, child) + costs.message(nbytes)) + costs.copy(nbytes) \
+            + costs.reduce(count)
+    return t
+
+
+def tree_down(costs: Costs, p: int, nbytes: int, t: int, place: int = 0, *, stores: bool = True) -> int:
+    """When the subtree at `place` holds a piece its member has at time `t`: the member sends to its children
+    one after another (each send holds its TCM port for `tcm_read`), each child copies and forwards the same
+    way, and a member stores after its sends (`stores` False: the subtree's root keeps it in place)."""
+    children = tree_children(place, p)
+    ends = [tree_down(costs, p, nbytes, t + k * costs.tcm_read(nbytes) + costs.message(nbytes) + costs.copy(nbytes),
+                      child) for k, child in enumerate(children)]
+    own = [t + len(children) * costs.tcm_read(nbytes) + costs.store(nbytes)] if stores else []
+    return max(ends + own)

@@ -46,20 +46,26 @@ def member(rank: int, sip: int, input_region: Region, output_region: Region | No
     return Member(rank, sip, cube, pe, input_region, input_region if output_region is None else output_region)
 
 
-def run(session: Session, kind: str, members, cfg: dict, *, op: str | None = "sum", root: int | None = None,
-        label: str = "test#1", timing_only: bool = False) -> int:
+def run(session: Session, kind: str, members, cfg: dict, **request) -> int:
     """Run one collective on an idle engine; return its simulated duration in ps (a failure re-raised as is)."""
-    request = CollectiveRequest(kind, op, tuple(members), root, cfg, label, timing_only)
-    times = []
+    return run_schedule(session, kind, members, cfg, **request)[0]
+
+
+def run_schedule(session: Session, kind: str, members, cfg: dict, *, op: str | None = "sum", root: int | None = None,
+                 label: str = "test#1", timing_only: bool = False, splits=None,
+                 premul_factor: float | None = None) -> tuple[int, str]:
+    """`run`, also returning the name of the algorithm whose schedule ran (what `run_collective` returns)."""
+    request = CollectiveRequest(kind, op, tuple(members), root, cfg, label, timing_only, splits, premul_factor)
+    results = []
 
     def driver():
         began = session.engine.now
-        run_collective(session.ctx.machine, request)
-        times.append(session.engine.now - began)
+        algorithm = run_collective(session.ctx.machine, request)
+        results.append((session.engine.now - began, algorithm))
 
     session.engine.spawn(driver, name="driver")
     try:
         session.engine.run()
     except ProcessFailed as failure:
         raise failure.__cause__ from None
-    return times[0]
+    return results[0]

@@ -154,17 +154,6 @@ def test_adr0010_t12_timing_only_times_every_op_exactly_as_with_data():
     assert op_times(True) == op_times(False)
 
 
-def test_adr0010_t13_a_kind_the_algorithm_lacks_names_the_algorithms_that_have_it():
-    session = Session("default")
-    tensors = [session.torch.empty(4, dtype="f32", device=f"ahbm:{r}") for r in range(2)]
-    gathered = [session.torch.empty(8, dtype="f32", device=f"ahbm:{r}") for r in range(2)]
-    with pytest.raises(CollectiveError) as error:
-        run(session, "all_gather", [member(r, r, region(t), region(g)) for r, (t, g) in
-                                    enumerate(zip(tensors, gathered))], config("tree"), op=None)
-    message = str(error.value)
-    assert "'tree'" in message and "all_gather" in message and "direct, ring" in message
-
-
 @pytest.fixture
 def user_module(monkeypatch):
     """A user's own algorithm module, importable by name, as ccl.yaml would name it."""
@@ -235,10 +224,14 @@ def test_adr0010_t16_sends_outside_the_wiring_or_never_received_are_named(user_m
         run(session, "all_reduce", members, user_config(user_module, wiring="full"))
 
 
-def test_adr0010_t17_rooted_collectives_declare_their_own_wiring():
+def test_adr0010_t17_schedules_that_need_other_queues_declare_their_own_wiring():
+    """send everywhere, direct's star-shaped broadcast and reduce, and the tree's rooted trees (rotated, so not
+    the binary_tree rooted at rank 0) run on `full`; the ring's chains use the ring's own queues."""
     from kernbench.ccl.algorithms import direct, halving_doubling, ring, tree
 
     for module in (ring, tree, direct, halving_doubling):
-        for kind in ("broadcast", "reduce", "send"):
-            assert getattr(module, kind).ccl_wiring == "full"
+        assert module.send.ccl_wiring == "full"
+    for kind in ("broadcast", "reduce"):
+        assert getattr(direct, kind).ccl_wiring == getattr(tree, kind).ccl_wiring == "full"
+        assert not hasattr(getattr(ring, kind), "ccl_wiring")
     assert uses_wiring("star")(lambda ctx, request: None).ccl_wiring == "star"

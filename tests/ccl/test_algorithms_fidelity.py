@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.ccl.algorithms.wiring import tree_children
 from kernbench.session import Session
 from kernbench.topology import load_topology
 from kernbench.topology.loader import resolve_topology_path
-from tests.ccl.closed_forms import Costs
+from tests.ccl.closed_forms import Costs, chain_broadcast, chain_reduce, tree_down, tree_ready
 from tests.ccl.harness import config, device_tensor, member, region, run
 
 BIG_SLOTS = {"slot_size": 64 * 1024, "n_slots": 8}
@@ -78,36 +77,12 @@ def test_adr0010_t19_ring_bus_bandwidth_approaches_the_inter_sip_link_at_64_mib(
     assert bus_bandwidth >= 0.9 * link
 
 
-def tree_time(costs: Costs, p: int, nbytes: int, count: int) -> int:
-    """Single-piece tree all-reduce, by recursion over the heap-ordered binary tree.
-
-    Up: a member loads its piece, then for each child in rank order waits for
-    its partial (ready + message), copies it out and adds it. Down: the root
-    sends to its children one after another (each send holds its TCM port for
-    `tcm_read`), each child copies and forwards the same way; every member
-    stores after its sends.
-    """
-    def ready(rank: int) -> int:
-        t = costs.load(nbytes)
-        for child in tree_children(rank, p):
-            t = max(t, ready(child) + costs.message(nbytes)) + costs.copy(nbytes) + costs.reduce(count)
-        return t
-
-    def finished(rank: int, t: int) -> int:
-        children = tree_children(rank, p)
-        ends = [finished(child, t + k * costs.tcm_read(nbytes) + costs.message(nbytes) + costs.copy(nbytes))
-                for k, child in enumerate(children)]
-        return max(ends + [t + len(children) * costs.tcm_read(nbytes) + costs.store(nbytes)])
-
-    return finished(0, ready(0))
-
-
 @pytest.mark.parametrize("p", [2, 3, 4])
 @pytest.mark.parametrize("buffer_kind", ["tcm", "sram"])
 def test_adr0010_t20_tree_all_reduce_matches_its_closed_form(full_mesh, p, buffer_kind):
     nbytes = 16 * 1024
     costs = Costs(full_mesh, buffer_kind)
-    expected = tree_time(costs, p, nbytes, nbytes // 4)
+    expected = tree_down(costs, p, nbytes, tree_ready(costs, p, nbytes, nbytes // 4))
     assert all_reduce_time(full_mesh, "tree", p, nbytes // 4, buffer_kind=buffer_kind) == expected
 
 
@@ -128,3 +103,74 @@ def test_adr0010_t21_halving_doubling_matches_its_closed_form(full_mesh, p, buff
         moved = costs.load(half) + costs.message(half) + costs.copy(half) + costs.store(half)
         expected += moved + costs.reduce(half // 4) + moved
     assert all_reduce_time(full_mesh, "halving_doubling", p, size // 4, buffer_kind=buffer_kind) == expected
+
+
+def rooted_time(topology, algorithm: str, kind: str, p: int, count: int, root: int, **cfg) -> int:
+    """A broadcast (in place) or reduce (sum into a tensor of the root's) of `count` f32 per rank on SIPs 0..p−1."""
+    session = Session(topology)
+    tensors = [device_tensor(session, r, np.ones(count), "f32") for r in range(p)]
+    result = session.torch.empty(count, dtype="f32", device=f"ahbm:{root}")
+    members = [member(r, r, region(t), region(result) if kind == "reduce" and r == root else None)
+               for r, t in enumerate(tensors)]
+    return run(session, kind, members, config(algorithm, **{**BIG_SLOTS, **cfg}), root=root,
+               op="sum" if kind == "reduce" else None)
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "hbm", "sram"])
+@pytest.mark.parametrize("p, root", [(2, 1), (4, 0), (4, 3)])
+@pytest.mark.parametrize("nbytes", [1000, 64 * 1024])
+def test_adr0010_t40_ring_broadcast_streams_down_a_chain_of_p_minus_1_hops(buffer_kind, p, root, nbytes):
+    """t = T_load(c) + (p−1)·(T_x(c) + T_copy(c)) + T_store(c): on default.yaml's ring of SIPs each chain hop
+    root+i → root+i+1 is one link, whichever rank is the root."""
+    costs = Costs(load_topology("default"), buffer_kind)
+    expected = chain_broadcast(costs, p, nbytes)
+    assert rooted_time(load_topology("default"), "ring", "broadcast", p, nbytes // 4, root,
+                       buffer_kind=buffer_kind) == expected
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "hbm", "sram"])
+@pytest.mark.parametrize("p, root", [(2, 0), (4, 2), (4, 3)])
+@pytest.mark.parametrize("nbytes", [1000, 64 * 1024])
+def test_adr0010_t41_ring_reduce_adds_along_a_chain_ending_at_the_root(buffer_kind, p, root, nbytes):
+    """t = T_load(c) + (p−1)·(T_x(c) + T_copy(c) + T_reduce(c)) + T_store(c)."""
+    costs = Costs(load_topology("default"), buffer_kind)
+    assert costs.load(nbytes) < costs.message(nbytes)  # every rank's own piece is in TCM before the partial
+    expected = chain_reduce(costs, p, nbytes, nbytes // 4)
+    assert rooted_time(load_topology("default"), "ring", "reduce", p, nbytes // 4, root,
+                       buffer_kind=buffer_kind) == expected
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram"])
+@pytest.mark.parametrize("p, root", [(2, 1), (3, 2), (4, 0), (4, 3)])
+def test_adr0010_t42_tree_broadcast_and_reduce_run_the_tree_rooted_at_the_root(full_mesh, buffer_kind, p, root):
+    """The all-reduce's down flow from the root's load (no store at the root: in place), and its up flow
+    ending in the root's store; rotating the ranks changes nothing on a full mesh."""
+    nbytes = 16 * 1024
+    costs = Costs(full_mesh, buffer_kind)
+    assert rooted_time(full_mesh, "tree", "broadcast", p, nbytes // 4, root, buffer_kind=buffer_kind) == \
+        tree_down(costs, p, nbytes, costs.load(nbytes), stores=False)
+    assert rooted_time(full_mesh, "tree", "reduce", p, nbytes // 4, root, buffer_kind=buffer_kind) == \
+        tree_ready(costs, p, nbytes, nbytes // 4) + costs.store(nbytes)
+
+
+def busbw(kind: str, size: int) -> float:
+    """nccl-tests' bus bandwidth of a timing-only ring `kind` of `size` bytes of f16 per rank on default.yaml's
+    4 SIPs with the shipped ccl.yaml's IPCQ settings (TCM buffers, 8 × 64 KiB)."""
+    topology = load_topology("default")
+    p = topology.n_sips
+    session = Session(topology, timing_only=True)
+    tensors = [session.torch.empty(size // 2, dtype="f16", device=f"ahbm:{r}") for r in range(p)]
+    elapsed = run(session, kind, [member(r, r, region(t)) for r, t in enumerate(tensors)],
+                  config("ring", buffer_kind="tcm", **BIG_SLOTS), op=None if kind == "broadcast" else "sum",
+                  root=0 if kind == "broadcast" else None, timing_only=True)
+    factor = {"all_reduce": 2 * (p - 1) / p, "broadcast": 1}[kind]
+    return factor * size / (elapsed / 10**12)
+
+
+def test_adr0010_t43_ring_broadcast_bus_bandwidth_matches_all_reduce_at_64_mib():
+    """The chain streams every link at once, so its bus bandwidth (S/t) is within 10% of the ring all-reduce's
+    (2(p−1)/p·S/t), and never above the link's."""
+    size = 64 << 20
+    broadcast, all_reduce = busbw("broadcast", size), busbw("all_reduce", size)
+    assert broadcast >= 0.9 * all_reduce
+    assert broadcast <= load_topology("default").system.inter_sip.bandwidth_bytes_per_s

@@ -262,13 +262,15 @@ def test_adr0012_t5_all_gather_and_reduce_scatter_match_numpy(algorithm, topolog
         assert_close(out, total[rank * count:(rank + 1) * count], dtype)
 
 
-@pytest.mark.parametrize("algorithm", ["tree", "halving_doubling"])
+@pytest.mark.parametrize("algorithm, ran", [("tree", "ring"), ("halving_doubling", "halving_doubling")])
 @pytest.mark.parametrize("topology, n", [("default", 4), ("single_sip", 4)])
-def test_adr0012_t6_algorithms_without_gathers_refuse_them_naming_direct_and_ring(algorithm, topology, n):
-    with pytest.raises(Exception) as error:
-        gather_and_scatter(topology, algorithm, n, "f32", 3)
-    message = str(error.value)
-    assert f"'{algorithm}'" in message and "all_gather" in message and "direct, ring" in message
+def test_adr0012_t6_algorithms_without_a_gather_schedule_run_their_fallback_and_say_so(algorithm, ran, topology, n):
+    """tree has no gathers: they run ring (NCCL's fallback); halving_doubling has its own at powers of two."""
+    gathered, scattered, data = gather_and_scatter(topology, algorithm, n, "f32", 3)
+    assert_ranks_agree(gathered, np.concatenate([x[:3] for x in data]), "f32")
+    rows = current_run.current_torch().distributed._ctx.collectives
+    assert [(row["collective"], row["algorithm"], row["configured_algorithm"]) for row in rows] == [
+        ("all_gather", ran, algorithm), ("reduce_scatter", ran, algorithm)]
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -417,7 +419,8 @@ def test_adr0012_t10_collectives_are_stream_ordered_and_async_like_nccl():
     assert np.all(values == n * (n + 1) / 2)
 
 
-def test_adr0012_t11_barrier_waits_for_the_ranks_device_work_then_for_every_rank_at_no_cost():
+def test_adr0012_t11_barrier_is_a_timed_one_element_all_reduce_after_each_ranks_device_work():
+    """NCCL's barrier: a one-element all-reduce on the current stream, the host waiting for it."""
     session = Session("default", ccl=ccl("ring"))
     engine = session.engine
 
@@ -428,10 +431,22 @@ def test_adr0012_t11_barrier_waits_for_the_ranks_device_work_then_for_every_rank
         return engine.now
 
     results = run_world(session, fn)
-    fill_end = max(record.end for record in session.ctx.machine.oplog)
-    assert fill_end > 0
-    assert set(results.values()) == {fill_end}
-    assert session.ctx.collectives == []  # a host rendezvous: no collective runs, nothing is timed
+    fill_end = max(record.end for record in session.ctx.machine.oplog if record.label.startswith("fill"))
+    [row] = session.ctx.collectives
+    assert (row["collective"], row["label"], row["count"], row["dtype"]) == ("barrier", "barrier#0", 1, "f32")
+    assert row["start_ps"] >= fill_end > 0  # rank 2 joins once its fill is done
+    assert set(results.values()) == {row["end_ps"]}  # every host returns when the all-reduce ends
+
+    reference = Session("default", ccl=ccl("ring"))
+
+    def one_element(torch, rank):
+        x = torch.ones(1, dtype="f32")
+        torch.distributed.all_reduce(x)
+        return float(x.numpy()[0])
+
+    assert set(run_world(reference, one_element).values()) == {4.0}
+    [all_reduce] = reference.ctx.collectives
+    assert row["time_ps"] == all_reduce["time_ps"] > 0
 
 
 def test_adr0012_t12_a_pe_ranks_chunk_is_moved_by_the_pe_holding_its_first_element():

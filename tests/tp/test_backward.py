@@ -95,7 +95,7 @@ def test_adr0017_t10_each_mapping_runs_its_backward_twin_collective(mapping, bac
         y.sum().backward()
         torch.ahbm.synchronize()
         torch.distributed.barrier()
-        return {record["collective"] for record in records[before:]}
+        return {record["collective"] for record in records[before:]} - {"barrier"}
 
     results = run_tensor_parallel(4, step)
     assert results[0] == {backward_collective}

@@ -1,4 +1,8 @@
-"""Ring: all_reduce as reduce-scatter then all-gather, 2(p−1) steps around a unidirectional ring.
+"""Ring: all_reduce as reduce-scatter then all-gather, 2(p−1) steps around a unidirectional ring;
+broadcast and reduce pipelined along a chain.
+
+Native: all_reduce, all_gather, reduce_scatter, broadcast, reduce, send
+(`rooted.send`). scatter, gather and all_to_all fall back to `direct`.
 
 Rank r sends only to r+1 and receives only from r−1 (wiring `ring_1d`). In
 reduce-scatter step s, rank r receives the partial sum of chunk r−s−1, adds
@@ -21,6 +25,23 @@ latency + message overhead + T_copy(c) (slot → TCM). With many pieces the
 link streams back to back: t → 2(p−1)·S/(p·B) plus one piece's latency per
 step boundary of the fill, i.e. bus bandwidth → B.
 
+**Chains.** broadcast streams the root's pieces along root → root+1 → … →
+root−1: each rank receives a piece from its left, forwards it right and
+posts its store, so after the fill every link on the chain carries the
+stream at once and the bus bandwidth (S/t) approaches the link's, where the
+one-shot broadcast divides the root's link among p−1 destinations. reduce
+runs a chain that ends at the root, root+1 → … → root: root+1 sends its piece,
+each next rank adds its own (loaded ahead) and forwards the partial, and the
+root adds its own last, finalizes and stores — every element reduced once,
+in the fixed order root+1, …, root−1, root. A chain has no cycle, so the
+credits cannot deadlock whatever the number of pieces: the last rank only
+receives, and each rank before it sends only what it has received (no
+slabs). Closed forms (idle machine, one message of c bytes, neighbours one
+link apart): broadcast T_load(c) + (p−1)·(T_x(c) + T_copy(c)) + T_store(c);
+reduce T_load(c) + (p−1)·(T_x(c) + T_copy(c) + T_reduce(c)) + T_store(c)
+(+ the finalize of avg, premul_sum). With m pieces the chain adds about
+(m−1)·s/B once: bus bandwidth → B.
+
 Written as generators over the PE program's step forms (`yield from
 ctx.recv_steps(left)`), so each member runs as an engine task, not a
 greenlet process: the same ops at the same points of the run (adr/0010,
@@ -30,7 +51,8 @@ greenlet process: the same ops at the same points of the run (adr/0010,
 from __future__ import annotations
 
 from kernbench.ccl.algorithms.chunking import pieces, shifted, split
-from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
+from kernbench.ccl.algorithms.prefetch import prefetch
+from kernbench.ccl.algorithms.rooted import send
 from kernbench.ccl.pe_program import algorithm_steps
 
 __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", "send"]
@@ -77,6 +99,50 @@ def all_gather(ctx, request):
         yield from _all_gather(ctx, me.output, chunks, first_step=1)
 
 
+@algorithm_steps
+def broadcast(ctx, request):
+    """The root's input → every member's output, streamed along the chain root → root+1 → … → root−1."""
+    me, p = ctx.member, ctx.size
+    position = (ctx.rank - request.root) % p
+    ranges = pieces(0, me.input.count, ctx.slot_elements(me.input.dtype))
+    forwards = position < p - 1
+    if position == 0:
+        own = prefetch(ctx, me.input, ranges, 0)
+        for index, (a, b) in enumerate(ranges):
+            values = yield from own.wait_steps()
+            own = prefetch(ctx, me.input, ranges, index + 1)
+            yield from ctx.send_steps(_right(ctx), values)
+            if me.output is not me.input:
+                ctx.start(ctx.store, me.output, a, b, values)
+        return
+    for a, b in ranges:
+        values = yield from ctx.recv_steps((ctx.rank - 1) % p)
+        if forwards:
+            yield from ctx.send_steps(_right(ctx), values)
+        ctx.start(ctx.store, me.output, a, b, values)
+
+
+@algorithm_steps
+def reduce(ctx, request):
+    """The reduction of every input → the root's output, along the chain root+1 → … → root−1 → root, each rank
+    adding its own piece to the partial it forwards; other outputs untouched."""
+    me, p, op = ctx.member, ctx.size, request.reduce_op
+    position = (ctx.rank - request.root - 1) % p  # 0 starts the chain, p − 1 is the root
+    ranges = pieces(0, me.input.count, ctx.slot_elements(me.input.dtype))
+    own = prefetch(ctx, me.input, ranges, 0)
+    for index, (a, b) in enumerate(ranges):
+        values = yield from own.wait_steps()
+        own = prefetch(ctx, me.input, ranges, index + 1)
+        if position > 0:
+            received = yield from ctx.recv_steps((ctx.rank - 1) % p)
+            values = yield from ctx.reduce_steps(op, received, values)
+        if position < p - 1:
+            yield from ctx.send_steps(_right(ctx), values)
+            continue
+        final = yield from ctx.finalize_steps(op, values)
+        ctx.start(ctx.store, me.output, a, b, final)
+
+
 def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: bool):
     """Steps 0..p−1 of reduce-scatter; rank r ends with chunk r reduced, stored at `target_pieces`.
 
@@ -91,10 +157,11 @@ def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: 
         yield from ctx.send_steps(right, values)
     schedule = [(step, index, a, b) for step in range(1, p)
                 for index, (a, b) in enumerate(chunks((r - step - 1) % p))]
-    own = _prefetch(ctx, source, schedule, 0)
+    loads = [(a, b) for _, _, a, b in schedule]
+    own = prefetch(ctx, source, loads, 0)
     for position, (step, index, _, _) in enumerate(schedule):
         values = yield from own.wait_steps()
-        own = _prefetch(ctx, source, schedule, position + 1)
+        own = prefetch(ctx, source, loads, position + 1)
         received = yield from ctx.recv_steps(left)
         partial = yield from ctx.reduce_steps(op, received, values)
         if step < p - 1:
@@ -104,13 +171,6 @@ def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: 
         if forward:
             yield from ctx.send_steps(right, final)
         ctx.start(ctx.store, target, *target_pieces[index], final)
-
-
-def _prefetch(ctx, source, schedule, position: int):
-    if position == len(schedule):
-        return None
-    _, _, a, b = schedule[position]
-    return ctx.start(ctx.load, source, a, b)
 
 
 def _all_gather(ctx, target, chunks, *, first_step: int):

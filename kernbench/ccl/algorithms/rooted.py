@@ -1,10 +1,13 @@
-"""broadcast, reduce and send: written once, re-exported by every shipped algorithm module.
+"""One-shot broadcast and reduce (`direct`'s), and send (every shipped module's): star-shaped around a root.
 
-Their shape does not depend on the algorithm a run configures, so each is
-one-shot around its root — the root sends every slot-sized piece to each
-member in turn (broadcast), or receives each member's piece and reduces them
-in group-rank order (reduce), so the result does not depend on arrival order
-— and `send` streams member 0's input into member 1's output. Pieces are
+`send` does not depend on the algorithm a run configures, so every shipped
+module re-exports it. broadcast and reduce are one-shot around their root,
+the choice for small messages (`direct` ships them; `ring` and `tree`
+stream them along a chain or a tree instead): the root sends every
+slot-sized piece to each member in turn (broadcast), or receives each
+member's piece and reduces them in group-rank order (reduce), so the result
+does not depend on arrival order; `send` streams member 0's input into
+member 1's output. Pieces are
 pipelined: piece j+1 is under way while piece j is consumed. They declare
 wiring `full` (`@uses_wiring`), so they run whichever wiring the module's
 own collectives use. Closed form on an idle machine with dedicated links,
