@@ -1,7 +1,7 @@
 """An nccl-tests-style sweep: every algorithm of ccl.yaml × all_reduce, all_gather, reduce_scatter × message sizes.
 
     kernbench run benches/ccl_sweep.py [--topology F] [--ccl F] [--timing-only]
-        [--algorithms ring,tree,...] [--collectives all_reduce,all_gather,reduce_scatter]
+        [--algorithms ring,tree,...] [--collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all]
         [--min-bytes 8] [--max-bytes 64M] [--factor 4] [--dtype f16|bf16|f32] [--plot OUT.png]
 
 For each algorithm the bench calls `init_process_group(backend="ahbm",
@@ -30,15 +30,17 @@ Decisions, and why:
   a size whose count rounds to 0 is left out.
 - **Default --max-bytes.** 64 MiB under `--timing-only`; 8 MiB when values are
   computed (busbw has reached its plateau by then on the shipped machines).
-  Measured on the default topology, the whole default sweep takes 10–20 s
-  either way (timing-only to 32 MiB, values to 8 MiB), but 78 s with
-  values up to 32 MiB, the last size before 64 MiB. The bench prints a note when it
+  Measured on the default topology with three collectives, the default
+  sweep took 10–20 s either way (timing-only to 32 MiB, values to 8 MiB),
+  but 78 s with values up to 32 MiB, the last size before 64 MiB; with all
+  six collectives the timing-only default sweep takes 13 s. The bench prints a note when it
   lowers the bound; an explicit `--max-bytes` is always obeyed.
-- **Which algorithm runs which collective** is decided before anything runs,
-  by the rule `torch.distributed` itself applies: the algorithm's module
-  (ccl.yaml's `module`) defines a function named for the collective. A
-  pair it lacks (the shipped tree and halving_doubling have only
-  all_reduce) is skipped with a note, never tried and caught.
+- **Every algorithm runs every collective.** A collective the algorithm's
+  module (ccl.yaml's `module`) has no function for runs its fallback, as
+  `torch.distributed` does (adr/0010: ring for the reductions, gathers,
+  broadcast and reduce, direct for all-to-all); a note before the table says
+  so, and the rows keep the configured algorithm's name. broadcast and reduce
+  use rank 0 as root; all-to-all is `all_to_all_single` with equal splits.
 - **Ranks.** One worker per rank when the world size fits the SIPs. With more
   ranks than SIPs, ranks are PEs of SIP 0 and the single worker (rank 0)
   holds each tensor spread over exactly p PEs, chunk r of its last dimension
@@ -80,7 +82,18 @@ from kernbench.ccl.records import bus_factor
 from kernbench.cli.output_files import checked_output
 from kernbench.errors import KernbenchError
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
+IN_PLACE = ("all_reduce", "broadcast", "reduce")
+REDUCING = ("all_reduce", "reduce_scatter", "reduce")
+ROOT = 0  # broadcast's source and reduce's destination
+CALLS = {  # kind -> how rank code calls it (the tensor forms, which both rank paths take)
+    "all_reduce": lambda dist, source, target: dist.all_reduce(source, op="sum"),
+    "all_gather": lambda dist, source, target: dist.all_gather_into_tensor(target, source),
+    "reduce_scatter": lambda dist, source, target: dist.reduce_scatter_tensor(target, source, op="sum"),
+    "broadcast": lambda dist, source, target: dist.broadcast(source, src=ROOT),
+    "reduce": lambda dist, source, target: dist.reduce(source, dst=ROOT, op="sum"),
+    "all_to_all": lambda dist, source, target: dist.all_to_all_single(target, source),
+}
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}  # --dtype -> torch attribute
 UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 DEFAULT_MIN_BYTES = 8
@@ -114,12 +127,12 @@ def run(torch, argv=()):
     for algorithm in algorithms:
         dist.init_process_group(backend="ahbm", pg_options={"algorithm": algorithm})
         p = dist.get_world_size()
-        runs = _implemented(cfg, algorithm, collectives)
+        native = _native(cfg, algorithm, collectives)
         for kind in collectives:
-            if kind not in runs:
-                print(f"# {algorithm}: skipping {kind} (its module does not implement it)")
+            if kind not in native:
+                print(f"# {algorithm}: {kind} has no schedule of its own and runs its fallback (adr/0010)")
         pe_ranks = p > torch.ahbm.device_count()
-        plan = _Plan(algorithm, runs, sizes, dtype, p, pe_ranks, timing_only, rows)
+        plan = _Plan(algorithm, collectives, sizes, dtype, p, pe_ranks, timing_only, rows)
         if pe_ranks:
             _pe_rank_worker(torch, plan)
         else:
@@ -209,8 +222,8 @@ def _sizes(low: int, high: int, factor: int) -> list[int]:
     return sizes
 
 
-def _implemented(cfg, algorithm: str, collectives: list[str]) -> list[str]:
-    """The collectives whose function the algorithm's module defines (the rule torch.distributed applies)."""
+def _native(cfg, algorithm: str, collectives: list[str]) -> list[str]:
+    """The collectives whose function the algorithm's module defines; the others run their fallback."""
     module = importlib.import_module(resolve_algorithm_config(cfg, algorithm)["module"])
     return [kind for kind in collectives if callable(getattr(module, kind, None))]
 
@@ -282,7 +295,7 @@ def _rank_worker(rank, torch, plan: _Plan) -> None:
             inputs, outputs = _shapes(kind, count, plan.p)
             source = torch.empty(inputs, dtype=plan.dtype) if plan.timing_only else \
                 torch.tensor(_values(rank, inputs, plan.dtype), dtype=plan.dtype)
-            target = source if kind == "all_reduce" else torch.empty(outputs, dtype=plan.dtype)
+            target = source if kind in IN_PLACE else torch.empty(outputs, dtype=plan.dtype)
             elapsed = _timed_call(torch, kind, source, target, timed=rank == 0)
             wrong = None if plan.timing_only else int(np.count_nonzero(
                 target.numpy() != plan.expected(kind, rank, count)))
@@ -301,7 +314,7 @@ def _pe_rank_worker(torch, plan: _Plan) -> None:
             else:
                 values = np.concatenate([_values(r, inputs, plan.dtype) for r in range(p)]).reshape(1, p * inputs)
                 source = torch.tensor(values, dtype=plan.dtype, dp=dp)
-            target = source if kind == "all_reduce" else torch.empty(1, p * outputs, dtype=plan.dtype, dp=dp)
+            target = source if kind in IN_PLACE else torch.empty(1, p * outputs, dtype=plan.dtype, dp=dp)
             elapsed = _timed_call(torch, kind, source, target, timed=True)
             wrong = None
             if not plan.timing_only:
@@ -317,12 +330,7 @@ def _timed_call(torch, kind: str, source, target, *, timed: bool) -> float | Non
     if timed:
         start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
         start.record()
-    if kind == "all_reduce":
-        dist.all_reduce(source, op="sum")
-    elif kind == "all_gather":
-        dist.all_gather_into_tensor(target, source)
-    else:
-        dist.reduce_scatter_tensor(target, source, op="sum")
+    CALLS[kind](dist, source, target)
     if not timed:
         return None
     end.record()
@@ -348,10 +356,18 @@ def _expected(kind: str, count: int, p: int, dtype) -> list[np.ndarray]:
     if kind == "all_gather":
         gathered = np.concatenate([_values(r, count // p, dtype) for r in range(p)])
         return [gathered] * p
+    if kind == "broadcast":
+        return [_values(ROOT, count, dtype)] * p
+    if kind == "all_to_all":
+        share = count // p
+        return [np.concatenate([_values(s, count, dtype)[r * share:(r + 1) * share] for s in range(p)])
+                for r in range(p)]
     total = sum(_values(r, count, np.float64) for r in range(p)).astype(dtype.numpy)
     if kind == "reduce_scatter":
         share = count // p
         return [total[r * share:(r + 1) * share] for r in range(p)]
+    if kind == "reduce":
+        return [total if r == ROOT else _values(r, count, dtype) for r in range(p)]
     return [total] * p
 
 
@@ -360,7 +376,7 @@ def _expected(kind: str, count: int, p: int, dtype) -> list[np.ndarray]:
 def _row(plan: _Plan, kind: str, count: int) -> dict:
     return {"algorithm": plan.algorithm, "collective": kind, "world_size": plan.p,
             "bytes": count * plan.dtype.numpy.itemsize, "count": count, "dtype": plan.dtype.name,
-            "op": "none" if kind == "all_gather" else "sum", "time_us": None, "algbw_gb_per_s": None,
+            "op": "sum" if kind in REDUCING else "none", "time_us": None, "algbw_gb_per_s": None,
             "busbw_gb_per_s": None, "wrong": None, "reported": 0}
 
 

@@ -9,14 +9,13 @@ pasted run.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import importlib.util
 import io
 from pathlib import Path
 
 import pytest
 
-from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, resolve_algorithm_config
+from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.runtime_api import current_run
 from kernbench.ccl.records import bus_factor
 from kernbench.errors import KernbenchError
@@ -25,7 +24,7 @@ from tests.cli import run_kernbench
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "kernbench" / "benches" / "ccl_sweep.py"
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 SMALL = ["--max-bytes", "4K"]  # 8 B .. 2 KiB by 4: every algorithm, in well under a second
 
 
@@ -55,11 +54,6 @@ def sweep(argv, *, topology="default", ccl=SHIPPED_CCL_PATH, timing_only=False):
     return session, rows, out.getvalue()
 
 
-def implemented(algorithm: str) -> list[str]:
-    module = importlib.import_module(resolve_algorithm_config(load_ccl_config(SHIPPED_CCL_PATH), algorithm)["module"])
-    return [kind for kind in COLLECTIVES if callable(getattr(module, kind, None))]
-
-
 def ccl_file(tmp_path: Path, world_size: int) -> Path:
     path = tmp_path / f"ccl_ws{world_size}.yaml"
     path.write_text(f"world_size: {world_size}\n" + SHIPPED_CCL_PATH.read_text())
@@ -78,9 +72,10 @@ def small_sweep():
 def test_adr0012_t60_one_row_per_algorithm_collective_and_size(small_sweep):
     _, rows, _ = small_sweep
     sizes = [8 * 4**k for k in range(5)] + [4096]  # 8 B · 4^k as nccl-tests' -b 8 -e 4K -f 4, then 4 KiB itself
-    expected = [(algorithm, kind, nbytes, nbytes // 2, "f16", "none" if kind == "all_gather" else "sum")
+    reducing = ("all_reduce", "reduce_scatter", "reduce")
+    expected = [(algorithm, kind, nbytes, nbytes // 2, "f16", "sum" if kind in reducing else "none")
                 for algorithm in load_ccl_config(SHIPPED_CCL_PATH)["algorithms"]
-                for kind in implemented(algorithm) for nbytes in sizes]
+                for kind in COLLECTIVES for nbytes in sizes]
     assert [(r["algorithm"], r["collective"], r["bytes"], r["count"], r["dtype"], r["op"]) for r in rows] == expected
     assert all(r["world_size"] == 4 for r in rows)
 
@@ -96,22 +91,23 @@ def test_adr0012_t62_time_and_bandwidths_are_the_collective_records(small_sweep)
     records = [record for record in session.ctx.collectives if record["collective"] != "barrier"]  # the sweep's own
     assert len(records) == len(rows)
     for row, record in zip(rows, records):
-        assert (row["algorithm"], row["collective"], row["bytes"]) == (record["algorithm"], record["collective"],
-                                                                      record["bytes"])
+        assert (row["algorithm"], row["collective"], row["bytes"]) == (record["configured_algorithm"],
+                                                                      record["collective"], record["bytes"])
         assert row["time_us"] == pytest.approx(record["time_ps"] / 1e6, rel=1e-12)
         assert row["algbw_gb_per_s"] == pytest.approx(record["algbw_gb_per_s"], rel=1e-9)
         assert row["busbw_gb_per_s"] == pytest.approx(row["algbw_gb_per_s"] * bus_factor(row["collective"], 4))
 
 
-def test_adr0012_t63_missing_collectives_are_skipped_up_front():
-    lacking = [a for a in load_ccl_config(SHIPPED_CCL_PATH)["algorithms"] if "all_gather" not in implemented(a)]
-    assert lacking, "the shipped config should list an algorithm without all_gather (tree, halving_doubling)"
-    session, rows, printed = sweep(["--algorithms", ",".join(lacking), "--collectives", "all_gather,reduce_scatter",
+def test_adr0012_t63_collectives_an_algorithm_lacks_run_their_fallback_with_a_note():
+    session, rows, printed = sweep(["--algorithms", "tree", "--collectives", "all_gather,broadcast,all_to_all",
                                     "--max-bytes", "64"])
-    assert rows == [] and session.ctx.collectives == []  # nothing tried, nothing caught
-    for algorithm in lacking:
-        assert f"# {algorithm}: skipping all_gather" in printed
-        assert f"# {algorithm}: skipping reduce_scatter" in printed
+    assert "# tree: all_gather has no schedule of its own and runs its fallback (adr/0010)" in printed
+    assert "# tree: all_to_all has no schedule of its own and runs its fallback (adr/0010)" in printed
+    assert "# tree: broadcast" not in printed  # tree has its own
+    assert {row["collective"] for row in rows} == {"all_gather", "broadcast", "all_to_all"}
+    assert all(row["wrong"] == 0 for row in rows)
+    ran = {(record["collective"], record["algorithm"]) for record in session.ctx.collectives}
+    assert ran >= {("all_gather", "ring"), ("broadcast", "tree"), ("all_to_all", "direct")}
 
 
 def test_adr0012_t64_timing_only_gives_the_same_times_and_no_wrong_count(small_sweep):
@@ -144,7 +140,7 @@ def test_adr0012_t67_shares_of_an_odd_world_are_whole_elements(tmp_path):
     assert rows and all(r["wrong"] == 0 and r["world_size"] == 3 for r in rows)
     whole = [4 // 3 * 3, 16 // 3 * 3, 64 // 3 * 3]  # 8, 32, 128 B of f16, rounded down to a multiple of 3
     counts = {kind: [r["count"] for r in rows if r["collective"] == kind] for kind in COLLECTIVES}
-    assert counts == {"all_reduce": [4, 16, 64], "all_gather": whole, "reduce_scatter": whole}
+    assert counts == {kind: [4, 16, 64] if kind == "all_reduce" else whole for kind in COLLECTIVES}
     assert all(r["bytes"] == 2 * r["count"] for r in rows)
 
 
@@ -172,7 +168,7 @@ def test_adr0012_t68_wrong_elements_are_counted_and_fail_the_sweep(tmp_path, mon
     with contextlib.redirect_stdout(out), pytest.raises(AssertionError, match="wrong elements"):
         session.run(SWEEP.run, session.torch, ["--algorithms", "broken", "--max-bytes", "32"])
     lines = table_lines(out.getvalue())
-    assert [line[-1] for line in lines] == ["1", "1"]  # every row printed, each with rank 0's one bad element
+    assert [line[-1] for line in lines[:2]] == ["1", "1"]  # every row printed, each with rank 0's one bad element
 
 
 def test_adr0012_t69_plot_writes_a_png_without_a_display(tmp_path, monkeypatch):
@@ -198,7 +194,7 @@ def test_adr0012_t70_sizes_take_binary_suffixes_and_the_default_bound_follows_th
 @pytest.mark.parametrize("argv, says", [
     (["--factor", "1"], "--factor 1: must be at least 2"),
     (["--algorithms", "ring,trees"], "unknown 'trees'"),
-    (["--collectives", "broadcast"], "unknown 'broadcast'"),
+    (["--collectives", "bcast"], "unknown 'bcast'"),
     (["--max-bytes", "12Q"], "'12Q' is not a positive size"),
     (["--min-bytes", "1M", "--max-bytes", "1K"], "is below --min-bytes"),
     (["--dtype", "f64"], "invalid choice: 'f64'"),
