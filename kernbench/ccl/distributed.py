@@ -166,8 +166,8 @@ class Distributed:
         if rank not in (-1, None) and self._ctx.spawned_count() is None and self._ctx.spawned_rank() is not None:
             self._ctx.set_spawned_rank(rank)  # a worker started as a Process is the rank it says it is
         if rank not in (-1, None) and rank != self.get_rank():
-            raise CollectiveError(f"init_process_group(rank={rank}) called by rank {self.get_rank()} (ranks are "
-                                  "numbered in the order workers were spawned or started)")
+            raise CollectiveError(f"init_process_group(rank={rank}) called by rank {self.get_rank()} (a spawned "
+                                  "worker's rank is its spawn rank)")
         self._world.holders.add(process)
 
     def destroy_process_group(self, group: ProcessGroup | None = None) -> None:
@@ -511,7 +511,7 @@ class Distributed:
         group_rank = group.ranks.index(me)
         meeting = group.rendezvous(self._ctx.engine, "collective", me, label, group.size(), group.ranks,
                                    _collectives_differ)
-        counts = _nominal_counts(kind, input, output, group.size())
+        counts = _nominal_counts(kind, input, output)
         meeting.register(Entry(group_rank, me, call, reduce_op, root, input.dtype.name, *counts, input, output,
                                factor, splits))
         if splits is not None and len(meeting.entries) == meeting.size:
@@ -617,8 +617,9 @@ class Distributed:
         ran = run_collective(self._ctx.machine, request)
         itemsize = np.dtype(members[0].input.dtype).itemsize
         count = record_count(kind, entry.input_count, entry.output_count, len(members))
+        reported = "barrier" if entry.kind == "barrier" else kind  # a barrier's all-reduce is reported as itself
         self._ctx.collectives.append(collective_record(
-            label=label, kind=kind, collective="barrier" if entry.kind == "barrier" else kind, algorithm=ran, configured=world.config["algorithm"],
+            label=label, kind=kind, collective=reported, algorithm=ran, configured=world.config["algorithm"],
             reduce_op=op, dtype=entry.dtype, count=count, nbytes=count * itemsize, ranks=tuple(ranks),
             start_ps=start, end_ps=engine.now))
 
@@ -634,7 +635,7 @@ def _no_op() -> None:
     pass
 
 
-def _nominal_counts(kind: str, input, output, n: int) -> tuple[int, int]:
+def _nominal_counts(kind: str, input, output) -> tuple[int, int]:
     """What a rank's call is matched on: scatter and gather by the one rank's share (the root's list was
     checked against it), every other collective by its tensors."""
     if kind == "scatter":

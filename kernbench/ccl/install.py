@@ -111,12 +111,6 @@ def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None =
     return flat
 
 
-def world_size_of(cfg: Mapping | None, sip_count: int) -> int:
-    """The explicit `world_size`, else `defaults.world_size`, else the SIP count."""
-    explicit = explicit_world_size(cfg)
-    return explicit[0] if explicit else sip_count
-
-
 def explicit_world_size(cfg: Mapping | None) -> tuple[int, str] | None:
     """The world size the file sets (top-level `world_size`, else `defaults.world_size`) and where, or None."""
     cfg = load_ccl_config(cfg)

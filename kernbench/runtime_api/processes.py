@@ -15,8 +15,8 @@ PyTorch's three and `get_context` returns this module.
 from __future__ import annotations
 
 from kernbench.errors import KernbenchError
-from kernbench.runtime_api.spawn import (ProcessContext, ProcessExitedException, SpawnException, _failed,
-                                         _first_to_finish, _ignore, _spawn_failure, exit_code, spawn)
+from kernbench.runtime_api.spawn import (ProcessContext, ProcessExitedException, SpawnException, exit_code, failed,
+                                         ignore_failure, spawn, spawn_failure, wait_for_ranks)
 from kernbench.runtime_api.unsupported import Namespace
 
 START_METHODS = ("spawn", "fork", "forkserver")
@@ -48,7 +48,7 @@ class Process:
         self.name = self.name or f"Process-{self.rank + 1}"
         self._handle = self._ctx.engine.spawn(_as_process, self._ctx, self._target, self.rank, self._args,
                                               self._kwargs, name=f"rank{self.rank}")
-        self._handle.add_callback(_ignore)  # join() observes failures
+        self._handle.add_callback(ignore_failure)  # join() observes failures
 
     def run(self) -> None:
         if self._target is not None:
@@ -59,14 +59,10 @@ class Process:
         is a sibling's failure while this one still runs: it may be waiting on the failed rank for ever."""
         if self._handle is None:
             raise KernbenchError(f"Process {self.name}: can only join a started process")
-        while self._handle.is_alive:
-            failures = {p.rank: p._handle.value for p in self._started if p._handle is not None and _failed(p._handle)}
-            if failures:
-                raise _spawn_failure(failures)
-            running = [p._handle for p in self._started if p.is_alive()]
-            self._ctx.block_on([_first_to_finish(self._ctx.engine, running)])
-        if _failed(self._handle):
-            raise _spawn_failure({self.rank: self._handle.value})
+        started = {p.rank: p._handle for p in self._started if p._handle is not None}
+        wait_for_ranks(self._ctx, started, lambda: not self._handle.is_alive, abort_running=False)
+        if failed(self._handle):
+            raise spawn_failure({self.rank: self._handle.value})
 
     def is_alive(self) -> bool:
         return self._handle is not None and self._handle.is_alive

@@ -94,13 +94,13 @@ def _exited(rank: int, exc: SystemExit) -> str:
     return f"process {rank} terminated with exit code {exit_code(exc)}"
 
 
-def _spawn_failure(failures: dict[int, BaseException]) -> SpawnException:
+def spawn_failure(failures: dict[int, BaseException]) -> SpawnException:
     if all(isinstance(exc, SystemExit) for exc in failures.values()):
         return ProcessExitedException(failures)
     return SpawnException(failures)
 
 
-def _failed(process) -> bool:
+def failed(process) -> bool:
     """A rank that ended by raising on its own: not an aborted sibling, not `sys.exit(0)`."""
     if not process.triggered or process.ok or isinstance(process.value, RankAborted):
         return False
@@ -120,17 +120,31 @@ class ProcessContext:
     def join(self, timeout=None) -> bool:
         """Wait until every rank has returned (True), or raise `SpawnException` when one raised
         (`ProcessExitedException` when the failing ranks called `sys.exit` with a non-zero code)."""
-        while True:
-            failures = {rank: p.value for rank, p in enumerate(self.processes) if _failed(p)}
-            if failures:
-                for process in self.processes:
+        wait_for_ranks(self._ctx, dict(enumerate(self.processes)), lambda: False, abort_running=True)
+        return True
+
+
+def wait_for_ranks(ctx, ranks: dict, done, *, abort_running: bool) -> None:
+    """Wait until `done()` or every rank process of `ranks` (rank -> process) has ended; a rank that failed
+    before then is raised as `SpawnException`, naming every rank that failed by then.
+
+    With `abort_running`, the ranks still running are aborted first (they
+    would wait for ever on the failed one): spawn's contract.
+    """
+    while True:
+        if done():
+            return
+        failures = {rank: p.value for rank, p in ranks.items() if failed(p)}
+        if failures:
+            if abort_running:
+                for process in ranks.values():
                     if process.is_alive:
                         process.kill(RankAborted(f"aborted because rank(s) {sorted(failures)} raised"))
-                raise _spawn_failure(failures)
-            running = [p for p in self.processes if p.is_alive]
-            if not running:
-                return True
-            self._ctx.block_on([_first_to_finish(self._ctx.engine, running)])
+            raise spawn_failure(failures)
+        running = [p for p in ranks.values() if p.is_alive]
+        if not running:
+            return
+        ctx.block_on([_first_to_finish(ctx.engine, running)])
 
 
 def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = False,
@@ -141,7 +155,7 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
     processes = [ctx.engine.spawn(_as_rank, ctx, fn, rank, nprocs, args, name=f"rank{rank}") for rank in range(nprocs)]
     context = ProcessContext(ctx, processes)
     for process in processes:
-        process.add_callback(_ignore)  # join() observes failures; the engine need not report them
+        process.add_callback(ignore_failure)  # join() observes failures; the engine need not report them
     if not join:
         return context
     context.join()
@@ -166,5 +180,5 @@ def _first_to_finish(engine, processes):
     return event
 
 
-def _ignore(_event) -> None:
+def ignore_failure(_event) -> None:
     pass

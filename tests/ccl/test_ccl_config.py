@@ -16,8 +16,9 @@ import yaml
 
 from kernbench.runtime_api import current_run
 from kernbench.ccl.errors import CollectiveError
-from kernbench.ccl.install import (SHIPPED_CCL_PATH, CclConfigError, load_ccl_config, resolve_algorithm_config,
-                                   world_size_of)
+from kernbench.ccl.install import (SHIPPED_CCL_PATH, CclConfigError, explicit_world_size, load_ccl_config,
+                                   resolve_algorithm_config)
+from kernbench.ccl.process_group import world_size_rule
 from kernbench.errors import KernbenchError
 from kernbench.session import Session
 from kernbench.topology import load_topology
@@ -160,7 +161,8 @@ def test_adr0012_t31_a_missing_queue_setting_or_an_impossible_world_size_is_name
                           f"collective's queues need buffer_kind, backpressure, n_slots, slot_size, poll_interval_ns")
     pes = load_topology("default").pes_per_sip
     error = init_error("default", ccl(world_size=pes + 1))
-    assert str(error) == f"<ccl mapping>: world_size: a world of {pes + 1} ranks exceeds both the 4 SIPs and the {pes} PEs of one SIP"
+    assert str(error) == (f"<ccl mapping>: world_size: a world of {pes + 1} ranks exceeds both the 4 SIPs and the "
+                          f"{pes} PEs of one SIP")
 
 
 # ---- what a run is configured with ---------------------------------------------------------
@@ -200,7 +202,8 @@ def test_adr0012_t34_world_size_is_explicit_else_defaults_else_the_sip_count(top
     cfg = ccl(world_size=top)
     if default is not None:
         cfg["defaults"]["world_size"] = default
-    assert world_size_of(load_ccl_config(cfg), load_topology(topology).n_sips) == expected
+    assert world_size_rule(explicit_world_size(load_ccl_config(cfg)), None, None,
+                           load_topology(topology).n_sips)[0] == expected
     session = Session(topology, ccl=cfg)
     results = run_world(session, lambda torch, rank: (torch.distributed.get_world_size(), torch.distributed.get_rank()))
     assert sorted(results.values()) == ([(expected, 0)] if pe_ranks else [(expected, r) for r in range(expected)])
