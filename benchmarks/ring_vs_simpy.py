@@ -68,9 +68,13 @@ import yaml  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernbench.ccl.algorithms.chunking import pieces, split  # noqa: E402  (the ring's own slab and chunk cuts)
-from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, resolve_algorithm_config  # noqa: E402
+from kernbench.ccl.install import (SHIPPED_CCL_PATH, load_ccl_config, resolve_algorithm_config,  # noqa: E402
+                                   with_overrides)
 from kernbench.session import Session  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
+
+# The shipped ccl.yaml with its algorithm named: ring on one channel, the schedule the SimPy model is of.
+RING = with_overrides(load_ccl_config(SHIPPED_CCL_PATH), {"algorithm": "ring"}, "ring_vs_simpy")
 
 MIB = 1 << 20
 ITEMSIZE = 2  # f16
@@ -112,7 +116,7 @@ def run_kernbench(topology_path: Path, ranks: int, nbytes: int) -> tuple[int, in
         torch.distributed.all_reduce(x)
         torch.ahbm.synchronize()
 
-    session = Session(topology_path, ccl=SHIPPED_CCL_PATH, timing_only=True)
+    session = Session(topology_path, ccl=RING, timing_only=True)
     gc.collect()  # the previous run's garbage is not this run's cost
     began = time.perf_counter()
     session.run(bench, session.torch)
@@ -289,7 +293,7 @@ def ring_member(env: simpy.Environment, pe: Pe, inbox: Queue, outbox: Queue, ran
 def run_simpy(topology_path: Path, ranks: int, nbytes: int) -> tuple[int, int, float]:
     """(simulated ps of the all-reduce, IPCQ messages, wall seconds of building and running the model)."""
     topology = load_topology(topology_path)
-    settings = resolve_algorithm_config(load_ccl_config(SHIPPED_CCL_PATH))
+    settings = resolve_algorithm_config(RING)
     if topology.system.inter_sip.shape != "switch" or settings["buffer_kind"] != "tcm" \
             or settings["backpressure"] != "sleep" or settings["algorithm"] != "ring":
         raise SystemExit("the SimPy model covers the ring over a switch, slots in TCM, sleeping senders")

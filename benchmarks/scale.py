@@ -44,6 +44,7 @@ PROLOGUE = """
 import json, resource, sys, time
 from kernbench.session import Session
 from kernbench.policy import DPPolicy
+from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config, with_overrides
 def finish(began, **extra):
     print(json.dumps({"wall_s": time.perf_counter() - began,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **extra}))
@@ -67,7 +68,8 @@ finish(began, filled_bytes=filled, simulated_ps=session.ctx.engine.now)
 
 ALL_REDUCE = """
 began = time.perf_counter()
-session = Session({topology!r}, timing_only=True)
+session = Session({topology!r}, timing_only=True,
+                  ccl=with_overrides(load_ccl_config(SHIPPED_CCL_PATH), {{"algorithm": "ring"}}, "scale"))
 def worker(rank, torch, elements):
     torch.ahbm.set_device(rank)
     x = torch.empty(elements, dtype=torch.float16)

@@ -68,7 +68,7 @@ def test_adr0001_t1_no_module_imports_a_higher_layer():
 def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):
     result = run_kernbench("run", "ccl_allreduce", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "ring (ws=4): 4 OK" in result.stdout
+    assert "auto (ws=4): 4 OK" in result.stdout
 
 
 def test_adr0001_t3_user_error_is_one_message_with_status_2(tmp_path):

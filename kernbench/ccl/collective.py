@@ -19,23 +19,25 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Callable
 
 import numpy as np
 
-from kernbench.ccl.algorithms.chunking import pieces
+from kernbench.ccl.algorithms.chunking import pieces, split
 from kernbench.ccl.algorithms.support import runs_at
 from kernbench.ccl.algorithms.wiring import known_wirings, lookup_wiring
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
+from kernbench.ccl.tuner import AUTO, plan, splits_into_channels
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
 from kernbench.machine.ipcq import IpcqSettings
 
-__all__ = ["CollectiveError", "CollectiveRequest", "Member", "Region", "Schedule", "run_collective", "schedule_for"]
+__all__ = ["CollectiveError", "CollectiveRequest", "Member", "Ran", "Region", "Schedule", "channel_requests",
+           "run_collective", "schedule_for"]
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "send", "scatter", "gather",
          "all_to_all")
@@ -129,22 +131,128 @@ class Schedule:
     wiring: str | None
 
 
-def run_collective(machine: Machine, request: CollectiveRequest) -> str:
-    """Run `request` from inside an engine process; when every member's program has finished, return the name
-    of the algorithm whose schedule ran (the configured one, or the kind's fallback).
+@dataclass(frozen=True)
+class Ran:
+    """What ran a request: the algorithm whose schedule ran (the configured one, the tuner's pick or the kind's
+    fallback), on how many channels."""
 
-    A program's failure stops the others and is re-raised here. A group of
-    one is a fast path: no queues, only the copy an out-of-place kind needs
-    (scaled, for premul_sum).
+    algorithm: str
+    channels: int = 1
+
+
+def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
+    """Run `request` from inside an engine process; when every member's program has finished, say what ran.
+
+    With `algorithm: auto` the tuner (`kernbench.ccl.tuner`) first picks the
+    algorithm, channels and slots. The call then pays the topology's
+    collective launch latency, and each of its channels (element ranges of
+    every member's data, each on a PE of its own with its own queues: NCCL's
+    channels) runs the schedule. A program's failure stops the others and is
+    re-raised here. A group of one is a fast path: no queues, only the copy
+    an out-of-place kind needs (scaled, for premul_sum).
     """
     _check_request(machine, request)
+    if request.config.get("algorithm") == AUTO:
+        request = _tuned(machine, request)
     schedule = schedule_for(request)
-    function, module, wiring = schedule.function, schedule.module, schedule.wiring
     settings = IpcqSettings.checked(
         machine.topology, buffer_kind=request.config.get("buffer_kind"),
         backpressure=request.config.get("backpressure"), n_slots=request.config.get("n_slots"),
         slot_size=request.config.get("slot_size"), poll_interval_ps=request.config.get("poll_interval_ps"),
         source=f"{request.label}: ccl config")
+    _launch(machine, request)
+    channels = channel_requests(machine, request)
+    started = [_start_members(machine, channel, schedule, settings) for channel in channels]
+    wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
+    for _, queues in started:
+        queues.check_drained()
+    return Ran(schedule.algorithm, len(channels))
+
+
+def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
+    """`request` with the tuner's choice in its config (the kind's shipped fallback where no candidate runs it)."""
+    config = request.config
+    choice = plan(machine, request, SHIPPED_ALGORITHMS)
+    if choice is None:
+        name = FALLBACK[request.kind]
+        entry = {"module": SHIPPED_ALGORITHMS[name], "wiring": SHIPPED_WIRINGS[name]}
+        fixed = {"channels": 1, "slot_size": min(config["slot_size"], machine.topology.ipcq.max_slot_bytes),
+                 "n_slots": min(config["n_slots"], machine.topology.ipcq.depth)}
+    else:
+        name, entry = choice.algorithm, config["candidates"][choice.algorithm]
+        fixed = {"channels": choice.channels, "slot_size": choice.slot_size, "n_slots": choice.n_slots}
+    chosen = {key: value for key, value in config.items() if key != "candidates"}
+    chosen.update(entry.get("params", {}), **{k: v for k, v in entry.items() if k != "params"}, **fixed,
+                  algorithm=name)
+    return replace(request, config=chosen)
+
+
+def _launch(machine: Machine, request: CollectiveRequest) -> None:
+    """The topology's fixed cost of starting a collective (its programs' launch, its queues' first handshake),
+    paid once per call before any member moves data, and logged on every member's SIP."""
+    latency = machine.topology.ipcq.launch_latency_ps
+    if not latency or len(request.members) == 1:
+        return
+    engine = machine.engine
+    start = engine.now
+    for sip in sorted({m.sip for m in request.members}):
+        machine.oplog.append_pairs("ccl_launch", f"sip{sip}", "ccl", request.label, None, 0, 0, start,
+                                   start + latency, ())
+    engine.sleep(latency)
+
+
+def channel_requests(machine: Machine, request: CollectiveRequest) -> list[CollectiveRequest]:
+    """The request cut into its `channels` (config key, default 1): channel k takes elements split(0, n, c)[k]
+    of every member's input and output and runs on a PE of its own near its data (`_channel_pes`), so each
+    channel has engines and queues of its own and shares memories and links with the rest.
+
+    Only kinds that split elementwise over members on SIPs of their own are cut (`splits_into_channels`).
+    """
+    wanted = request.config.get("channels", 1)
+    count = request.members[0].input.count
+    if wanted <= 1 or not splits_into_channels(request) or count < 2:
+        return [request]
+    topology = machine.topology
+    ranges = split(0, count, min(wanted, topology.pes_per_sip, count))
+    per_member = [_channel_pes(topology, m, ranges) for m in request.members]
+    channels = []
+    for k, (a, b) in enumerate(ranges):
+        members = []
+        for m, places in zip(request.members, per_member):
+            source = _part(m.input, a, b)
+            target = source if m.output is m.input else _part(m.output, a, b, whole=m.output.count == count)
+            members.append(Member(m.rank, m.sip, *places[k], source, target))
+        channels.append(replace(request, members=tuple(members)))
+    return channels
+
+
+def _channel_pes(topology, member: Member, ranges) -> list[tuple[int, int]]:
+    """(cube, pe) of each channel of `member`: channel 0 on the member's own PE, channel k on the PE holding
+    its first input element, or the next PE of the SIP (cube by cube) not already running one of its channels."""
+    per_cube, total = topology.pes_per_cube, topology.pes_per_sip
+    placement = member.input.allocation.placement
+    owners = placement.owners(np.concatenate([member.input.elements(a, a + 1) for a, _ in ranges[1:]]))
+    taken = {member.cube * per_cube + member.pe}
+    places = [(member.cube, member.pe)]
+    for owner in owners:
+        shard = placement.shards[int(owner)]
+        order = shard.cube * per_cube + shard.pe
+        while order in taken:
+            order = (order + 1) % total
+        taken.add(order)
+        places.append(divmod(order, per_cube))
+    return places
+
+
+def _part(region: Region, a: int, b: int, *, whole: bool = True) -> Region:
+    """Positions [a, b) of `region` (a region the kind does not write — a non-root's reduce output of another
+    size — is passed whole)."""
+    return Region(region.allocation, region.dtype, region.indices[a:b]) if whole else region
+
+
+def _start_members(machine: Machine, request: CollectiveRequest, schedule: "Schedule", settings: IpcqSettings):
+    """Start one program per member of `request` (one channel); return the programs and their queues."""
+    function, module, wiring = schedule.function, schedule.module, schedule.wiring
     size = len(request.members)
     edges = frozenset() if size == 1 else _wiring_edges(request, wiring, module, size)
     queues = CollectiveQueues(machine, request, settings, wiring, edges)
@@ -153,12 +261,8 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> str:
     engine = machine.engine
     steps = getattr(body, "ccl_steps", None) or (body if inspect.isgeneratorfunction(body) else None)
     if steps is not None:
-        members = [engine.task(_member_steps, steps, program, request, name=program.name) for program in programs]
-    else:
-        members = [engine.spawn(_run_member, body, program, request, name=program.name) for program in programs]
-    wait_for_programs(engine, members)
-    queues.check_drained()
-    return schedule.algorithm
+        return [engine.task(_member_steps, steps, program, request, name=program.name) for program in programs], queues
+    return [engine.spawn(_run_member, body, program, request, name=program.name) for program in programs], queues
 
 
 def _run_member(body, program: PeProgram, request: CollectiveRequest) -> None:

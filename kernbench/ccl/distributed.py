@@ -43,6 +43,7 @@ from kernbench.ccl.members import check_device_tensor, check_own_pes, chunks, me
 from kernbench.ccl.process_group import (P2POp, PremulSum, ProcessGroup, ReduceOp, Work, World, reduce_op_of,
                                          world_size_rule)
 from kernbench.ccl.records import collective_record, record_count
+from kernbench.ccl.tuner import AUTO
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.machine.ipcq import IpcqSettings
 from kernbench.policy import DPPolicy
@@ -619,7 +620,8 @@ class Distributed:
         count = record_count(kind, entry.input_count, entry.output_count, len(members))
         reported = "barrier" if entry.kind == "barrier" else kind  # a barrier's all-reduce is reported as itself
         self._ctx.collectives.append(collective_record(
-            label=label, kind=kind, collective=reported, algorithm=ran, configured=world.config["algorithm"],
+            label=label, kind=kind, collective=reported, algorithm=ran.algorithm, channels=ran.channels,
+            configured=world.config["algorithm"],
             reduce_op=op, dtype=entry.dtype, count=count, nbytes=count * itemsize, ranks=tuple(ranks),
             start_ps=start, end_ps=engine.now))
 
@@ -688,14 +690,19 @@ def _check_config(config: dict, cfg, topology) -> None:
         raise CclConfigError(f"{cfg.source}: {', '.join(f'defaults.{key}' for key in missing)}: not set (nor in "
                              f"algorithms.{config['algorithm']}); every collective's queues need "
                              f"{', '.join(_IPCQ_KEYS)}")
+    n_slots, slot_size = config.get("n_slots"), config.get("slot_size")
+    if config["algorithm"] == AUTO:  # upper bounds: the tuner keeps within the topology's queues
+        n_slots, slot_size = min(n_slots, topology.ipcq.depth), min(slot_size, topology.ipcq.max_slot_bytes)
     IpcqSettings.checked(topology, buffer_kind=config.get("buffer_kind"), backpressure=config.get("backpressure"),
-                         n_slots=config.get("n_slots"), slot_size=config.get("slot_size"),
-                         poll_interval_ps=config.get("poll_interval_ps"), source=f"{cfg.source}")
-    try:
-        importlib.import_module(config["module"])
-    except ImportError as error:
-        raise CclConfigError(f"{cfg.source}: algorithms.{config['algorithm']}.module: cannot import "
-                             f"{config['module']!r} ({error})") from None
+                         n_slots=n_slots, slot_size=slot_size, poll_interval_ps=config.get("poll_interval_ps"),
+                         source=f"{cfg.source}")
+    entries = config["candidates"] if config["algorithm"] == AUTO else {config["algorithm"]: config}
+    for name, entry in entries.items():
+        try:
+            importlib.import_module(entry["module"])
+        except ImportError as error:
+            raise CclConfigError(f"{cfg.source}: algorithms.{name}.module: cannot import {entry['module']!r} "
+                                 f"({error})") from None
 
 
 def _collectives_differ(a: Entry, b: Entry) -> str:

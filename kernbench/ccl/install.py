@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kernbench.ccl.tuner import AUTO
 from kernbench.errors import KernbenchError
 from kernbench.machine.ipcq import BACKPRESSURE_MODES, BUFFER_KINDS
 from kernbench.runtime_api import current_run
@@ -41,11 +42,11 @@ PS_PER_NS = 1000
 TOP_KEYS = ("world_size", "defaults", "algorithms")
 # Keys a `defaults` block may set; an algorithm's entry may override all but the first two.
 PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpressure", "n_slots", "slot_size",
-                  "poll_interval_ns")
+                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "candidates")
 # `params`: the algorithm's own keys, free-form (a user's algorithm reads them from its config).
-ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:])
+ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:-1])
 _CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES}
-_POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size")
+_POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size", "channels", "max_channels", "channel_min_kib")
 
 class CclConfigError(KernbenchError):
     """A ccl configuration that cannot be used: the message names the file, the line and the key."""
@@ -89,8 +90,11 @@ def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None =
     """One flat dict: `defaults` with the algorithm's entry over it (its `params` flattened in), plus `algorithm`.
 
     `algorithm` picks an entry other than `defaults.algorithm` (a sweep over
-    algorithms does). `poll_interval_ns` is also given as `poll_interval_ps`,
-    the unit the engine counts in.
+    algorithms does). `auto` names no entry: the tuner picks one per call
+    (`kernbench.ccl.tuner`) out of the entries `defaults.candidates` names
+    (every entry of the file when it names none).
+    `poll_interval_ns` is also given as `poll_interval_ps`, the unit the
+    engine counts in.
     """
     cfg = load_ccl_config(cfg)
     defaults = dict(cfg.get("defaults") or {})
@@ -99,11 +103,15 @@ def resolve_algorithm_config(cfg: Mapping | None = None, algorithm: str | None =
     if name is None:
         raise CclConfigError(f"{cfg.source}: defaults.algorithm is not set; "
                              f"expected one of: {', '.join(entries) or '(no algorithms listed)'}")
-    if name not in entries:
+    if name == AUTO:
+        names = defaults.get("candidates") or list(entries)
+        flat = {**defaults, "algorithm": AUTO, "candidates": {key: dict(entries[key]) for key in names}}
+    elif name not in entries:
         raise CclConfigError(f"{cfg.source}: unknown algorithm {name!r}{suggestion(str(name), list(entries))}; "
                              f"expected one of: {', '.join(entries) or '(no algorithms listed)'}")
-    entry = dict(entries[name])
-    flat = {**defaults, **entry.pop("params", {}), **entry, "algorithm": name}
+    else:
+        entry = dict(entries[name])
+        flat = {**defaults, **entry.pop("params", {}), **entry, "algorithm": name}
     if "world_size" in cfg:
         flat["world_size"] = cfg["world_size"]
     if "poll_interval_ns" in flat:
@@ -189,6 +197,8 @@ def _validated(document: Document) -> CclConfig:
         raise fail(("algorithms",), "no algorithms listed; expected at least one name: {module: ...}")
     for name, entry in algorithms.items():
         path = ("algorithms", name)
+        if name == AUTO:
+            raise fail(path, f"{AUTO!r} is reserved: `algorithm: {AUTO}` lets the tuner pick among the entries")
         _mapping(entry, path, fail)
         _known_keys(entry, path, ENTRY_KEYS, fail)
         if not isinstance(entry.get("module"), str) or not entry["module"]:
@@ -203,7 +213,7 @@ def _validated(document: Document) -> CclConfig:
                 raise fail(path + ("params", key), f"{key!r} is a framework key; set it beside `params`, "
                                                     "not inside it")
     chosen = defaults.get("algorithm")
-    if chosen is not None and chosen not in algorithms:
+    if chosen is not None and chosen != AUTO and chosen not in algorithms:
         raise fail(("defaults", "algorithm"), f"unknown algorithm {chosen!r}{suggestion(str(chosen), list(algorithms))}"
                                               f"; expected one of: {', '.join(algorithms)}")
     return CclConfig(data, document.source)
@@ -231,6 +241,13 @@ def _check_value(data: dict, path: KeyPath, fail) -> None:
     elif key == "poll_interval_ns":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
             raise fail(path, f"found {describe(value)}; expected a positive number of nanoseconds")
+    elif key == "candidates":
+        names = list(data.get("algorithms") or {})
+        unknown = [name for name in value if name not in names] if isinstance(value, list) else []
+        if not isinstance(value, list) or not value or unknown:
+            found = f"{', '.join(map(repr, unknown))}, not an entry" if unknown else describe(value)
+            raise fail(path, f"found {found}; expected a non-empty list of entries of `algorithms` "
+                             f"({', '.join(map(str, names))}) for `algorithm: {AUTO}` to choose among")
     elif key in _CHOICES:
         if value not in _CHOICES[key]:
             raise fail(path, f"found {describe(value)}; expected one of: {', '.join(_CHOICES[key])}")

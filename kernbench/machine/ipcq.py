@@ -14,7 +14,11 @@ credit at the first poll at or after its arrival (every poll is counted).
 Then the sender's IPCQ engine moves the chunk from the sender's TCM over
 the route between the two PEs (the NoC within a SIP; across SIPs through
 each SIP's I/O cube and the inter-SIP links) into the slot, cut-through,
-once the route is free: the engine holds one message at a time. The slot's
+once the route is free: the engine holds one message at a time. Where the
+topology gives the IPCQ engine a rate (`ipcq.engine_bandwidth_gb_per_s`),
+the engine is the route's first channel, shared by all of the PE's queues:
+one PE cannot fill a link much faster than itself, which is why a
+collective spreads over several PEs (channels, adr/0010). The slot's
 channel is booked when the chunk's first byte reaches it, not when the
 sender starts: under FIFO reservation (adr/0003) a booking made ahead of
 time would make the receiver's own, earlier traffic on that memory queue
@@ -117,7 +121,8 @@ class IpcQueue:
         if sender == receiver:
             raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
         *network, self._buffer = machine.route(sender, buffer)
-        self._network = Route(network)
+        engine_channel = machine.ipcq_engine(sender.sip, sender.cube, sender.pe)
+        self._network = Route(network if engine_channel is None else [engine_channel, *network])
         self._buffer_route = Route([self._buffer])
         self._flow_ids = _flow_ids(machine)
         self._to_buffer = self._network.latency_ps

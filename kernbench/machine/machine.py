@@ -96,6 +96,19 @@ class Machine:
             self._channel_kind[link.name] = link.kind
         return channel
 
+    def ipcq_engine(self, sip: int, cube: int, pe: int) -> Channel | None:
+        """The channel of one PE's IPCQ engine, which every message it sends crosses first (so its queues
+        share the engine's rate); None where the topology gives the engine no rate of its own."""
+        rate = self.topology.ipcq.engine_bandwidth_bytes_per_s
+        if rate is None:
+            return None
+        name = f"sip{sip}.cube{cube}.pe{pe}.ipcq_engine"
+        channel = self.channels.get(name)
+        if channel is None:
+            channel = self.channels[name] = Channel(self.engine, name, rate, 0, device=f"sip{sip}")
+            self._channel_kind[name] = "ipcq_engine"
+        return channel
+
     def hbm_channel(self, sip: int, cube: int) -> Channel:
         return self._memory_channel("hbm", sip, cube, self.topology.cube.hbm)
 

@@ -121,6 +121,11 @@ def format_ps(ps: int) -> str:
 
 
 def _algorithm_ran(row: dict) -> str:
-    """The schedule that ran, marked where it is the configured algorithm's fallback (ADR 0010)."""
+    """The schedule that ran, with its channels where more than one, marked where the tuner chose it
+    (`auto`) or where it is the configured algorithm's fallback (ADR 0010)."""
     configured = row.get("configured_algorithm", row["algorithm"])
-    return row["algorithm"] if configured == row["algorithm"] else f"{row['algorithm']} (fallback)"
+    channels = row.get("channels", 1)
+    ran = row["algorithm"] + (f" x{channels}" if channels > 1 else "")
+    if configured == row["algorithm"]:
+        return ran
+    return f"{ran} (auto)" if configured == "auto" else f"{ran} (fallback)"

@@ -118,6 +118,24 @@ class Quantity:
 
 
 @dataclass(frozen=True, slots=True)
+class Fraction01:
+    """A share of something, 0 < x <= 1 (a link's payload efficiency), kept as an exact `Fraction`.
+
+    Exact for the same reason quantities are: 0.77 of 450 GB/s is
+    346_500_000_000 bytes/s, never a float that rounds differently per use.
+    """
+
+    @property
+    def expected(self) -> str:
+        return "a number above 0 and at most 1"
+
+    def normalize(self, value: Any, path: KeyPath, document: Document) -> Fraction:
+        if not (_is_number(value) and math.isfinite(value) and 0 < value <= 1):
+            raise document.error(path, f"found {describe(value)}; expected {self.expected}")
+        return Fraction(repr(value))
+
+
+@dataclass(frozen=True, slots=True)
 class Choice:
     """One name out of a fixed set (e.g. the inter-SIP link shape)."""
 

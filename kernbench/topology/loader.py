@@ -92,6 +92,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
                 shape=values["system.inter_sip.shape"],
                 bandwidth_bytes_per_s=values["system.inter_sip.bandwidth_gb_per_s"],
                 latency_ps=values["system.inter_sip.latency_ns"],
+                payload_efficiency=values["system.inter_sip.payload_efficiency"],
             ),
             host_link=LinkSpec(
                 bandwidth_bytes_per_s=values["system.host_link.bandwidth_gb_per_s"],
@@ -125,6 +126,8 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
             depth=values["ipcq.depth"],
             max_slot_bytes=values["ipcq.max_slot_kib"],
             message_overhead_ps=values["ipcq.message_overhead_ns"],
+            engine_bandwidth_bytes_per_s=values["ipcq.engine_bandwidth_gb_per_s"],
+            launch_latency_ps=values["ipcq.launch_latency_ns"],
         ),
         source=path,
         as_written=copy.deepcopy(data),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields, is_dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ def _as_json(value: Any) -> Any:
         return {f.name: _as_json(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, tuple):
         return [_as_json(item) for item in value]
+    if isinstance(value, Fraction):
+        return float(value)
     return value
 
 
@@ -180,6 +183,7 @@ class Topology:
                 "inter_sip_link": {
                     "shape": link.shape,
                     "bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+                    "payload_bytes_per_s": link.payload_bytes_per_s,
                     "latency_ps": link.latency_ps,
                     "count": len(self.all_inter_sip_links()),
                 },

@@ -72,13 +72,13 @@ def _endpoint(index: int | None) -> str:
 
 
 def inter_sip_link(src: int | None, dst: int | None, inter_sip: InterSipSpec) -> Link:
-    """One direction of an inter-SIP link; `None` stands for the switch."""
+    """One direction of an inter-SIP link; `None` stands for the switch. Its bandwidth is what carries payload."""
     return Link(
         name=f"{_endpoint(src)}->{_endpoint(dst)}",
         kind="inter_sip",
         src=_endpoint(src),
         dst=_endpoint(dst),
-        bandwidth_bytes_per_s=inter_sip.bandwidth_bytes_per_s,
+        bandwidth_bytes_per_s=inter_sip.payload_bytes_per_s,
         latency_ps=inter_sip.latency_ps,
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from kernbench.topology.document import Document, KeyPath
@@ -25,6 +26,7 @@ from kernbench.topology.kinds import (
     Choice,
     Count,
     DistinctChoices,
+    Fraction01,
     Quantity,
     RateTable,
     describe,
@@ -43,16 +45,25 @@ MAX_SIPS = 65_536
 MAX_MESH_SIDE = 64
 MAX_PE_PER_CORNER = 16
 
-Kind = Count | Quantity | Choice | DistinctChoices | RateTable
+REQUIRED = object()
+
+Kind = Count | Quantity | Choice | DistinctChoices | RateTable | Fraction01
 
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """One key of the file: where it sits, what it holds, and what it means (quoted in error messages)."""
+    """One key of the file: where it sits, what it holds, and what it means (quoted in error messages).
+
+    A key with a `default` may be left out: the model terms added after the
+    first machines were written (a link's payload efficiency, the IPCQ
+    engine's rate) default to "no such loss", so every older file keeps
+    its meaning, to the picosecond.
+    """
 
     path: str
     kind: Kind
     meaning: str
+    default: Any = REQUIRED
 
 
 def _memory(prefix: str, capacity: Quantity, what: str) -> tuple[Field, ...]:
@@ -70,6 +81,9 @@ SCHEMA: tuple[Field, ...] = (
     Field("system.inter_sip.shape", Choice(LINK_SHAPES), "how the SIPs are linked"),
     Field("system.inter_sip.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one inter-SIP link, each direction"),
     Field("system.inter_sip.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one inter-SIP link"),
+    Field("system.inter_sip.payload_efficiency", Fraction01(),
+          "share of an inter-SIP link's raw bandwidth that carries payload (the rest: packet headers, CRC, flow "
+          "control)", default=Fraction(1)),
     Field("system.host_link.bandwidth_gb_per_s", Quantity(GB_PER_S), "host <-> SIP bandwidth, each direction"),
     Field("system.host_link.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "host <-> SIP latency"),
     Field("sip.cube_mesh.w", Count(maximum=MAX_MESH_SIDE), "cubes across the SIP's mesh"),
@@ -90,6 +104,12 @@ SCHEMA: tuple[Field, ...] = (
     Field("ipcq.depth", Count(), "slots in one IPCQ ring buffer"),
     Field("ipcq.max_slot_kib", Quantity(KIB), "largest IPCQ slot"),
     Field("ipcq.message_overhead_ns", Quantity(NANOSECONDS, allow_zero=True), "fixed cost of one IPCQ message"),
+    Field("ipcq.engine_bandwidth_gb_per_s", Quantity(GB_PER_S),
+          "rate at which one PE's IPCQ engine puts messages on the wire, all its queues together (unlimited when "
+          "left out)", default=None),
+    Field("ipcq.launch_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
+          "fixed cost of starting one collective: its programs' launch on every member and its queues' first "
+          "handshake", default=0),
 )
 
 
@@ -158,13 +178,17 @@ def _check_section(tree: dict[str, Any], data: Any, path: KeyPath, document: Doc
             )
     for key, entry in tree.items():
         if key not in data:
+            if isinstance(entry, Field) and entry.default is not REQUIRED:
+                continue
             if isinstance(entry, Field):
                 what = f"{entry.kind.expected} ({entry.meaning})"
             else:
                 what = f"a mapping with keys {', '.join(entry)}"
             raise document.error(path + (key,), f"missing key; expected {what}")
     for key, entry in tree.items():
-        if isinstance(entry, Field):
+        if isinstance(entry, Field) and key not in data:
+            values[entry.path] = entry.default
+        elif isinstance(entry, Field):
             try:
                 values[entry.path] = entry.kind.normalize(data[key], path + (key,), document)
             except TopologyError as error:

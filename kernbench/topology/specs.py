@@ -9,6 +9,7 @@ cost model never sums floats.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kernbench.topology.errors import TopologyError
 
@@ -23,11 +24,21 @@ class LinkSpec:
 
 @dataclass(frozen=True, slots=True)
 class InterSipSpec:
-    """How SIPs are joined: `shape` is ring, full_mesh or switch; each link is a `LinkSpec`."""
+    """How SIPs are joined: `shape` is ring, full_mesh or switch; each link is a `LinkSpec`.
+
+    `bandwidth_bytes_per_s` is the raw signalling rate; `payload_efficiency`
+    the share of it that carries data (a link spends the rest on packet
+    headers, CRC and flow control), so traffic moves at `payload_bytes_per_s`.
+    """
 
     shape: str
     bandwidth_bytes_per_s: int
     latency_ps: int
+    payload_efficiency: Fraction = Fraction(1)
+
+    @property
+    def payload_bytes_per_s(self) -> int:
+        return int(self.bandwidth_bytes_per_s * self.payload_efficiency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +153,12 @@ class PeSpec:
 
 @dataclass(frozen=True, slots=True)
 class IpcqSpec:
-    """Hardware limits of inter-PE queues: slots per ring buffer, the largest slot, fixed cost per message."""
+    """Hardware limits of inter-PE queues: slots per ring buffer, the largest slot, fixed cost per message, the
+    rate of one PE's IPCQ engine (None: the engine never limits, the route does), and the fixed cost of
+    starting a collective."""
 
     depth: int
     max_slot_bytes: int
     message_overhead_ps: int
+    engine_bandwidth_bytes_per_s: int | None = None
+    launch_latency_ps: int = 0

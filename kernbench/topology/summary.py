@@ -126,9 +126,12 @@ def format_summary(topology: Topology) -> str:
             ),
             (
                 "inter-SIP",
-                format_bandwidth(inter_sip.bandwidth_bytes_per_s),
+                format_bandwidth(inter_sip.payload_bytes_per_s),
                 format_time(inter_sip.latency_ps),
-                f"{inter_sip.shape} link, each direction",
+                f"{inter_sip.shape} link, each direction"
+                + ("" if inter_sip.payload_efficiency == 1 else
+                   f" (payload: {float(inter_sip.payload_efficiency):.0%} of "
+                   f"{format_bandwidth(inter_sip.bandwidth_bytes_per_s)} raw)"),
             ),
             (
                 "host",
@@ -143,6 +146,9 @@ def format_summary(topology: Topology) -> str:
                 format_time(t.ipcq.message_overhead_ps),
                 "queue: slots x largest slot; overhead per message",
             ),
+            *([] if t.ipcq.engine_bandwidth_bytes_per_s is None else [
+                ("IPCQ engine", format_bandwidth(t.ipcq.engine_bandwidth_bytes_per_s), "",
+                 "one PE's messages, all its queues together")]),
         ],
     )
     lines.append("")

@@ -40,7 +40,10 @@ class Costs:
         self.hbm = Hop(cube.hbm.bandwidth_bytes_per_s, cube.hbm.latency_ps)
         self.sram = Hop(cube.sram.bandwidth_bytes_per_s, cube.sram.latency_ps)
         self.dma = Hop(pe.dma.bandwidth_bytes_per_s, 0)
-        self.link = Hop(link.bandwidth_bytes_per_s, link.latency_ps)
+        self.link = Hop(link.payload_bytes_per_s, link.latency_ps)  # the share of the raw rate carrying payload
+        engine = topology.ipcq.engine_bandwidth_bytes_per_s  # a PE's IPCQ engine, where the topology rates it
+        self.engine = [] if engine is None else [Hop(engine, 0)]
+        self.launch = topology.ipcq.launch_latency_ps  # paid once per collective call
         self.links = links
         self.buffer = {"tcm": self.tcm, "hbm": self.hbm, "sram": self.sram}[buffer_kind]
         # Copying a slot out: a TCM slot is read and written through the one TCM port.
@@ -55,7 +58,7 @@ class Costs:
 
     def message(self, nbytes: int) -> int:
         """Send start → visible at the receiver: TCM, link(s), buffer, then the message overhead."""
-        return path_ps(nbytes, [self.tcm, *[self.link] * self.links, self.buffer]) + self.overhead
+        return path_ps(nbytes, [*self.engine, self.tcm, *[self.link] * self.links, self.buffer]) + self.overhead
 
     def copy(self, nbytes: int) -> int:
         """Slot → receiver's TCM."""

@@ -60,8 +60,8 @@ def run_schedule(session: Session, kind: str, members, cfg: dict, *, op: str | N
 
     def driver():
         began = session.engine.now
-        algorithm = run_collective(session.ctx.machine, request)
-        results.append((session.engine.now - began, algorithm))
+        ran = run_collective(session.ctx.machine, request)
+        results.append((session.engine.now - began, ran.algorithm))
 
     session.engine.spawn(driver, name="driver")
     try:

@@ -278,7 +278,7 @@ def test_adr0012_t79_the_seed_bench_runs_unchanged_at_any_world_size_from_a_ccl_
     path.write_text(f"world_size: {world}\n")  # every other key comes from the shipped ccl.yaml
     session = Session("default", ccl=path)
     session.run(load_bench("ccl_allreduce"), session.torch)
-    assert capsys.readouterr().out.strip() == f"ring (ws={world}): {world} OK"
+    assert capsys.readouterr().out.strip() == f"auto (ws={world}): {world} OK"
 
 
 def test_adr0012_t80_barrier_destroy_subgroups_and_empty_tensors_have_pytorchs_semantics():

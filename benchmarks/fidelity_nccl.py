@@ -1,0 +1,92 @@
+"""kernbench's 4 x H200 against NCCL's all-reduce measured on that machine: time per size, error, summary.
+
+`benchmarks/anchors/nccl_allreduce_h200x4_nv18.json` holds the measurement
+(its README says how it was taken: torch.distributed.all_reduce of fp16 on
+4 x H200 joined by NVSwitch, NCCL 2.28.9, each time a loop of calls back to
+back, so it includes the per-call launch cost). This script runs the same
+sizes on `topology/h200x4.yaml` with the shipped `ccl.yaml` (so `algorithm:
+auto`: the tuner picks algorithm and channels per size), one timing-only
+all-reduce per size, each rank's tensor spread over its SIP's cubes as the
+GPU interleaves memory over its stacks, and prints per size the measured
+and simulated time, the error and what the tuner ran.
+
+Sizes below 1 MiB are printed but not scored: there the measured times are
+the host's launch cost, which scatters (26-129 us) with no trend in size.
+The last two lines are `geomean_abs_error_ge_1MiB: X` and
+`max_abs_error_ge_1MiB: Y`, as percentages.
+
+Run as `python benchmarks/fidelity_nccl.py` from the repository root
+(about a minute: the 512 MiB case is ~200,000 simulated messages).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from kernbench.session import Session  # noqa: E402
+
+ANCHOR = Path(__file__).resolve().parent / "anchors" / "nccl_allreduce_h200x4_nv18.json"
+SCORED_FROM_BYTES = 1 << 20
+# Each rank's tensor is spread over this many PEs of its SIP (evenly over its cubes), as a GPU interleaves
+# a buffer's addresses over every memory stack.
+SPREAD_PES = 32
+
+
+def simulate(nbytes: int) -> tuple[int, str]:
+    """One all-reduce of `nbytes` of fp16 per rank on h200x4; (its simulated time in ps, what ran)."""
+    session = Session("h200x4", timing_only=True)
+    torch = session.torch
+    n = nbytes // 2
+
+    def bench(torch):
+        dist = torch.distributed
+        dist.init_process_group(backend="ahbm")
+        cubes = session.ctx.topology.cubes_per_sip
+        pes = SPREAD_PES if n % SPREAD_PES == 0 else 1
+        spread = torch.DPPolicy(num_cubes=min(cubes, pes), num_pes=pes)
+
+        def worker(rank):
+            torch.ahbm.set_device(rank)
+            x = torch.empty(n, dtype=torch.float16, dp=spread)
+            dist.all_reduce(x)
+            torch.ahbm.synchronize()
+
+        torch.multiprocessing.spawn(worker, nprocs=4)
+        dist.destroy_process_group()
+
+    session.run(bench, torch)
+    (record,) = session.ctx.collectives
+    ran = record["algorithm"] + (f" x{record['channels']}" if record["channels"] > 1 else "")
+    return record["time_ps"], ran
+
+
+def main() -> int:
+    anchor = json.loads(ANCHOR.read_text())
+    print(f"{'bytes':>11} {'NCCL us':>10} {'kernbench us':>13} {'error':>8}  ran")
+    errors = []
+    for point in anchor:
+        nbytes, measured_us = point["bytes"], point["time_us"]
+        simulated_ps, ran = simulate(nbytes)
+        simulated_us = simulated_ps / 1e6
+        error = (simulated_us - measured_us) / measured_us
+        scored = nbytes >= SCORED_FROM_BYTES
+        if scored:
+            errors.append(abs(error))
+        print(f"{nbytes:>11,} {measured_us:>10.1f} {simulated_us:>13.1f} {error:>+8.1%}  {ran}"
+              + ("" if scored else "   (not scored: launch-bound)"), flush=True)
+    geomean = math.exp(sum(math.log(max(e, 1e-6)) for e in errors) / len(errors))
+    print(f"geomean_abs_error_ge_1MiB: {geomean:.1%}")
+    print(f"max_abs_error_ge_1MiB: {max(errors):.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""`algorithm: auto`: pick the algorithm, the channel count and the IPCQ slots of each collective call from a
+cost model of the machine, as NCCL's tuner does.
+
+The model is written from the topology alone (no table of measured times;
+adr/0010, "The tuner"). For a collective of S bytes per rank over p ranks
+run by algorithm a on c channels:
+
+    T(a, c) = steps_a(p) · (α + s / r_pe) + wire_a(p) · S / min(c · r_pe, r_link)
+
+- `steps_a(p)` and `wire_a(p)`: the algorithm's message rounds on its
+  critical path and the bytes each rank puts on its own link, as a multiple
+  of S (`SHAPES`; ring all-reduce 2(p−1) and 2(p−1)/p, halving-doubling
+  2⌈log2 p⌉ and 2(p−1)/p, one-shot direct 1 and p−1, ...).
+- α: one message's fixed latency between neighbouring ranks: the route's
+  latencies, the slot's memory latency and the IPCQ message overhead.
+- s: the slot (the piece a message carries), r_pe: what one PE can move (its
+  IPCQ engine's rate where the topology gives one, else its TCM port),
+  r_link: the slowest shared channel on the route (an inter-SIP link's
+  payload bandwidth, a NoC link).
+
+Channels follow a rule rather than the model, as NCCL's do: a collective
+opens as many channels as give each channel's chunk (S / (p·c)) at least
+`channel_min_kib`, at most `max_channels` and the PEs of a SIP, since a
+channel is a PE taken from compute. Only kinds that split elementwise
+(all-reduce, broadcast, reduce) over members on SIPs of their own run on
+several channels (`splits_into_channels`). The slots are the largest the
+topology and ccl.yaml allow: fewer messages for the same bytes.
+
+The candidates are the shipped algorithms listed in ccl.yaml's
+`algorithms` (a user's module has no model here) that run the kind natively
+at the group's size; the cheapest wins, ties going to the earlier entry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from kernbench.ccl.algorithms.support import runs_at
+from kernbench.machine.endpoints import tcm
+
+AUTO = "auto"
+PS_PER_S = 10**12
+# Kinds a collective can cut into independent element ranges, one per channel (each channel runs the
+# whole algorithm on its range). all_gather and reduce_scatter would need strided regions: one channel.
+CHANNEL_KINDS = ("all_reduce", "broadcast", "reduce")
+
+
+def _log2(p: int) -> int:
+    return max(1, math.ceil(math.log2(p)))
+
+
+# (steps on the critical path, bytes a rank sends as a multiple of S) per kind and shipped algorithm.
+SHAPES: dict[str, dict[str, Callable[[int], tuple[float, float]]]] = {
+    "all_reduce": {
+        "ring": lambda p: (2 * (p - 1), 2 * (p - 1) / p),
+        "halving_doubling": lambda p: (2 * _log2(p), 2 * (p - 1) / p),
+        "direct": lambda p: (1, p - 1),
+        "tree": lambda p: (2 * _log2(p), 2),
+    },
+    "all_gather": {
+        "ring": lambda p: (p - 1, (p - 1) / p),
+        "halving_doubling": lambda p: (_log2(p), (p - 1) / p),
+        "direct": lambda p: (1, (p - 1) / p),
+    },
+    "broadcast": {
+        "ring": lambda p: (p - 1, 1),
+        "tree": lambda p: (_log2(p), 2),
+        "direct": lambda p: (1, p - 1),
+    },
+    "scatter": {"direct": lambda p: (1, (p - 1) / p)},
+    "send": {"direct": lambda p: (1, 1)},
+}
+SHAPES["reduce_scatter"] = SHAPES["all_gather"]
+SHAPES["reduce"] = SHAPES["broadcast"]
+SHAPES["gather"] = SHAPES["all_to_all"] = SHAPES["scatter"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the tuner picked for one call, and the time its model predicts (ps)."""
+
+    algorithm: str
+    channels: int
+    slot_size: int
+    n_slots: int
+    predicted_ps: int
+
+
+def plan(machine, request, shipped: dict[str, str]) -> Plan | None:
+    """The cheapest candidate for `request` (whose config says `algorithm: auto`) under the model above; None
+    where no candidate runs the kind at the group's size (the caller runs the kind's fallback).
+
+    `shipped` maps shipped algorithm names to their modules; a candidate is
+    an entry of the config's `candidates` whose module is one of them.
+    """
+    config, kind, p = request.config, request.kind, len(request.members)
+    topology = machine.topology
+    slot = min(config["slot_size"], topology.ipcq.max_slot_bytes)
+    n_slots = min(config["n_slots"], topology.ipcq.depth)
+    nbytes = _bytes_per_rank(request)
+    channels = channel_count(machine, request, nbytes, config)
+    alpha, pe_rate, link_rate = _route_terms(machine, request, config)
+    piece = min(slot, max(1, nbytes // (p * channels)))
+    best = None
+    for name, entry in config["candidates"].items():
+        shape = SHAPES.get(kind, {}).get(_shipped_name(entry.get("module"), shipped))
+        if shape is None or not _runs_natively(entry["module"], kind, p):
+            continue
+        steps, wire = shape(p)
+        seconds = (steps * (alpha / PS_PER_S + piece / pe_rate)
+                   + wire * nbytes / min(channels * pe_rate, link_rate))
+        predicted = round(seconds * PS_PER_S)
+        if best is None or predicted < best.predicted_ps:
+            best = Plan(name, channels, slot, n_slots, predicted)
+    return best
+
+
+def channel_count(machine, request, nbytes: int, config: dict) -> int:
+    """Channels for the call: enough that each channel's chunk holds `channel_min_kib`, at most `max_channels`,
+    the PEs of a SIP and the elements; 1 where the kind or the members cannot be split (`splits_into_channels`)."""
+    if not splits_into_channels(request):
+        return 1
+    p = len(request.members)
+    wanted = nbytes // (p * config["channel_min_kib"] * 1024)
+    limit = min(config["max_channels"], machine.topology.pes_per_sip, request.members[0].input.count)
+    return max(1, min(wanted, limit))
+
+
+def splits_into_channels(request) -> bool:
+    """Whether the call can run on several channels: an elementwise kind, each member on a SIP of its own."""
+    sips = {m.sip for m in request.members}
+    return request.kind in CHANNEL_KINDS and len(sips) == len(request.members)
+
+
+def _bytes_per_rank(request) -> int:
+    member = request.members[request.root or 0]
+    return max(member.input.count, member.output.count) * member.input.dtype.itemsize
+
+
+def _route_terms(machine, request, config) -> tuple[int, float, float]:
+    """(α in ps, one PE's rate, the route's shared bottleneck) from rank 0's PE to rank 1's."""
+    members = request.members
+    first, second = members[0], members[1 % len(members)]
+    route = machine.route(tcm(first.sip, first.cube, first.pe), tcm(second.sip, second.cube, second.pe))
+    alpha = sum(channel.latency_ps for channel in route) + machine.topology.ipcq.message_overhead_ps
+    engine = machine.topology.ipcq.engine_bandwidth_bytes_per_s
+    pe_rate = min(route[0].bandwidth_bytes_per_s, engine or math.inf)
+    shared = route[1:-1] or route
+    link_rate = min(channel.bandwidth_bytes_per_s for channel in shared)
+    return alpha, float(pe_rate), float(link_rate)
+
+
+def _shipped_name(module: str | None, shipped: dict[str, str]) -> str | None:
+    return next((name for name, path in shipped.items() if path == module), None)
+
+
+def _runs_natively(module_name: str, kind: str, p: int) -> bool:
+    function = getattr(importlib.import_module(module_name), kind, None)
+    return callable(function) and runs_at(function, p)
