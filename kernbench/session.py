@@ -29,6 +29,7 @@ from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
 from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.random import RandomFactories, RankRandom
+from kernbench.runtime_api.streams import failed_operation
 from kernbench.runtime_api.processes import multiprocessing_namespace
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
@@ -48,13 +49,18 @@ class Session:
     """A runtime context plus the `torch` namespace a bench receives."""
 
     def __init__(self, topology: Topology | str | None = None, *, ccl=None, timing_only: bool = False, seed: int = 0,
-                 strict_hazards: bool = False):
-        """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default."""
+                 strict_hazards: bool = False, memcheck: bool = True):
+        """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default.
+
+        `memcheck=False` turns off the kernels' memcheck (ADR 0014): an access that runs from its tensor into
+        another live one is then not a fault, as on a GPU without compute-sanitizer.
+        """
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
         self.ccl_config = load_ccl_config(SHIPPED_CCL_PATH if ccl is None else ccl)
         kernel_launch.install()
-        self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards)
+        self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards,
+                                  memcheck=memcheck)
         self.torch = build_torch_namespace(self.ctx, self.ccl_config)
 
     @property
@@ -69,6 +75,9 @@ class Session:
         user error (`KernbenchError`: a `KernelFault`, a timing-only refusal,
         a data hazard in strict mode) from device work nobody waited for, so
         it reads as itself rather than as the stream operation that died of it.
+        Any other failure of device work nobody waited for is `ProcessFailed`
+        naming the operation it arose in (`streams.failed_operation`), not
+        the last operation on its stream that inherited it.
         """
         set_current_torch(self.torch)
         process = self.engine.spawn(fn, *args, name="bench")
@@ -79,6 +88,9 @@ class Session:
             cause = failure.__cause__
             if cause is not None and (failure.process is process or isinstance(cause, KernbenchError)):
                 raise cause from None
+            origin = failed_operation(cause) if cause is not None else None
+            if origin is not None and origin[0] is not failure.process:
+                raise ProcessFailed(origin[0], origin[1], cause) from cause
             raise
         return process.value
 

@@ -28,7 +28,9 @@ entry point is run(torch, argv); `kernbench run BENCH --help` lists them."""
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("run", help="run a bench", description=HELP, add_help=False)
+    # No abbreviations: arguments kernbench does not know are the bench's, and a bench's `--n 64` must reach it
+    # rather than be read as kernbench's `--no-memcheck`.
+    parser = subparsers.add_parser("run", help="run a bench", description=HELP, add_help=False, allow_abbrev=False)
     parser.add_argument("-h", "--help", action="store_true",
                         help="show this help, or with BENCH the bench's own options, and exit")
     parser.add_argument("bench", metavar="BENCH", nargs="?",
@@ -49,6 +51,10 @@ def register(subparsers) -> None:
     parser.add_argument("--strict-hazards", action="store_true",
                         help="stop at the first data hazard (a read racing a write) instead of reporting it")
     parser.add_argument("--seed", type=int, default=0, help="seed of torch.manual_seed at start (default 0)")
+    parser.add_argument("--no-memcheck", dest="memcheck", action="store_false",
+                        help="do not hold a kernel's loads and stores to the tensor each pointer came from "
+                             "(an access that runs into another tensor then reads or writes it, as on a GPU); "
+                             "accesses outside every tensor still fail")
     parser.set_defaults(handler=handle, accepts_extra=True, run_parser=parser)
 
 
@@ -86,7 +92,7 @@ def _run(args, outputs: dict[str, Path], topology) -> int:
         bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
     run = bench.run
     session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
-                      strict_hazards=args.strict_hazards)
+                      strict_hazards=args.strict_hazards, memcheck=args.memcheck)
     args.interrupts.engine = session.engine
     on_terminal = sys.stderr.isatty()
     progress = (ProgressLine(session.ctx, sys.stderr, interval_s=0.5 if on_terminal else 2.0)

@@ -6,13 +6,20 @@ from kernbench.errors import KernbenchError
 
 
 class KernelFault(KernbenchError):
-    """A kernel touched memory it does not own.
+    """A kernel touched memory it does not own: compute-sanitizer's memcheck report, as one line.
 
-    The port that checks the access raises it with what it knows (the tensor
-    the address falls in, the byte offset inside it, the access size); the
-    Triton bridge fills in `kernel` and `program_id` on its way out when the
-    port left them `None`, so the launcher always sees all five fields. The
-    message is built when it is read, after those fields are complete.
+    Whoever checks the access raises it with what it knows: the tensor the
+    fault is reported against (the tensor the kernel's pointer was derived
+    from when the bridge knows it, else the tensor nearest the address, else
+    None), the byte offset of the faulting address from that tensor's start
+    (negative before it), the access size and, where known, the address, the
+    kind of access (`load`, `store`, `atomic_add`, ...), the lane of the block
+    (its index, a tuple for blocks of more than one dimension), the tensor's
+    size, the kernel argument the pointer came from, and the tensor the
+    address lies in instead (`inside`). The Triton bridge fills in `kernel`
+    and `program_id` on its way out when they are None, so the launcher
+    always sees them. The message is built when it is read, after every
+    field is complete, and is one line.
     """
 
     def __init__(
@@ -22,6 +29,13 @@ class KernelFault(KernbenchError):
         access_size: int,
         kernel: str | None = None,
         program_id: tuple[int, int, int] | None = None,
+        *,
+        address: int | None = None,
+        access: str | None = None,
+        lane: int | tuple[int, ...] | None = None,
+        tensor_bytes: int | None = None,
+        argument: str | None = None,
+        inside: str | None = None,
     ) -> None:
         super().__init__(tensor, offset, access_size, kernel, program_id)
         self.tensor = tensor
@@ -29,17 +43,40 @@ class KernelFault(KernbenchError):
         self.access_size = access_size
         self.kernel = kernel
         self.program_id = program_id
+        self.address = address
+        self.access = access
+        self.lane = lane
+        self.tensor_bytes = tensor_bytes
+        self.argument = argument
+        self.inside = inside
 
     def __str__(self) -> str:
-        where = (
-            f"tensor '{self.tensor}' at byte offset {self.offset}"
-            if self.tensor is not None
-            else f"unallocated address {self.offset:#x}"
-        )
-        return (
-            f"kernel '{self.kernel}' program {self.program_id}: out-of-bounds "
-            f"{self.access_size}-byte access to {where}"
-        )
+        head = f"kernel '{self.kernel}' program {self.program_id}: "
+        if self.address is None or (self.tensor_bytes is None and self.tensor is not None):
+            # A port that names only the tensor and the offset.
+            where = (
+                f"tensor '{self.tensor}' at byte offset {self.offset}"
+                if self.tensor is not None
+                else f"unallocated address {self.offset:#x}"
+            )
+            return f"{head}out-of-bounds {self.access_size}-byte {self.access or 'access'} to {where}"
+        lane = f" (lane {self.lane})" if self.lane is not None else ""
+        access = f"{self.access_size}-byte {self.access or 'access'} at {self.address:#x}{lane}"
+        if self.tensor is None:
+            return f"{head}out-of-bounds {access}: no tensor is allocated on this device"
+        facts = [f"argument '{self.argument}'"] if self.argument is not None else []
+        facts.append(f"{self.tensor_bytes} bytes")
+        described = f"tensor '{self.tensor}' ({', '.join(facts)})"
+        if self.offset < 0:
+            where = f"{-self.offset} bytes before the start of {described}"
+        elif self.offset >= self.tensor_bytes:
+            where = f"{self.offset - self.tensor_bytes} bytes past the end of {described}"
+        elif self.offset + self.access_size > self.tensor_bytes:
+            where = f"running {self.offset + self.access_size - self.tensor_bytes} bytes past the end of {described}"
+        else:
+            return f"{head}misaligned {access}: byte offset {self.offset} of {described}"
+        inside = f", inside tensor '{self.inside}'" if self.inside is not None else ""
+        return f"{head}out-of-bounds {access}: {where}{inside}"
 
 
 class TimingOnlyRefusal(KernbenchError):

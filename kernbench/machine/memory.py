@@ -107,6 +107,16 @@ class DeviceMemory:
             return self._allocations[index]
         return None
 
+    def nearest(self, address: int) -> Allocation | None:
+        """The allocation containing `address`, else the one whose bytes are nearest it (the lower on a tie);
+        None when nothing is allocated. What a memory fault is reported against."""
+        index = bisect.bisect_right(self._bases, address) - 1
+        below = self._allocations[index] if index >= 0 else None
+        above = self._allocations[index + 1] if index + 1 < len(self._allocations) else None
+        if below is None or above is not None and above.base - address < address - below.end + 1:
+            return above
+        return below
+
     def reset_peak(self) -> None:
         self.peak_total = self.allocated
 

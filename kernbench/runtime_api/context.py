@@ -28,9 +28,10 @@ class RuntimeContext:
     """The state of one simulated run."""
 
     def __init__(self, topology: Topology, *, timing_only: bool = False, seed: int = 0,
-                 strict_hazards: bool = False):
+                 strict_hazards: bool = False, memcheck: bool = True):
         self.topology = topology
         self.timing_only = timing_only
+        self.memcheck = memcheck  # kernels' accesses held to the tensor each pointer came from (ADR 0014)
         self.engine = Engine()
         self.machine = Machine(topology, self.engine, backed=not timing_only)
         self.machine.hazards.strict = strict_hazards

@@ -21,13 +21,18 @@ A launch's host cost does not grow with its grid: each PE's share is a
 program from one iterator over it, so only the programs in flight exist as
 Python objects. `ctx.programs_done` counts finished programs for the
 progress line.
+
+The bridge's memcheck (ADR 0014) is on unless the run turned it off
+(`Session(memcheck=False)`, `kernbench run --no-memcheck`); a fault it
+raises is told here which tensor, if any, the faulting address lies in
+instead of the one the kernel's pointer came from.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from kernbench.kernels import install_launch_hook
+from kernbench.kernels import KernelFault, install_launch_hook
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.kernel_port import SimProgramPort
 
@@ -45,11 +50,16 @@ def launch(prepared) -> None:
         names = ", ".join(f"{a.name}={a.tensor.device}" for a in prepared.pointer_args)
         raise TensorError(f"kernel '{prepared.kernel_name}': every tensor argument must be on one device; got {names}")
     prepared.timing_only = ctx.timing_only
+    prepared.memcheck = ctx.memcheck
     grid = prepared.grid
 
     def run_program(pe, linear: int) -> None:
         program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
-        prepared.run_program(program_id, SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only))
+        try:
+            prepared.run_program(program_id, SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only))
+        except KernelFault as fault:
+            _name_what_is_there(ctx, pe.sip, fault)
+            raise
 
     launch_programs(ctx, tensors, tensors, grid[0] * grid[1] * grid[2], prepared.kernel_name,
                     f"kernel {prepared.kernel_name}{grid}", run_program)
@@ -118,6 +128,15 @@ def _place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[objec
         # Program p goes to owner ⌊p·k/n⌋, i.e. owner i gets ⌈i·n/k⌉ <= p < ⌈(i+1)·n/k⌉.
         shares = [range(-(-i * n_programs // k), -(-(i + 1) * n_programs // k)) for i in range(k)]
     return [(ctx.machine.pe(sip, cube, pe), programs) for (cube, pe), programs in zip(owners, shares) if programs]
+
+
+def _name_what_is_there(ctx, sip: int, fault: KernelFault) -> None:
+    """Fill in `fault.inside`: the other tensor a faulting address lies in (what it would have read or overwritten)."""
+    if fault.inside is not None or fault.address is None or fault.tensor is None:
+        return
+    there = ctx.machine.memory[sip].find(fault.address)
+    if there is not None and there.base != fault.address - fault.offset:
+        fault.inside = there.name
 
 
 def _observed(_worker) -> None:

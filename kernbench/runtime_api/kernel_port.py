@@ -8,9 +8,14 @@ into the PE's TCM (values read at the DMA's start), a store the reverse
 vector-unit op — one op-log entry each. Addresses are checked against the
 allocations of the launch's device before any byte moves: an access outside
 every allocation, or past the end of the tensor its lowest address lies in,
-is a `KernelFault` naming the tensor, offset and size (the bridge adds the
-kernel and program). The DMAs themselves are `kernbench.machine.placed_dma`'s,
-shared with the collectives' PE programs; costs and decisions are ADR 0008.
+is a `KernelFault` naming the address, the lane, the tensor it lies in or is
+nearest to and how far past its end (or before its start) it is (the bridge
+adds the kernel and program). For pointers computed from a tensor argument
+the bridge's memcheck (ADR 0014) has already checked one lane against that
+tensor's allocation; this check, which keeps every active lane in the one
+allocation holding the first, proves the rest (`one_allocation_per_access`).
+The DMAs themselves are `kernbench.machine.placed_dma`'s, shared with the
+collectives' PE programs; costs and decisions are ADR 0008.
 What every port of a machine asks again and again — op durations and their
 op-log args, dtypes, each placement's replica nearest a PE — is worked out
 once per machine (`_MachineCosts`), since a grid's programs (replayed from
@@ -122,6 +127,9 @@ def _costs(machine) -> _MachineCosts:
 class SimProgramPort:
     """The `ProgramPort` of one program instance running on one PE."""
 
+    # `_locate` faults any access not wholly inside one allocation, so the bridge's memcheck checks one lane.
+    one_allocation_per_access = True
+
     def __init__(self, ctx, kernel: str, program: int, pe, timing_only: bool):
         self._ctx = ctx
         self._machine = ctx.machine
@@ -142,7 +150,7 @@ class SimProgramPort:
         active = addresses if mask is None else addresses[mask]
         if active.size == 0:
             return np.zeros(addresses.shape, dtype=dtype)
-        allocation, indices = self._locate(active, dtype.itemsize, "load")
+        allocation, indices = self._locate(active, dtype.itemsize, "load", addresses, mask)
         self._check_working_set(active.size * dtype.itemsize, "a load")
         gathered = load_elements(self._costs.dma_view, self._pe, allocation, dtype, indices,
                                  label=self._kernel, program=self._program, data=not self._timing_only)
@@ -162,7 +170,7 @@ class SimProgramPort:
         if active.size == 0:
             return
         values = np.asarray(values)
-        allocation, indices = self._locate(active, values.dtype.itemsize, "store")
+        allocation, indices = self._locate(active, values.dtype.itemsize, "store", addresses, mask)
         self._check_working_set(active.size * values.dtype.itemsize, "a store")
         payload = (values if mask is None else values[mask]).reshape(-1)
         store_elements(self._costs.dma_view, self._pe, allocation, indices, payload,
@@ -175,7 +183,7 @@ class SimProgramPort:
         old = np.zeros(addresses.shape, dtype=dtype)
         if active.size == 0:
             return old
-        allocation, indices = self._locate(active, dtype.itemsize, f"atomic_{op}")
+        allocation, indices = self._locate(active, dtype.itemsize, f"atomic_{op}", addresses, mask)
         new = np.asarray(values, dtype=dtype)
         new = (new if mask is None else new[mask]).reshape(-1)
         if not self._timing_only:
@@ -195,7 +203,7 @@ class SimProgramPort:
     def atomic_cas(self, addresses, compare, values, dtype_name: str) -> np.ndarray:
         dtype = np.dtype(resolve_dtype(dtype_name).numpy) if dtype_name not in ("u16", "u32", "u64") \
             else np.dtype(f"uint{dtype_name[1:]}")
-        allocation, indices = self._locate(addresses.reshape(-1), dtype.itemsize, "atomic_cas")
+        allocation, indices = self._locate(addresses.reshape(-1), dtype.itemsize, "atomic_cas", addresses, None)
         old = np.zeros(addresses.shape, dtype=dtype)
         if not self._timing_only:
             view = allocation.storage.typed(dtype, indices)
@@ -238,7 +246,7 @@ class SimProgramPort:
             self._pe.vector, duration, kind="vector", label=self._kernel, program=self._program, pairs=pairs))
 
     # ---- shared machinery --------------------------------------------------------------
-    def _locate(self, active: np.ndarray, itemsize: int, access: str):
+    def _locate(self, active: np.ndarray, itemsize: int, access: str, addresses: np.ndarray, mask):
         """The allocation holding every active address, and their element indices in it; else a fault."""
         allocation = self._memory.find(active.item(0))
         if allocation is not None and not itemsize & (itemsize - 1) and allocation.base % itemsize == 0:
@@ -253,13 +261,30 @@ class SimProgramPort:
         lowest = int(active.min())
         allocation = self._memory.find(lowest)
         if allocation is None:
-            raise KernelFault(None, lowest, itemsize)
+            raise self._fault(lowest, itemsize, access, addresses, mask)
         offsets = active.reshape(-1) - allocation.base
         bad = (offsets + itemsize > allocation.nbytes) | (offsets % itemsize != 0)
         if bad.any():
-            offset = int(offsets[np.argmax(bad)])
-            raise KernelFault(allocation.name, offset, itemsize)
+            raise self._fault(int(active.reshape(-1)[np.argmax(bad)]), itemsize, access, addresses, mask, allocation)
         return allocation, offsets // itemsize
+
+    def _fault(self, address: int, itemsize: int, access: str, addresses, mask, reference=None) -> KernelFault:
+        """The fault of an access at `address`, reported against `reference` (the allocation of the access's
+        lowest address) or else the allocation nearest it, with the first lane (in block order) at it."""
+        memory = self._memory
+        inside = memory.find(address)
+        if reference is None:
+            reference = memory.nearest(address)
+        at = np.asarray(addresses) == address
+        if mask is not None:
+            at &= mask
+        first = int(np.flatnonzero(at.reshape(-1))[0])
+        lane = tuple(int(i) for i in np.unravel_index(first, at.shape)) if at.ndim > 1 else first
+        if reference is None:
+            return KernelFault(None, address, itemsize, address=address, access=access, lane=lane)
+        return KernelFault(reference.name, address - reference.base, itemsize, address=address, access=access,
+                           lane=lane, tensor_bytes=reference.nbytes,
+                           inside=inside.name if inside is not None and inside is not reference else None)
 
     def _check_working_set(self, nbytes: int, what: str) -> None:
         if nbytes > self._tcm_bytes:

@@ -5,6 +5,13 @@ that first waits for the stream's previous operation, then runs the new one;
 the returned process is the operation's completion handle. The host never
 runs device work itself: it enqueues and, at a host-read barrier or an
 explicit synchronize, waits on handles through `RuntimeContext.block_on`.
+
+An operation that fails fails every later one on its stream (each waits
+for the previous one first), with the same exception. The exception is
+marked with the operation it arose in (`failed_operation`), the first time
+only, so whoever reports it blames the kernel or collective that was
+actually running, never a later one that merely shared its stream (or a
+stream that waited on it).
 """
 
 from __future__ import annotations
@@ -39,8 +46,12 @@ class Stream:
 
         def in_order() -> None:
             if previous is not None:
-                engine.wait(previous)
-            operation()
+                engine.wait(previous)  # its failure is this operation's too, already blamed on it
+            try:
+                operation()
+            except BaseException as error:
+                _blame(error, engine.current_process, engine.now)
+                raise
 
         self._tail = engine.spawn(in_order, name=f"{self.name}: {label}")
         return self._tail
@@ -65,6 +76,23 @@ class Stream:
 
     def query(self) -> bool:
         return self._tail is None or self._tail.triggered
+
+
+_BLAME = "__kernbench_failed_operation__"
+
+
+def _blame(error: BaseException, process, now: int) -> None:
+    """Mark `error` as arising in stream operation `process` at `now`, unless an earlier operation has."""
+    if getattr(error, _BLAME, None) is None:
+        try:
+            setattr(error, _BLAME, (process, now))
+        except AttributeError:  # an exception type that takes no attributes keeps the engine's report
+            pass
+
+
+def failed_operation(error: BaseException):
+    """(process, simulated time) of the stream operation `error` arose in, or None."""
+    return getattr(error, _BLAME, None)
 
 
 class Event:

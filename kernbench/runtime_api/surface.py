@@ -26,7 +26,7 @@ _INTROS = {
     "torch.distributed": "The collectives are PE programs over IPCQ (ADR 0010, 0012); ccl.yaml picks the algorithm.",
 }
 # Tensor's own dunders that are plumbing, not torch's surface.
-_TENSOR_PLUMBING = {"__init__", "__getattr__", "__kernbench_pointer__"}
+_TENSOR_PLUMBING = {"__init__", "__getattr__", "__kernbench_pointer__", "__kernbench_extent__"}
 
 
 def public_names(obj) -> list[str]:

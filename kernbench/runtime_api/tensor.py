@@ -160,6 +160,13 @@ class Tensor:
         """The pointer a Triton kernel receives: the virtual address and the element type."""
         return self.data_ptr(), self.dtype.name
 
+    def __kernbench_extent__(self) -> tuple[str, int, int]:
+        """What a kernel may reach through that pointer: its allocation's name, base address and bytes (memcheck)."""
+        allocation = self._allocation
+        if allocation is None:
+            raise TensorError(f"tensor {self.name!r} is on the host; kernels take device tensors")
+        return allocation.name, allocation.base, allocation.nbytes
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")

@@ -107,8 +107,9 @@ def test_adr0009_t10_an_out_of_bounds_kernel_ends_the_run_with_one_message_namin
     source = OVERRUN + ("        out.numpy()\n" if host_reads else "")
     status, err = _run_cli(tmp_path, capsys, source)
     assert status == 2
-    assert err == ("kernbench: error: kernel 'overrun' program (0, 0, 0): out-of-bounds 4-byte access "
-                   "to tensor 'x' at byte offset 400\n")
+    # The memcheck's report (ADR 0014 T20): address, lane, tensor, argument, how far past the end.
+    assert err == ("kernbench: error: kernel 'overrun' program (0, 0, 0): out-of-bounds 4-byte load at "
+                   "0x100000000190 (lane 100): 0 bytes past the end of tensor 'x' (argument 'x_ptr', 400 bytes)\n")
 
 
 @triton.jit

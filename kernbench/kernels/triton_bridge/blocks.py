@@ -36,7 +36,7 @@ from triton._C.libtriton import ir
 from kernbench.kernels.errors import DescriptorError, TimingOnlyRefusal
 from kernbench.kernels.triton_bridge.context import current_program
 from kernbench.kernels.triton_bridge.dtypes import element_size, numpy_dtype
-from kernbench.kernels.triton_bridge.values import Value
+from kernbench.kernels.triton_bridge.values import Origin, Value
 
 _ALIGNMENT = 16
 
@@ -47,7 +47,8 @@ class StridedBlock:
 
     `base` is a byte address, `shape`/`strides`/`offsets` are in elements.
     `poisoned` marks a geometry computed from loaded values (timing only):
-    it may not decide which bytes move.
+    it may not decide which bytes move. `origin` is the base pointer's
+    (`values.Origin`), which the memcheck holds every access to.
     """
 
     base: int
@@ -56,6 +57,7 @@ class StridedBlock:
     strides: tuple[int, ...]
     block_shape: tuple[int, ...]
     poisoned: bool = False
+    origin: Origin | None = None
 
     def access(self, offsets: tuple[int, ...], checked: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None]:
         """Byte addresses of the block at `offsets`, and which lanes lie inside `shape` along `checked` dims.
@@ -127,6 +129,7 @@ def make_descriptor(base: Value, shape, strides, block_shape, padding, round_f32
         base=_int(base), element=base.dtype.element_ty, shape=tuple(map(_int, shape)),
         strides=tuple(map(_int, strides)), block_shape=tuple(int(b) for b in block_shape),
         poisoned=any(isinstance(v, Value) and v.poisoned for v in values),
+        origin=base.origin if isinstance(base, Value) else None,
         padding=padding_name(padding), round_f32_to_tf32=round_f32_to_tf32)
     if not descriptor.poisoned:
         descriptor.validate()
@@ -174,7 +177,7 @@ def make_block_ptr(original, base, shape, strides, offsets, block_shape, order, 
     handle = BlockPointer(
         base=_int(base.handle), element=element, shape=tuple(map(_int, shape)), strides=tuple(map(_int, strides)),
         block_shape=block_shape, poisoned=any(isinstance(s, tl.tensor) and s.handle.poisoned for s in scalars),
-        offsets=tuple(map(_int, offsets)), order=order)
+        origin=base.handle.origin, offsets=tuple(map(_int, offsets)), order=order)
     return tl.tensor(handle, tl.pointer_type(tl.block_type(element, list(block_shape))))
 
 
@@ -210,7 +213,7 @@ def load(original, pointer, mask=None, other=None, boundary_check=(), padding_op
     builder = current_program().builder
     addresses, inside = _block_pointer_access(handle, boundary_check, "a block-pointer load")
     fill = np.nan if padding == "nan" else 0
-    value = builder.load_block(addresses, inside, fill, handle.element)
+    value = builder.load_block(addresses, inside, fill, handle.element, handle.origin)
     return tl.tensor(value, tl.block_type(handle.element, list(handle.block_shape)))
 
 
@@ -231,7 +234,7 @@ def store(original, pointer, value, mask=None, boundary_check=(), cache_modifier
         raise ValueError(f"Block shape({list(handle.block_shape)}) and value shape({list(value.shape)}) mismatch")
     value = _semantic.cast(value, handle.element)
     addresses, inside = _block_pointer_access(handle, boundary_check, "a block-pointer store")
-    current_program().builder.store_block(addresses, value.handle, inside)
+    current_program().builder.store_block(addresses, value.handle, inside, handle.origin)
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -20,6 +20,20 @@ and address arithmetic is never poisoned and always computed. Addresses and
 masks must never be poisoned: they decide which bytes move, so a poisoned
 one is a `TimingOnlyRefusal` naming the kernel, program and use.
 
+**Memcheck** (ADR 0014). A pointer computed from a kernel argument keeps
+that argument's allocation as its `origin` (`values`); every load, store
+and atomic through it must keep each active lane (masked-off lanes are not
+accesses, as on a GPU) inside that allocation, else it is a `KernelFault`
+naming the argument, the tensor, the address, the lane and how far past its
+end (or before its start) the address is. An address that runs far past
+its tensor into a neighbouring one is caught, which the port alone,
+checking only that an access lies in *some* live allocation, cannot do.
+With a port that faults every access not wholly inside one allocation
+(`one_allocation_per_access`) the bridge checks one lane and the port the
+rest; with any other, the bridge checks every lane. `memcheck=False` skips
+these checks (the port's own remain); pointers without an origin are the
+port's to check.
+
 Signatures follow Triton 3.6-3.9: memory ops take their cache and eviction
 hints as trailing arguments, whose number differs between versions and
 whose meaning (caching) the simulated memory has no use for.
@@ -33,11 +47,11 @@ import numpy as np
 import triton.language as tl
 from triton._C.libtriton import ir
 
-from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
+from kernbench.kernels.errors import KernelFault, TimingOnlyRefusal, UnsupportedKernelError
 from kernbench.kernels.triton_bridge import blocks, reductions
 from kernbench.kernels.triton_bridge.dtypes import cost_dtype_name, dtype_name, element_size, numpy_dtype
 from kernbench.kernels.triton_bridge.port import ProgramPort
-from kernbench.kernels.triton_bridge.values import Value, all_set, placeholder
+from kernbench.kernels.triton_bridge.values import Origin, Value, all_set, placeholder, same_origin
 
 _RMW_OPS = {
     ir.ATOMIC_OP.ADD: "add",
@@ -187,12 +201,15 @@ class BridgeBuilder:
         program_id: tuple[int, int, int],
         grid: tuple[int, int, int],
         timing_only: bool,
+        memcheck: bool = True,
     ) -> None:
         self.port = port
         self.kernel_name = kernel_name
         self.program_id = program_id
         self.grid = grid
         self.timing_only = timing_only
+        self.memcheck = memcheck
+        self._port_confines = getattr(port, "one_allocation_per_access", False)
 
     def __getattr__(self, name: str):
         if name.startswith(("create_", "get_")):
@@ -231,6 +248,67 @@ class BridgeBuilder:
         if mask.poisoned:
             raise TimingOnlyRefusal(self.kernel_name, self.program_id, f"the mask of {access}")
         return mask.data
+
+    def checked_access(self, origin: Origin | None, addresses: np.ndarray, active: np.ndarray | None,
+                       itemsize: int, access: str, port_call, *args):
+        """`port_call(*args)`, the port's side of one access, under the memcheck when the pointer has an origin.
+
+        With a port that faults every access not wholly inside one allocation
+        (`one_allocation_per_access`, as the runtime's), one active lane inside
+        the origin proves them all inside: checking it is the whole cost of the
+        memcheck when nothing is wrong. With any other port every active lane
+        is checked first. A fault the port raises for an access that leaves the
+        origin is reported against the origin, naming the kernel argument.
+        """
+        if origin is None or not self.memcheck:
+            return port_call(*args)
+        if self._port_confines:
+            first = 0
+            if active is not None and not active.flat[0]:  # usually lane 0 is active: no search
+                first = int(active.argmax())
+                if not active.flat[first]:
+                    return port_call(*args)  # no lane is active: nothing is accessed
+            address = addresses.flat[first]
+            if not origin.base <= address <= origin.end - itemsize:
+                raise self._origin_fault(addresses, active, origin, itemsize, access)
+        else:
+            self._check_every_lane(addresses, active, origin, itemsize, access)
+        try:
+            return port_call(*args)
+        except KernelFault:
+            if self._outside(addresses, active, origin, itemsize).any():
+                raise self._origin_fault(addresses, active, origin, itemsize, access) from None
+            raise
+
+    def _check_every_lane(self, addresses, active, origin: Origin, itemsize: int, access: str) -> None:
+        if active is not None and all_set(active):
+            active = None
+        if active is None:
+            low, high = addresses.min(), addresses.max()
+        else:
+            low = addresses.min(where=active, initial=origin.base)
+            high = addresses.max(where=active, initial=origin.base)
+        if low < origin.base or high + itemsize > origin.end:
+            raise self._origin_fault(addresses, active, origin, itemsize, access)
+
+    @staticmethod
+    def _outside(addresses, active, origin: Origin, itemsize: int) -> np.ndarray:
+        """Which lanes of an access are active and not wholly inside `origin`."""
+        addresses = np.asarray(addresses)
+        outside = (addresses < origin.base) | (addresses > origin.end - itemsize)
+        if active is not None:
+            outside &= active
+        return outside
+
+    def _origin_fault(self, addresses, active, origin: Origin, itemsize: int, access: str) -> KernelFault:
+        """The fault of the first active lane (in block order) outside `origin`."""
+        addresses = np.asarray(addresses)
+        first = int(np.flatnonzero(self._outside(addresses, active, origin, itemsize).reshape(-1))[0])
+        address = int(addresses.reshape(-1)[first])
+        lane = tuple(int(i) for i in np.unravel_index(first, addresses.shape)) if addresses.ndim > 1 else first
+        return KernelFault(origin.tensor, address - origin.base, itemsize, self.kernel_name, self.program_id,
+                           address=address, access=access, lane=lane, tensor_bytes=origin.end - origin.base,
+                           argument=origin.argument)
 
     # -- what the Python layer sees (hooks for `trace`, no-ops here) ----------------
 
@@ -319,11 +397,14 @@ class BridgeBuilder:
     def _load(self, ptrs: Value, mask: Value | None, other: Value | None) -> Value:
         addresses = self._addresses(ptrs, "a load")
         active = self._mask(mask, "a load")
-        return self.load_block(addresses, active, other.data if other is not None else 0, ptrs.dtype.element_ty)
+        return self.load_block(addresses, active, other.data if other is not None else 0, ptrs.dtype.element_ty,
+                               ptrs.origin)
 
-    def load_block(self, addresses: np.ndarray, active: np.ndarray | None, fill, element: tl.dtype) -> Value:
+    def load_block(self, addresses: np.ndarray, active: np.ndarray | None, fill, element: tl.dtype,
+                   origin: Origin | None = None) -> Value:
         """Load `element`s at `addresses`; lanes outside `active` are not read and hold `fill`."""
-        loaded = self.port.load(addresses, active, dtype_name(element))
+        loaded = self.checked_access(origin, addresses, active, element_size(element), "load",
+                                     self.port.load, addresses, active, dtype_name(element))
         data = np.asarray(loaded, dtype=numpy_dtype(element))
         if self.timing_only:
             # The port's values are stand-ins; filling masked-off lanes would compute nothing real.
@@ -332,30 +413,35 @@ class BridgeBuilder:
             data = np.where(active, data, np.asarray(fill, dtype=data.dtype))
         return Value(data, element)
 
-    def store_block(self, addresses: np.ndarray, value: Value, active: np.ndarray | None) -> None:
+    def store_block(self, addresses: np.ndarray, value: Value, active: np.ndarray | None,
+                    origin: Origin | None = None) -> None:
         """Store `value` at `addresses`; lanes outside `active` are not written."""
-        self.port.store(addresses, value.data, active)
+        self.checked_access(origin, addresses, active, value.data.dtype.itemsize, "store",
+                            self.port.store, addresses, value.data, active)
 
     def create_store(self, ptr, value, *hints):
-        self.port.store(self._addresses(ptr, "a store"), value.data, None)
+        self.store_block(self._addresses(ptr, "a store"), value, None, ptr.origin)
 
     def create_masked_store(self, ptrs, value, mask, *hints):
         addresses = self._addresses(ptrs, "a store")
-        self.port.store(addresses, value.data, self._mask(mask, "a store"))
+        self.store_block(addresses, value, self._mask(mask, "a store"), ptrs.origin)
 
     def create_atomic_rmw(self, rmw_op, ptr, value, mask, sem, scope):
         if rmw_op not in _RMW_OPS:
             raise UnsupportedKernelError(f"kernel '{self.kernel_name}' uses atomic {rmw_op}, which is not simulated")
         element = ptr.dtype.element_ty
         addresses = self._addresses(ptr, "an atomic")
-        old = self.port.atomic_rmw(
-            _RMW_OPS[rmw_op], addresses, value.data, self._mask(mask, "an atomic"), dtype_name(element)
-        )
+        active = self._mask(mask, "an atomic")
+        op = _RMW_OPS[rmw_op]
+        old = self.checked_access(ptr.origin, addresses, active, element_size(element), f"atomic_{op}",
+                          self.port.atomic_rmw, op, addresses, value.data, active, dtype_name(element))
         return Value(np.asarray(old, dtype=numpy_dtype(element)), value.dtype, self.timing_only or value.poisoned)
 
     def create_atomic_cas(self, ptr, compare, value, sem, scope):
         element = ptr.dtype.element_ty
-        old = self.port.atomic_cas(self._addresses(ptr, "an atomic"), compare.data, value.data, dtype_name(element))
+        addresses = self._addresses(ptr, "an atomic")
+        old = self.checked_access(ptr.origin, addresses, None, element_size(element), "atomic_cas",
+                          self.port.atomic_cas, addresses, compare.data, value.data, dtype_name(element))
         poisoned = self.timing_only or _poisoned(compare, value)
         return Value(np.asarray(old, dtype=numpy_dtype(element)), value.dtype, poisoned)
 
@@ -367,14 +453,14 @@ class BridgeBuilder:
     def create_descriptor_load(self, desc, offsets, *hints):
         addresses, inside = desc.block_at(self._offsets(desc, offsets, "a descriptor load"))
         fill = np.nan if desc.padding == "nan" else 0
-        value = self.load_block(addresses, inside, fill, desc.element)
+        value = self.load_block(addresses, inside, fill, desc.element, desc.origin)
         if desc.round_f32_to_tf32 and desc.element == tl.float32 and not value.poisoned:
             value = Value(blocks.round_f32_to_tf32(value.data), value.dtype)
         return value
 
     def create_descriptor_store(self, desc, value, offsets):
         addresses, inside = desc.block_at(self._offsets(desc, offsets, "a descriptor store"))
-        self.store_block(addresses, value, inside)
+        self.store_block(addresses, value, inside, desc.origin)
 
     def _offsets(self, desc, offsets, access: str) -> tuple[int, ...]:
         """A descriptor's block offsets decide which bytes move, so neither they nor its geometry may be poisoned."""
@@ -406,8 +492,11 @@ class BridgeBuilder:
             # One offset splat over the block (a pointer advanced by a scalar): scale that one element
             # (a view of it, not a copy of the block) and add it, broadcast, in the same int64 arithmetic.
             scaled = np.multiply(offsets[(slice(0, 1),) * offsets.ndim], step, dtype=np.int64)
-            return self._computed("addptr", np.add(ptr.data, scaled), ptr.dtype)
-        return self._computed("addptr", ptr.data + np.multiply(offsets, step, dtype=np.int64), ptr.dtype)
+            data = np.add(ptr.data, scaled)
+        else:
+            data = ptr.data + np.multiply(offsets, step, dtype=np.int64)
+        self.charge("addptr", data.size, ptr.dtype)
+        return Value(data, ptr.dtype, False, ptr.origin)
 
     def create_make_range(self, ret_ty, start, stop):
         return self._computed("arange", np.arange(start, stop, dtype=np.int32), tl.int32)
@@ -481,7 +570,10 @@ class BridgeBuilder:
     def create_select(self, condition, x, y):
         if _poisoned(condition, x, y):
             return self._skipped("select", x.dtype, x.dtype, condition, x, y)
-        return self._computed("select", np.where(condition.data, x.data, y.data), x.dtype)
+        selected = self._computed("select", np.where(condition.data, x.data, y.data), x.dtype)
+        if x.origin is not None:
+            selected.origin = same_origin(x, y)  # pointers of one argument stay that argument's
+        return selected
 
     def create_fma(self, x, y, z):
         if _poisoned(x, y, z):
@@ -512,7 +604,7 @@ class BridgeBuilder:
         dst = dst_type.scalar
         target = numpy_dtype(dst)
         data = src.data if target.itemsize == src.data.itemsize else np.ascontiguousarray(src.data)
-        return Value(data.view(target), dst, src.poisoned)
+        return Value(data.view(target), dst, src.poisoned, src.origin if dst.is_ptr() else None)
 
     def create_int_to_ptr(self, src, dst_type):
         dst = dst_type.scalar
@@ -529,33 +621,33 @@ class BridgeBuilder:
     # -- layout (not charged) ----------------------------------------------------------
 
     def create_splat(self, ret_ty, arg):
-        return Value(_broadcast(arg.data, ret_ty.shape), arg.dtype, arg.poisoned)
+        return Value(_broadcast(arg.data, ret_ty.shape), arg.dtype, arg.poisoned, arg.origin)
 
     def create_unsplat(self, arg):
-        return Value(arg.data.reshape(1), arg.dtype, arg.poisoned)
+        return Value(arg.data.reshape(1), arg.dtype, arg.poisoned, arg.origin)
 
     def create_broadcast(self, arg, shape):
-        return Value(_broadcast(arg.data, shape), arg.dtype, arg.poisoned)
+        return Value(_broadcast(arg.data, shape), arg.dtype, arg.poisoned, arg.origin)
 
     def create_expand_dims(self, arg, axis):
         shape = arg.data.shape
         axis = axis % (len(shape) + 1)
-        return Value(arg.data.reshape(shape[:axis] + (1,) + shape[axis:]), arg.dtype, arg.poisoned)
+        return Value(arg.data.reshape(shape[:axis] + (1,) + shape[axis:]), arg.dtype, arg.poisoned, arg.origin)
 
     def create_reshape(self, arg, shape, allow_reorder):
-        return Value(arg.data.reshape(shape), arg.dtype, arg.poisoned)
+        return Value(arg.data.reshape(shape), arg.dtype, arg.poisoned, arg.origin)
 
     def create_trans(self, arg, perm):
-        return Value(np.transpose(arg.data, perm), arg.dtype, arg.poisoned)
+        return Value(np.transpose(arg.data, perm), arg.dtype, arg.poisoned, arg.origin)
 
     def create_cat(self, lhs, rhs):
-        return Value(np.concatenate([lhs.data, rhs.data]), lhs.dtype, _poisoned(lhs, rhs))
+        return Value(np.concatenate([lhs.data, rhs.data]), lhs.dtype, _poisoned(lhs, rhs), same_origin(lhs, rhs))
 
     def create_join(self, lhs, rhs):
-        return Value(np.stack([lhs.data, rhs.data], axis=-1), lhs.dtype, _poisoned(lhs, rhs))
+        return Value(np.stack([lhs.data, rhs.data], axis=-1), lhs.dtype, _poisoned(lhs, rhs), same_origin(lhs, rhs))
 
     def create_split(self, arg):
         return (
-            Value(arg.data[..., 0], arg.dtype, arg.poisoned),
-            Value(arg.data[..., 1], arg.dtype, arg.poisoned),
+            Value(arg.data[..., 0], arg.dtype, arg.poisoned, arg.origin),
+            Value(arg.data[..., 1], arg.dtype, arg.poisoned, arg.origin),
         )

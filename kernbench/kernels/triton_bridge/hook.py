@@ -9,7 +9,10 @@ The outermost wrapper sees the call first, so a decorated kernel is
 prepared once, as a whole. A launch with no kernbench tensor among its
 arguments goes to the original `run` untouched: the same kernel file runs
 on a GPU with torch tensors. A host `TensorDescriptor` over a kernbench
-tensor counts as a kernbench tensor. `kernel.warmup(...)` (a `run` with
+tensor counts as a kernbench tensor. Before `on_launch` sees a launch its
+`check` runs, so an operation the bridge does not simulate is an
+`UnsupportedKernelError` raised by `kernel[grid](...)` (or by `warmup`)
+itself, as a GPU's compile error is. `kernel.warmup(...)` (a `run` with
 `warmup=True`) prepares the launch without running it and returns a
 `compiled.CompiledKernel` whose numbers come from the PE model.
 """
@@ -43,14 +46,20 @@ def _hooked_run(original: Callable, on_launch: Callable[[PreparedLaunch], Any]) 
         grid = kwargs.pop("grid")
         warmup = kwargs.pop("warmup", False)
         launch = prepare_launch(self, grid, args, kwargs)
+        launch.check()  # what a compiler would refuse fails here, at the launch (or warmup), not later
         if not warmup:
             return on_launch(launch)
         device = getattr(launch.pointer_args[0].tensor, "device", None) if launch.pointer_args else None
         index = getattr(device, "index", None) or 0
         return CompiledKernel(launch, kwargs, active_device_properties(index),
-                              lambda grid, args, kwargs: on_launch(prepare_launch(self, grid, args, kwargs)))
+                              lambda grid, args, kwargs: on_launch(_checked(prepare_launch(self, grid, args, kwargs))))
 
     return run
+
+
+def _checked(launch: PreparedLaunch) -> PreparedLaunch:
+    launch.check()
+    return launch
 
 
 def install_launch_hook(on_launch: Callable[[PreparedLaunch], Any]) -> None:

@@ -9,6 +9,14 @@ typed pointers, numbers as scalar tensors, `tl.constexpr` parameters as
 constexprs), and the grid is evaluated. The runtime then calls
 `run_program` for each grid point, each in its own greenlet and in any
 interleaving; a program's whole state is built inside `run_program`.
+
+A kernbench tensor that can also name its allocation
+(`__kernbench_extent__()`: name, base address, bytes) gives its pointer an
+origin, so the memcheck holds every access through it to that allocation
+(`builder`); `memcheck = False` on a launch turns that off. `check` is what
+a compiler would refuse at the launch: the first program runs dry at once,
+so an operation the bridge does not simulate fails at `kernel[grid](...)`,
+not when the stream reaches the launch.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from kernbench.kernels.triton_bridge.patches import running_program
 from kernbench.kernels.triton_bridge.port import ProgramPort
 from kernbench.kernels.triton_bridge.rewriter import rewritten
 from kernbench.kernels.triton_bridge.trace import ProgramTraces
-from kernbench.kernels.triton_bridge.values import Value
+from kernbench.kernels.triton_bridge.values import Origin, Value
 
 
 def is_kernbench_tensor(value: Any) -> bool:
@@ -64,14 +72,15 @@ class PointerArg:
 class PreparedLaunch:
     """One launch with its arguments bound; `run_program` runs one grid point.
 
-    `timing_only` is read by each `run_program` call, so the runtime may set
-    it after preparation (from its own timing-only mode). Programs are
+    `timing_only` and `memcheck` are read by each `run_program` call, so the
+    runtime may set them after preparation (from its own modes). Programs are
     replayed from a trace of their shape where one can be made (`trace`);
     `replays = False` (on the class or one launch) interprets every program,
     with the same effect on the port.
     """
 
     replays = True
+    memcheck = True
 
     def __init__(
         self,
@@ -101,6 +110,23 @@ class PreparedLaunch:
         """How many times the kernel's body has run so far: interpreted programs and dry runs of traces."""
         return self._interpreted + (self._traces.dry_runs if self._traces is not None else 0)
 
+    def check(self) -> None:
+        """Refuse now what the first program would be refused at run time for: an unsupported operation.
+
+        A GPU compiles the kernel at its launch, so a construct the compiler
+        rejects fails at `kernel[grid](...)`. Here the first program's body
+        runs dry (no memory, no time: a program trace's dry run, kept for
+        replaying the programs), and an `UnsupportedKernelError` it meets is
+        raised at once. Only the path that program takes is seen: an op
+        behind a branch on loaded data or on another program's id still
+        fails when a program reaches it.
+        """
+        if self.grid[0] * self.grid[1] * self.grid[2] == 0:
+            return
+        if self._traces is None:
+            self._traces = ProgramTraces(self.kernel_name, self._fn, self._arguments, self.grid)
+        self._traces.record_first()
+
     def run_program(self, program_id: tuple[int, int, int], port: ProgramPort) -> None:
         """Execute program `program_id` to completion, all its effects through `port`.
 
@@ -112,7 +138,7 @@ class PreparedLaunch:
             raise ValueError(f"program id {program_id} is outside grid {self.grid} of '{self.kernel_name}'")
         try:
             if not (self.replays and self._traces is not None
-                    and self._traces.run(program_id, port, self.timing_only)):
+                    and self._traces.run(program_id, port, self.timing_only, self.memcheck)):
                 self._interpret(program_id, port)
         except KernelFault as fault:
             if fault.kernel is None:
@@ -124,7 +150,7 @@ class PreparedLaunch:
     def _interpret(self, program_id: tuple[int, int, int], port: ProgramPort) -> None:
         """Run the kernel's body for one program through Triton's language layer."""
         self._interpreted += 1
-        builder = BridgeBuilder(port, self.kernel_name, program_id, self.grid, self.timing_only)
+        builder = BridgeBuilder(port, self.kernel_name, program_id, self.grid, self.timing_only, self.memcheck)
         program = RunningProgram(self.kernel_name, program_id, builder, TritonSemantic(builder))
         body = rewritten(self._fn)
         with running_program():
@@ -224,7 +250,7 @@ def _kernel_value(kernel_name: str, name: str, value: Any, pointers: list) -> An
         address, dtype_name = value.__kernbench_pointer__()
         pointer = tl.pointer_type(triton_dtype(dtype_name))
         pointers.append(PointerArg(name, value, int(address), dtype_name))
-        return tl.tensor(Value(np.array([address], dtype=np.int64), pointer), pointer)
+        return tl.tensor(Value(np.array([address], dtype=np.int64), pointer, False, _origin(name, value)), pointer)
     if isinstance(value, (bool, int, float)):
         scalar = _scalar_type(value)
         return tl.tensor(Value(np.array([value]).astype(numpy_dtype(scalar)), scalar), scalar)
@@ -238,6 +264,15 @@ def _kernel_value(kernel_name: str, name: str, value: Any, pointers: list) -> An
             "a launch on kernbench tensors takes kernbench tensors only"
         )
     return value
+
+
+def _origin(argument: str, tensor: Any) -> Origin | None:
+    """The origin of the pointer a tensor argument becomes, if the tensor can name its allocation."""
+    extent = getattr(type(tensor), "__kernbench_extent__", None)
+    if extent is None:
+        return None
+    name, base, nbytes = extent(tensor)
+    return Origin(argument, name, int(base), int(nbytes))
 
 
 def _grid(kernel_name: str, grid: Any, arguments: dict) -> tuple[int, int, int]:

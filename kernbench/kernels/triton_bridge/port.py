@@ -16,6 +16,12 @@ are the port's: it raises `kernbench.kernels.KernelFault` naming the tensor,
 offset and access size, and may leave `kernel` and `program_id` as None for
 the bridge to fill in.
 
+A port may declare `one_allocation_per_access = True`: it faults every
+access whose active lanes are not all inside one allocation. The bridge's
+memcheck (ADR 0014) then checks one active lane of each access through a
+pointer with a known origin and relies on the port for the others; without
+the declaration it checks every lane itself.
+
 dtype names are kernbench's ("f16", "bf16", "f32", "f64", "i8", "i16",
 "i32", "i64", "u8", "bool"); atomics may also name "u16", "u32" or "u64",
 which Triton uses for the unsigned half of float atomic max/min. Loads of

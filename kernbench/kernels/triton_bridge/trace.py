@@ -43,6 +43,7 @@ import numpy as np
 import triton.language as tl
 from triton.language.semantic import TritonSemantic
 
+from kernbench.kernels.errors import UnsupportedKernelError
 from kernbench.kernels.triton_bridge.blocks import StridedBlock
 from kernbench.kernels.triton_bridge.builder import BridgeBuilder
 from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
@@ -277,7 +278,7 @@ class _TracingBuilder(BridgeBuilder):
     """A timing-only builder over a `_DryPort` that records every call the language layer makes."""
 
     def __init__(self, recorder: _Recorder, kernel_name: str, program_id, grid) -> None:
-        super().__init__(_DryPort(recorder), kernel_name, program_id, grid, timing_only=True)
+        super().__init__(_DryPort(recorder), kernel_name, program_id, grid, timing_only=True, memcheck=False)
         self.recorder = recorder
 
     def observe(self, value, converted) -> None:
@@ -425,7 +426,8 @@ class Tape:
             value = values[slot]
             if value.__class__ is Value and value.data.size <= _SMALL:
                 data = value.data
-                key.append((data.tobytes(), data.dtype.str, data.shape, value.dtype.name, value.poisoned))
+                key.append((data.tobytes(), data.dtype.str, data.shape, value.dtype.name, value.poisoned,
+                            value.origin))
             elif id(value) in kept:
                 key.append(id(value))
             else:
@@ -490,12 +492,26 @@ class ProgramTraces:
         self._reused = 0
         self.dry_runs = 0
 
-    def run(self, program_id: tuple[int, int, int], port, timing_only: bool) -> bool:
+    def record_first(self) -> None:
+        """Record the tape of program (0, 0, 0) now (the launch's check); an `UnsupportedKernelError` is raised.
+
+        Any other failure of the dry run leaves the programs to be
+        interpreted, which meets it where it belongs, as in `run`.
+        """
+        if self._tapes or not self._recording:
+            return
+        tape = self._record((0, 0, 0), raise_unsupported=True)
+        if tape is None:
+            self._recording = False
+        else:
+            self._tapes.insert(0, tape)
+
+    def run(self, program_id: tuple[int, int, int], port, timing_only: bool, memcheck: bool = True) -> bool:
         """Run the program from a tape (recording one if none fits); False: it must be interpreted.
 
         When False is returned nothing has reached `port`.
         """
-        builder = BridgeBuilder(port, self._kernel_name, program_id, self._grid, timing_only)
+        builder = BridgeBuilder(port, self._kernel_name, program_id, self._grid, timing_only, memcheck)
         tapes = self._tapes
         for index, tape in enumerate(tapes):
             prepared = tape.prepare(builder)
@@ -516,7 +532,7 @@ class ProgramTraces:
         tape.finish(builder, prepared)
         return True
 
-    def _record(self, program_id) -> Tape | None:
+    def _record(self, program_id, raise_unsupported: bool = False) -> Tape | None:
         """The tape of a dry run of `program_id`, or None when the tape cannot follow the program."""
         self.dry_runs += 1
         recorder = _Recorder(self._arguments)
@@ -526,6 +542,10 @@ class ProgramTraces:
             token = enter_program(program)
             try:
                 rewritten(self._fn)(**self._arguments)
+            except UnsupportedKernelError:
+                if raise_unsupported:
+                    raise
+                return None
             except Exception:
                 return None
             finally:

@@ -9,6 +9,14 @@ mode every value derived from memory contents is poisoned: its data is a
 refuses to let it decide anything the timeline depends on — a branch or loop
 bound (`patches`), an address or a mask (`builder`).
 Scalars are one-element arrays, as in Triton's own interpreter.
+
+A pointer value also carries its `origin` when the bridge knows it: the
+kernel argument (a kernbench tensor) it was computed from, with the bytes
+that tensor's allocation spans. Pointer arithmetic, splats, broadcasts and
+reshapes keep it; a `where` between pointers of two origins, or a pointer
+made from an integer (`int_to_ptr`, a pointer loaded from memory), has none.
+The memcheck (`builder`) holds every access through a pointer with an
+origin to that allocation.
 """
 
 from __future__ import annotations
@@ -33,19 +41,45 @@ def placeholder(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.ndarray(shape, dtype, zero, 0, (0,) * len(shape))
 
 
+class Origin:
+    """Where a pointer comes from: kernel argument `argument`, in tensor `tensor`'s allocation [base, end)."""
+
+    __slots__ = ("argument", "tensor", "base", "end")
+
+    def __init__(self, argument: str, tensor: str, base: int, nbytes: int) -> None:
+        self.argument = argument
+        self.tensor = tensor
+        self.base = base
+        self.end = base + nbytes
+
+    def __repr__(self) -> str:
+        return f"Origin({self.argument!r}, {self.tensor!r}, {self.base:#x}, {self.end - self.base})"
+
+
+def same_origin(*values) -> Origin | None:
+    """The origin every value shares, or None."""
+    origin = values[0].origin
+    for value in values[1:]:
+        if value.origin is not origin:
+            return None
+    return origin
+
+
 class Value:
-    """One tensor's data, element dtype and provenance."""
+    """One tensor's data, element dtype and provenance (poisoned; a pointer's origin)."""
 
-    __slots__ = ("data", "dtype", "poisoned")
+    __slots__ = ("data", "dtype", "poisoned", "origin")
 
-    def __init__(self, data: np.ndarray, dtype: tl.dtype, poisoned: bool = False) -> None:
+    def __init__(self, data: np.ndarray, dtype: tl.dtype, poisoned: bool = False, origin: Origin | None = None) -> None:
         self.data = data
         self.dtype = dtype
         self.poisoned = poisoned
+        self.origin = origin
 
     def __repr__(self) -> str:
         mark = ", poisoned" if self.poisoned else ""
-        return f"Value({self.data!r}, {self.dtype}{mark})"
+        origin = f", from {self.origin.argument!r}" if self.origin is not None else ""
+        return f"Value({self.data!r}, {self.dtype}{mark}{origin})"
 
 
 def all_set(mask: np.ndarray) -> bool:
