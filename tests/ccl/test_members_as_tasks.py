@@ -29,7 +29,8 @@ from tests.ccl.harness import config, device_tensor, member, region, run, values
 P, COUNT = 4, 5000
 SHIPPED = [("ring", "all_reduce"), ("ring", "all_gather"), ("ring", "reduce_scatter"), ("tree", "all_reduce"),
            ("direct", "all_reduce"), ("direct", "all_gather"), ("direct", "reduce_scatter"),
-           ("halving_doubling", "all_reduce"), ("ring", "broadcast"), ("ring", "reduce"), ("ring", "send")]
+           ("halving_doubling", "all_reduce"), ("halving_doubling", "all_gather"),
+           ("halving_doubling", "reduce_scatter"), ("ring", "broadcast"), ("ring", "reduce"), ("ring", "send")]
 
 
 def contend(session: Session, tensors) -> None:

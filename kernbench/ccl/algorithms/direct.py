@@ -11,28 +11,51 @@ and reduces them in that order, so every member computes bitwise the same
 result without a second pass. One step of latency instead of 2(p−1), at the
 price of (p−1)·S bytes out of every member instead of 2(p−1)/p·S: the choice
 for small messages. all_gather and reduce_scatter are the same pattern
-with each member's own chunk. Closed form on an idle machine with dedicated
-links: about T_load + α + (p−1)·S/B_out + p·T_reduce(S) + T_store, B_out
-the member's outgoing bandwidth, which all p−1 destinations share.
+with each member's own chunk.
+
+**Streaming.** The pieces run in rounds (`streaming.rounds`): round s's
+sends are posted once round s − n_slots is taken and go out in round order
+from a program of their own, so the member copies out and reduces round i
+while rounds up to i + n_slots − 1 are on the wire, and its links are asked
+for the next message instead of idling through every member's reduction.
+all_reduce and all_gather load a round's piece when the round is posted
+(one load, well ahead of its use); reduce_scatter, scatter and all_to_all,
+which send a different piece to each peer, load each just before it goes
+out (a round's p − 1 loads started at once hold the PE's TCM port ahead of
+its own sends under FIFO reservation: measured, that cost reduce_scatter a
+quarter of its bandwidth). Stores are posted. What each member computes is
+unchanged: it still reduces its p pieces in group-rank order.
+
+Closed forms. Idle, one piece: about T_load + α + (p−1)·s/B_out +
+(p−1)·T_reduce + T_store, not pinned (the p−1 messages of a member share
+its links). Many pieces: no schedule beats the busiest directed link's
+bytes over its bandwidth — on a full mesh S per link for all_reduce; on
+default.yaml's ring of four SIPs 3·S on each clockwise link (the member's
+messages to its right neighbour and to the SIP opposite, and the left
+neighbour's to the SIP opposite it, passing through), 3·S/4 for all_gather
+and reduce_scatter. T44 checks the streamed schedules against those bounds.
 
 **scatter, gather, all_to_all** post each slot-sized piece straight to its
 destination, and receivers take pieces in group-rank order, so the result
-never depends on arrival order. They run in rounds: in round j each member
-sends piece j of what it owes each other member (those owing it nothing
-skip), starting with the next rank, then takes piece j from each in rank
-order. A member is then never more than one round of messages ahead of any
-receiver, so with one slot per queue or more the credits cannot deadlock,
-however unequal all_to_all's splits. Closed form (idle, dedicated links):
-about T_load + α + (the largest piece count any sender owes)·s/B_out +
-T_store, the root's link carrying all of scatter and gather.
+never depends on arrival order. scatter and all_to_all run in rounds as
+above: in round j each member sends piece j of what it owes each other
+member (those owing it nothing skip), starting with the next rank, and
+takes piece j from each in rank order. A member's message to a peer in
+round s is at most its s-th to it, so `rounds`' argument holds however
+unequal all_to_all's splits. gather's senders only send and its root only
+receives (no cycle of queues): each sender streams its pieces, the next
+loaded while one is sent, and the root posts its stores. Closed form (idle,
+dedicated links): about T_load + α + (the largest piece count any sender
+owes)·s/B_out + T_store, the root's link carrying all of scatter and
+gather.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from kernbench.ccl.algorithms.chunking import pieces
+from kernbench.ccl.algorithms.prefetch import prefetch
 from kernbench.ccl.algorithms.rooted import broadcast, reduce, send
+from kernbench.ccl.algorithms.streaming import rounds
 from kernbench.ccl.pe_program import algorithm_steps
 
 __all__ = ["all_gather", "all_reduce", "all_to_all", "broadcast", "gather", "reduce", "reduce_scatter", "scatter",
@@ -41,66 +64,104 @@ __all__ = ["all_gather", "all_reduce", "all_to_all", "broadcast", "gather", "red
 
 @algorithm_steps
 def all_reduce(ctx, request):
-    me = ctx.member
-    for a, b in pieces(0, me.input.count, ctx.slot_elements(me.input.dtype)):
-        own = yield from ctx.load_steps(me.input, a, b)
-        yield from _post(ctx, lambda peer: own)
-        total = yield from _gather_reduced(ctx, request.reduce_op, own)
-        final = yield from ctx.finalize_steps(request.reduce_op, total)
-        yield from ctx.store_steps(me.output, a, b, final)
+    me, op = ctx.member, request.reduce_op
+    ranges = pieces(0, me.input.count, ctx.slot_elements(me.input.dtype))
+    loads = {}
+
+    def send(s):
+        loads[s] = load = ctx.start(ctx.load, me.input, *ranges[s])
+        return _send_to_all(ctx, load)
+
+    def take(index, sent):
+        own = yield from loads.pop(index).wait_steps()
+        total = yield from _gather_reduced(ctx, op, own)
+        final = yield from ctx.finalize_steps(op, total)
+        ctx.start(ctx.store, me.output, *ranges[index], final)
+
+    yield from rounds(ctx, len(ranges), send, take)
 
 
 @algorithm_steps
 def all_gather(ctx, request):
     me, chunk = ctx.member, ctx.member.input.count
-    for a, b in pieces(0, chunk, ctx.slot_elements(me.input.dtype)):
-        own = yield from ctx.load_steps(me.input, a, b)
-        yield from _post(ctx, lambda peer: own)
+    ranges = pieces(0, chunk, ctx.slot_elements(me.input.dtype))
+    loads = {}
+
+    def send(s):
+        loads[s] = load = ctx.start(ctx.load, me.input, *ranges[s])
+        return _send_to_all(ctx, load)
+
+    def take(index, sent):
+        a, b = ranges[index]
         for peer in range(ctx.size):
-            values = own if peer == ctx.rank else (yield from ctx.recv_steps(peer))
-            yield from ctx.store_steps(me.output, peer * chunk + a, peer * chunk + b, values)
+            if peer == ctx.rank:
+                values = yield from loads.pop(index).wait_steps()
+            else:
+                values = yield from ctx.recv_steps(peer)
+            ctx.start(ctx.store, me.output, peer * chunk + a, peer * chunk + b, values)
+
+    yield from rounds(ctx, len(ranges), send, take)
 
 
 @algorithm_steps
 def reduce_scatter(ctx, request):
-    me, chunk = ctx.member, ctx.member.output.count
-    for a, b in pieces(0, chunk, ctx.slot_elements(me.input.dtype)):
-        yield from _post(ctx, lambda peer: ctx.load_steps(me.input, peer * chunk + a, peer * chunk + b))
-        own = yield from ctx.load_steps(me.input, ctx.rank * chunk + a, ctx.rank * chunk + b)
-        total = yield from _gather_reduced(ctx, request.reduce_op, own)
-        final = yield from ctx.finalize_steps(request.reduce_op, total)
-        yield from ctx.store_steps(me.output, a, b, final)
+    me, op, r = ctx.member, request.reduce_op, ctx.rank
+    chunk = me.output.count
+    ranges = pieces(0, chunk, ctx.slot_elements(me.input.dtype))
+    loads = {}
+
+    def send(s):
+        a, b = ranges[s]
+        loads[s] = ctx.start(ctx.load, me.input, r * chunk + a, r * chunk + b)
+        return _load_and_send(ctx, me.input, [(peer, (peer * chunk + a, peer * chunk + b)) for peer in _others(ctx)])
+
+    def take(index, sent):
+        own = yield from loads.pop(index).wait_steps()
+        total = yield from _gather_reduced(ctx, op, own)
+        final = yield from ctx.finalize_steps(op, total)
+        ctx.start(ctx.store, me.output, *ranges[index], final)
+
+    yield from rounds(ctx, len(ranges), send, take)
 
 
 @algorithm_steps
 def scatter(ctx, request):
     """Chunk k of the root's input → rank k's output."""
     me, root, chunk = ctx.member, request.root, ctx.member.output.count
-    for a, b in pieces(0, chunk, ctx.slot_elements(me.output.dtype)):
-        if ctx.rank != root:
+    ranges = pieces(0, chunk, ctx.slot_elements(me.output.dtype))
+    if ctx.rank != root:
+        for a, b in ranges:
             values = yield from ctx.recv_steps(root)
-            yield from ctx.store_steps(me.output, a, b, values)
-            continue
-        yield from _post(ctx, lambda peer: ctx.load_steps(me.input, peer * chunk + a, peer * chunk + b))
+            ctx.start(ctx.store, me.output, a, b, values)
+        return
+
+    def send(s):
+        a, b = ranges[s]
+        return _load_and_send(ctx, me.input, [(peer, (peer * chunk + a, peer * chunk + b)) for peer in _others(ctx)])
+
+    def take(index, sent):
+        a, b = ranges[index]
         own = yield from ctx.load_steps(me.input, root * chunk + a, root * chunk + b)
-        yield from ctx.store_steps(me.output, a, b, own)
+        ctx.start(ctx.store, me.output, a, b, own)
+
+    yield from rounds(ctx, len(ranges), send, take)
 
 
 @algorithm_steps
 def gather(ctx, request):
     """Rank k's input → chunk k of the root's output; other outputs untouched."""
     me, root, chunk = ctx.member, request.root, ctx.member.input.count
-    for a, b in pieces(0, chunk, ctx.slot_elements(me.input.dtype)):
+    ranges = pieces(0, chunk, ctx.slot_elements(me.input.dtype))
+    own = prefetch(ctx, me.input, ranges, 0)
+    for index, (a, b) in enumerate(ranges):
+        mine = yield from own.wait_steps()
+        own = prefetch(ctx, me.input, ranges, index + 1)
         if ctx.rank != root:
-            values = yield from ctx.load_steps(me.input, a, b)
-            yield from ctx.send_steps(root, values)
+            yield from ctx.send_steps(root, mine)
             continue
         for peer in range(ctx.size):
-            if peer == root:
-                values = yield from ctx.load_steps(me.input, a, b)
-            else:
-                values = yield from ctx.recv_steps(peer)
-            yield from ctx.store_steps(me.output, peer * chunk + a, peer * chunk + b, values)
+            values = mine if peer == root else (yield from ctx.recv_steps(peer))
+            ctx.start(ctx.store, me.output, peer * chunk + a, peer * chunk + b, values)
 
 
 @algorithm_steps
@@ -111,20 +172,22 @@ def all_to_all(ctx, request):
     per_piece = ctx.slot_elements(me.input.dtype)
     outgoing = _cut(splits[r], per_piece)
     incoming = _cut([row[r] for row in splits], per_piece)
-    for round_ in range(max(map(len, outgoing + incoming))):
-        for step in range(1, p):
-            peer = (r + step) % p
-            if round_ < len(outgoing[peer]):
-                values = yield from ctx.load_steps(me.input, *outgoing[peer][round_])
-                yield from ctx.send_steps(peer, values)
+
+    def send(s):
+        return _load_and_send(ctx, me.input, [(peer, outgoing[peer][s]) for peer in _others(ctx)
+                                              if s < len(outgoing[peer])])
+
+    def take(index, sent):
         for peer in range(p):
-            if round_ >= len(incoming[peer]):
+            if index >= len(incoming[peer]):
                 continue
             if peer == r:
-                values = yield from ctx.load_steps(me.input, *outgoing[r][round_])
+                values = yield from ctx.load_steps(me.input, *outgoing[r][index])
             else:
                 values = yield from ctx.recv_steps(peer)
-            yield from ctx.store_steps(me.output, *incoming[peer][round_], values)
+            ctx.start(ctx.store, me.output, *incoming[peer][index], values)
+
+    yield from rounds(ctx, max(map(len, outgoing + incoming)), send, take)
 
 
 def _cut(counts, per_piece: int) -> list[list]:
@@ -136,15 +199,22 @@ def _cut(counts, per_piece: int) -> list[list]:
     return parts
 
 
-def _post(ctx, values_for):
-    """Send `values_for(peer)` to every other member, starting with the next rank (spreads the first hops).
+def _others(ctx) -> list[int]:
+    """The other members, next rank first (spreads the first hops)."""
+    return [(ctx.rank + step) % ctx.size for step in range(1, ctx.size)]
 
-    `values_for(peer)` is the values, or the steps that load them."""
-    for step in range(1, ctx.size):
-        peer = (ctx.rank + step) % ctx.size
-        values = values_for(peer)
-        if not isinstance(values, np.ndarray):
-            values = yield from values
+
+def _send_to_all(ctx, load):
+    """Send what `load` (a started load) brings to every other member, next rank first."""
+    values = yield from load.wait_steps()
+    for peer in _others(ctx):
+        yield from ctx.send_steps(peer, values)
+
+
+def _load_and_send(ctx, region, sends):
+    """For each (peer, (a, b)) in turn: load elements [a, b) of `region`, send them to the peer."""
+    for peer, (a, b) in sends:
+        values = yield from ctx.load_steps(region, a, b)
         yield from ctx.send_steps(peer, values)
 
 
