@@ -72,13 +72,7 @@ def all_reduce(ctx, request):
         loads[s] = load = ctx.start(ctx.load, me.input, *ranges[s])
         return _send_to_all(ctx, load)
 
-    def take(index, sent):
-        own = yield from loads.pop(index).wait_steps()
-        total = yield from _gather_reduced(ctx, op, own)
-        final = yield from ctx.finalize_steps(op, total)
-        ctx.start(ctx.store, me.output, *ranges[index], final)
-
-    yield from rounds(ctx, len(ranges), send, take)
+    yield from rounds(ctx, len(ranges), send, _reduced_into(ctx, op, loads, me.output, ranges))
 
 
 @algorithm_steps
@@ -115,13 +109,7 @@ def reduce_scatter(ctx, request):
         loads[s] = ctx.start(ctx.load, me.input, r * chunk + a, r * chunk + b)
         return _load_and_send(ctx, me.input, [(peer, (peer * chunk + a, peer * chunk + b)) for peer in _others(ctx)])
 
-    def take(index, sent):
-        own = yield from loads.pop(index).wait_steps()
-        total = yield from _gather_reduced(ctx, op, own)
-        final = yield from ctx.finalize_steps(op, total)
-        ctx.start(ctx.store, me.output, *ranges[index], final)
-
-    yield from rounds(ctx, len(ranges), send, take)
+    yield from rounds(ctx, len(ranges), send, _reduced_into(ctx, op, loads, me.output, ranges))
 
 
 @algorithm_steps
@@ -225,3 +213,14 @@ def _gather_reduced(ctx, op, own):
         values = own if peer == ctx.rank else (yield from ctx.recv_steps(peer))
         total = values if total is None else (yield from ctx.reduce_steps(op, total, values))
     return total
+
+
+def _reduced_into(ctx, op, loads, target, ranges):
+    """A `rounds` take for the reducing kinds: wait for the member's own piece (its load in `loads`), add every
+    member's piece to it in group-rank order, finalize and post the store into `target`."""
+    def take(index, sent):
+        own = yield from loads.pop(index).wait_steps()
+        total = yield from _gather_reduced(ctx, op, own)
+        final = yield from ctx.finalize_steps(op, total)
+        ctx.start(ctx.store, target, *ranges[index], final)
+    return take
