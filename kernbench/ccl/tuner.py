@@ -46,6 +46,8 @@ PS_PER_S = 10**12
 # Kinds a collective can cut into independent element ranges, one per channel (each channel runs the
 # whole algorithm on its range). all_gather and reduce_scatter would need strided regions: one channel.
 CHANNEL_KINDS = ("all_reduce", "broadcast", "reduce")
+# A file that sets no `max_channels` gets one channel; no `channel_min_kib`, the shipped file's.
+DEFAULT_CHANNEL_MIN_KIB = 128
 
 
 def _log2(p: int) -> int:
@@ -119,13 +121,14 @@ def plan(machine, request, shipped: dict[str, str]) -> Plan | None:
 
 
 def channel_count(machine, request, nbytes: int, config: dict) -> int:
-    """Channels for the call: enough that each channel's chunk holds `channel_min_kib`, at most `max_channels`,
-    the PEs of a SIP and the elements; 1 where the kind or the members cannot be split (`splits_into_channels`)."""
+    """Channels for the call: enough that each channel's chunk holds `channel_min_kib`, at most `max_channels`
+    (1 when the file sets none), the PEs of a SIP and the elements; 1 where the kind or the members cannot be
+    split (`splits_into_channels`)."""
     if not splits_into_channels(request):
         return 1
     p = len(request.members)
-    wanted = nbytes // (p * config["channel_min_kib"] * 1024)
-    limit = min(config["max_channels"], machine.topology.pes_per_sip, request.members[0].input.count)
+    wanted = nbytes // (p * config.get("channel_min_kib", DEFAULT_CHANNEL_MIN_KIB) * 1024)
+    limit = min(config.get("max_channels", 1), machine.topology.pes_per_sip, request.members[0].input.count)
     return max(1, min(wanted, limit))
 
 
