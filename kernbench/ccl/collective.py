@@ -26,12 +26,12 @@ from typing import Callable
 import numpy as np
 
 from kernbench.ccl.algorithms.chunking import pieces, split
-from kernbench.ccl.algorithms.support import runs_at
+from kernbench.ccl.algorithms.support import runnable
 from kernbench.ccl.algorithms.wiring import known_wirings, lookup_wiring
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
-from kernbench.ccl.tuner import AUTO, plan, splits_into_channels
+from kernbench.ccl.tuner import AUTO, plan, slots_within, splits_into_channels
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
 from kernbench.machine.ipcq import IpcqSettings
@@ -176,8 +176,8 @@ def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
     if choice is None:
         name = FALLBACK[request.kind]
         entry = {"module": SHIPPED_ALGORITHMS[name], "wiring": SHIPPED_WIRINGS[name]}
-        fixed = {"channels": 1, "slot_size": min(config["slot_size"], machine.topology.ipcq.max_slot_bytes),
-                 "n_slots": min(config["n_slots"], machine.topology.ipcq.depth)}
+        n_slots, slot_size = slots_within(machine.topology, config)
+        fixed = {"channels": 1, "slot_size": slot_size, "n_slots": n_slots}
     else:
         name, entry = choice.algorithm, config["candidates"][choice.algorithm]
         fixed = {"channels": choice.channels, "slot_size": choice.slot_size, "n_slots": choice.n_slots}
@@ -220,7 +220,9 @@ def channel_requests(machine: Machine, request: CollectiveRequest) -> list[Colle
         members = []
         for m, places in zip(request.members, per_member):
             source = _part(m.input, a, b)
-            target = source if m.output is m.input else _part(m.output, a, b, whole=m.output.count == count)
+            # A region the kind does not write (a non-root's reduce output of another size) is passed whole.
+            target = (source if m.output is m.input else
+                      _part(m.output, a, b) if m.output.count == count else m.output)
             members.append(Member(m.rank, m.sip, *places[k], source, target))
         channels.append(replace(request, members=tuple(members)))
     return channels
@@ -244,10 +246,9 @@ def _channel_pes(topology, member: Member, ranges) -> list[tuple[int, int]]:
     return places
 
 
-def _part(region: Region, a: int, b: int, *, whole: bool = True) -> Region:
-    """Positions [a, b) of `region` (a region the kind does not write — a non-root's reduce output of another
-    size — is passed whole)."""
-    return Region(region.allocation, region.dtype, region.indices[a:b]) if whole else region
+def _part(region: Region, a: int, b: int) -> Region:
+    """Positions [a, b) of `region`."""
+    return Region(region.allocation, region.dtype, region.indices[a:b])
 
 
 def _start_members(machine: Machine, request: CollectiveRequest, schedule: "Schedule", settings: IpcqSettings):
@@ -306,16 +307,16 @@ def schedule_for(request: CollectiveRequest) -> Schedule:
     config, kind, size = request.config, request.kind, len(request.members)
     name = config.get("algorithm", "?")
     module = _configured_module(request, name)
-    function = _runnable(module, kind, size)
+    function = runnable(module, kind, size)
     if function is not None:
         return Schedule(name, function, module, getattr(function, "ccl_wiring", None) or config.get("wiring"))
     fallback = FALLBACK[kind]
     module = importlib.import_module(SHIPPED_ALGORITHMS[fallback])
-    function = _runnable(module, kind, size)
+    function = runnable(module, kind, size)
     if function is not None:
         return Schedule(fallback, function, module, getattr(function, "ccl_wiring", None) or SHIPPED_WIRINGS[fallback])
     having = [shipped for shipped, path in sorted(SHIPPED_ALGORITHMS.items())
-              if _runnable(importlib.import_module(path), kind, size) is not None]
+              if runnable(importlib.import_module(path), kind, size) is not None]
     raise CollectiveError(
         f"{request.label}: neither algorithm {name!r} ({config.get('module')}) nor its fallback {fallback!r} runs "
         f"{kind} for a group of {size}; shipped algorithms that do: {', '.join(having) or 'none'}")
@@ -330,12 +331,6 @@ def _configured_module(request: CollectiveRequest, name: str) -> ModuleType:
     except ImportError as error:
         raise CollectiveError(f"{request.label}: algorithm {name!r}: cannot import module {module_name!r} "
                               f"({error})") from error
-
-
-def _runnable(module: ModuleType, kind: str, size: int) -> Callable | None:
-    """The module's function for `kind` if it has one that runs for a group of `size`."""
-    function = getattr(module, kind, None)
-    return function if callable(function) and runs_at(function, size) else None
 
 
 def _wiring_edges(request: CollectiveRequest, name: str | None, module, size: int) -> frozenset:

@@ -43,7 +43,7 @@ from kernbench.ccl.members import check_device_tensor, check_own_pes, chunks, me
 from kernbench.ccl.process_group import (P2POp, PremulSum, ProcessGroup, ReduceOp, Work, World, reduce_op_of,
                                          world_size_rule)
 from kernbench.ccl.records import collective_record, record_count
-from kernbench.ccl.tuner import AUTO
+from kernbench.ccl.tuner import AUTO, slots_within
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.machine.ipcq import IpcqSettings
 from kernbench.policy import DPPolicy
@@ -692,7 +692,7 @@ def _check_config(config: dict, cfg, topology) -> None:
                              f"{', '.join(_IPCQ_KEYS)}")
     n_slots, slot_size = config.get("n_slots"), config.get("slot_size")
     if config["algorithm"] == AUTO:  # upper bounds: the tuner keeps within the topology's queues
-        n_slots, slot_size = min(n_slots, topology.ipcq.depth), min(slot_size, topology.ipcq.max_slot_bytes)
+        n_slots, slot_size = slots_within(topology, config)
     IpcqSettings.checked(topology, buffer_kind=config.get("buffer_kind"), backpressure=config.get("backpressure"),
                          n_slots=n_slots, slot_size=slot_size, poll_interval_ps=config.get("poll_interval_ps"),
                          source=f"{cfg.source}")

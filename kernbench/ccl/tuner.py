@@ -38,11 +38,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from kernbench.ccl.algorithms.support import runs_at
+from kernbench.ccl.algorithms.support import runnable
 from kernbench.machine.endpoints import tcm
+from kernbench.sim_engine.simtime import PS_PER_S
 
 AUTO = "auto"
-PS_PER_S = 10**12
 # Kinds a collective can cut into independent element ranges, one per channel (each channel runs the
 # whole algorithm on its range). all_gather and reduce_scatter would need strided regions: one channel.
 CHANNEL_KINDS = ("all_reduce", "broadcast", "reduce")
@@ -99,17 +99,15 @@ def plan(machine, request, shipped: dict[str, str]) -> Plan | None:
     an entry of the config's `candidates` whose module is one of them.
     """
     config, kind, p = request.config, request.kind, len(request.members)
-    topology = machine.topology
-    slot = min(config["slot_size"], topology.ipcq.max_slot_bytes)
-    n_slots = min(config["n_slots"], topology.ipcq.depth)
+    n_slots, slot = slots_within(machine.topology, config)
     nbytes = _bytes_per_rank(request)
     channels = channel_count(machine, request, nbytes, config)
-    alpha, pe_rate, link_rate = _route_terms(machine, request, config)
+    alpha, pe_rate, link_rate = _route_terms(machine, request)
     piece = min(slot, max(1, nbytes // (p * channels)))
     best = None
     for name, entry in config["candidates"].items():
         shape = SHAPES.get(kind, {}).get(_shipped_name(entry.get("module"), shipped))
-        if shape is None or not _runs_natively(entry["module"], kind, p):
+        if shape is None or runnable(importlib.import_module(entry["module"]), kind, p) is None:
             continue
         steps, wire = shape(p)
         seconds = (steps * (alpha / PS_PER_S + piece / pe_rate)
@@ -118,6 +116,12 @@ def plan(machine, request, shipped: dict[str, str]) -> Plan | None:
         if best is None or predicted < best.predicted_ps:
             best = Plan(name, channels, slot, n_slots, predicted)
     return best
+
+
+def slots_within(topology, config: dict) -> tuple[int, int]:
+    """(n_slots, slot_size): ccl.yaml's, taken as upper bounds and kept within the topology's queues (what
+    `auto` runs with, so one shipped file serves every machine)."""
+    return min(config["n_slots"], topology.ipcq.depth), min(config["slot_size"], topology.ipcq.max_slot_bytes)
 
 
 def channel_count(machine, request, nbytes: int, config: dict) -> int:
@@ -143,7 +147,7 @@ def _bytes_per_rank(request) -> int:
     return max(member.input.count, member.output.count) * member.input.dtype.itemsize
 
 
-def _route_terms(machine, request, config) -> tuple[int, float, float]:
+def _route_terms(machine, request) -> tuple[int, float, float]:
     """(α in ps, one PE's rate, the route's shared bottleneck) from rank 0's PE to rank 1's."""
     members = request.members
     first, second = members[0], members[1 % len(members)]
@@ -158,8 +162,3 @@ def _route_terms(machine, request, config) -> tuple[int, float, float]:
 
 def _shipped_name(module: str | None, shipped: dict[str, str]) -> str | None:
     return next((name for name, path in shipped.items() if path == module), None)
-
-
-def _runs_natively(module_name: str, kind: str, p: int) -> bool:
-    function = getattr(importlib.import_module(module_name), kind, None)
-    return callable(function) and runs_at(function, p)

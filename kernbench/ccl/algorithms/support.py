@@ -27,5 +27,11 @@ def runs_at(function, size: int) -> bool:
     return predicate is None or predicate(size)
 
 
+def runnable(module, kind: str, size: int) -> Callable | None:
+    """The module's function for `kind` if it has one that runs for a group of `size`, else None."""
+    function = getattr(module, kind, None)
+    return function if callable(function) and runs_at(function, size) else None
+
+
 def power_of_two(size: int) -> bool:
     return size > 0 and size & (size - 1) == 0
