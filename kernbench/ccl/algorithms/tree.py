@@ -57,13 +57,9 @@ def all_reduce(ctx, request):
     def up():
         for a, b in ranges:
             total = yield from ctx.load_steps(me.input, a, b)
-            for child in children:
-                received = yield from ctx.recv_steps(child)
-                total = yield from ctx.reduce_steps(op, total, received)
-            if parent is not None:
-                yield from ctx.send_steps(parent, total)
+            final = yield from _up_one(ctx, op, parent, children, total)
+            if final is None:
                 continue
-            final = yield from ctx.finalize_steps(op, total)
             for child in children:
                 yield from ctx.send_steps(child, final)
             ctx.start(ctx.store, me.output, a, b, final)
@@ -112,14 +108,21 @@ def reduce(ctx, request):
     for index, (a, b) in enumerate(ranges):
         total = yield from own.wait_steps()
         own = prefetch(ctx, me.input, ranges, index + 1)
-        for child in children:
-            received = yield from ctx.recv_steps(child)
-            total = yield from ctx.reduce_steps(op, total, received)
-        if parent is not None:
-            yield from ctx.send_steps(parent, total)
-            continue
-        final = yield from ctx.finalize_steps(op, total)
-        ctx.start(ctx.store, me.output, a, b, final)
+        final = yield from _up_one(ctx, op, parent, children, total)
+        if final is not None:
+            ctx.start(ctx.store, me.output, a, b, final)
+
+
+def _up_one(ctx, op, parent, children, total):
+    """One piece up the tree: add each child's partial to `total` in tree order, then send it to the parent
+    (and return None) or, at the root, return it finalized."""
+    for child in children:
+        received = yield from ctx.recv_steps(child)
+        total = yield from ctx.reduce_steps(op, total, received)
+    if parent is not None:
+        yield from ctx.send_steps(parent, total)
+        return None
+    return (yield from ctx.finalize_steps(op, total))
 
 
 def _rooted_tree(ctx, root: int) -> tuple[int | None, list[int]]:
