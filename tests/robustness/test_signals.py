@@ -88,6 +88,9 @@ def test_adr0014_t10_ctrl_c_inside_a_kernel_is_a_keyboard_interrupt_out_of_sessi
             add(x, y, out, block_size=256)
             torch.ahbm.synchronize()
 
+    # Python's own Ctrl-C handler, whatever this process inherited: run as a background job (`pytest &`), a
+    # shell starts it with SIGINT ignored, and the signal would never arrive.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -100,6 +103,7 @@ def test_adr0014_t10_ctrl_c_inside_a_kernel_is_a_keyboard_interrupt_out_of_sessi
     where = {Path(frame.filename).name for frame in traceback.extract_tb(caught.value.__traceback__)}
     assert where <= {Path(__file__).name, "session.py", "engine.py", "interrupts.py"}, where
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Session put Python's handler back
+    signal.signal(signal.SIGINT, inherited)
 
 
 RANK_EXITS = '''
