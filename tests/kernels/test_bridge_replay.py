@@ -9,6 +9,8 @@ too; `interpretations` says how often the kernel's Python actually ran.
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 import triton
@@ -17,6 +19,7 @@ from flat_port import FlatMemory, FlatPort, run_grid
 from kernels_under_test import add_kernel, matmul_kernel, softmax_kernel
 
 from kernbench.kernels import KernelFault, prepare_launch
+from kernbench.kernels.triton_bridge import trace
 
 
 def _value(argument):
@@ -253,3 +256,35 @@ def test_adr0007_t60_a_replayed_print_shows_each_programs_own_values(capsys):
     assert printed[1] == printed[0]
     assert printed[1].count("values") == 3
     assert "[20 21 22 23]" in printed[1]
+
+
+def _replayed_program_peak_bytes(k_steps: int, timing_only: bool) -> int:
+    """Peak Python allocation while program 3 of a 2 x 2 grid of 64 x 64 tiles replays a K loop of `k_steps`."""
+    m = n = block = 64
+    k = block * k_steps
+    memory = FlatMemory()
+    rng = np.random.default_rng(k_steps)
+    a = memory.from_numpy("a", rng.standard_normal((2 * m, k)), "f16")
+    b = memory.from_numpy("b", rng.standard_normal((k, 2 * n)), "f16")
+    c = memory.zeros("c", (2 * m, 2 * n), "f16")
+    launch = prepare_launch(matmul_kernel, (4,), (a, b, c, 2 * m, 2 * n, k, k, 1, 2 * n, 1, 2 * n, 1),
+                            {"BLOCK_SIZE_M": block, "BLOCK_SIZE_N": block, "BLOCK_SIZE_K": block, "GROUP_SIZE_M": 1},
+                            timing_only=timing_only)
+    port = FlatPort(memory)
+    run_grid(launch, port)  # every shape recorded: the measured run below is a replay
+    tracemalloc.start()
+    try:
+        launch.run_program((3, 0, 0), port)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+def test_adr0007_t62_a_replayed_program_holds_one_step_of_its_loop_not_all_of_them(monkeypatch, timing_only):
+    # Results remembered for later programs are bounded apart (MEMO_BYTES); here only what the running
+    # program itself holds is measured. Its addresses and tiles of one K step are ~100 KiB: eight
+    # times the steps must not hold eight times the bytes.
+    monkeypatch.setattr(trace, "MEMO_BYTES", 0)
+    short, long = (_replayed_program_peak_bytes(steps, timing_only) for steps in (4, 32))
+    assert long < 1.5 * short

@@ -63,7 +63,7 @@ _DATA = (Value, StridedBlock, np.ndarray, np.generic, tl.tensor, tl.core.tensor_
 _HOST_EFFECTS = frozenset({"create_print"})
 _SOURCES = {"create_get_program_id": PID}
 
-_CHARGES, _PID_CHARGES, _CALL = 0, 1, 2
+_CHARGES, _PID_CHARGES, _CALL, _PID_CALL = 0, 1, 2, 3
 
 
 class _Untraceable(Exception):
@@ -337,9 +337,14 @@ _SMALL = 16
 
 
 class Tape:
-    """One program shape: the PID calls and guards of phase 1, the port calls of phase 2.
+    """One program shape: the guards and what they read (phase 1), then the port calls (phase 2).
 
-    Phase 1 remembers what each PID call made for given inputs: programs
+    Phase 1 makes only the PID calls a guard depends on; every other PID
+    call is made in phase 2 at its place in the tape, so a program holds the
+    addresses of one step of its loop at a time, not of every step, and each
+    slot is dropped after its last use (a K loop of 384 steps over 128x64
+    tiles would otherwise hold hundreds of MB per running program).
+    Either phase remembers what a PID call made for given inputs: programs
     that share a block row compute the same pointers, and a builder call is a
     deterministic function of its inputs. An input is known by its contents
     when it is a small value (a program id, the scalars derived from it:
@@ -351,20 +356,29 @@ class Tape:
     """
 
     def __init__(self, recorder: _Recorder) -> None:
+        steps = recorder.steps
+        early = _guarded_steps(steps, recorder.kinds)
         self._phase1: list[_Call | _Guard] = []
+        self._memos: dict[int, dict] = {}
         timing: list[tuple] = []
         with_values: list[tuple] = []
         pid_charges = 0
-        for step in recorder.steps:
+        for index, step in enumerate(steps):
             if step.__class__ is _Guard:
                 self._phase1.append(step)
                 continue
             if step.effect:
                 actions = ((_CALL, step),)
             elif step.kind == PID:
-                self._phase1.append(step)
-                first, pid_charges = pid_charges, pid_charges + len(step.charges)
-                actions = ((_PID_CHARGES, (first, pid_charges)),) if step.charges else ()
+                memo = {} if step.inputs else None
+                if memo is not None:
+                    self._memos[id(step)] = memo
+                if index not in early:
+                    actions = ((_PID_CALL, (step, memo)),)
+                else:
+                    self._phase1.append(step)
+                    first, pid_charges = pid_charges, pid_charges + len(step.charges)
+                    actions = ((_PID_CHARGES, (first, pid_charges)),) if step.charges else ()
             elif step.kind == MEM:
                 # Timing only, arithmetic on values from memory makes a stand-in whose shape alone is
                 # charged: recorded. Uncharged calls (layout views, bitcasts) pass on whatever data the
@@ -376,12 +390,11 @@ class Tape:
                 actions = ((_CHARGES, step.charges),)
             timing += actions
             with_values += actions
-        self._timing = _merged(timing)
-        self._with_values = _merged(with_values)
+        self._timing = _with_releases(_merged(timing))
+        self._with_values = _with_releases(_merged(with_values))
         self._pid_charges = pid_charges
         # PID slots are made again for each program; they need not be kept.
         self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
-        self._memos = [{} if step.__class__ is _Call and step.inputs else None for step in self._phase1]
         self._kept = {id(value) for value in self._values if value is not None}
         self._memo_bytes = 0
 
@@ -393,24 +406,12 @@ class Tape:
         builder.port = noted
         memos = self._memos
         try:
-            for index, step in enumerate(self._phase1):
+            for step in self._phase1:
                 if step.__class__ is _Guard:
                     if step.convert(values[step.slot].data.reshape(-1)[0]) != step.expected:
                         return None
                     continue
-                memo = memos[index]
-                key = None if memo is None else self._key(step.inputs, values)
-                if key is None:
-                    step(builder, values)
-                    continue
-                known = memo.get(key)
-                if known is not None:
-                    step.bind(known[0], values)
-                    noted.charges += known[1]
-                    continue
-                first = len(noted.charges)
-                step(builder, values)
-                self._remember(memo, key, step.made(values), noted.charges[first:])
+                self._make(step, memos.get(id(step)), builder, values, noted)
         except Exception:
             return None  # interpreting the program meets the same error where it belongs
         finally:
@@ -418,6 +419,22 @@ class Tape:
         if len(noted.charges) != self._pid_charges:
             return None
         return values, noted.charges
+
+    def _make(self, step: _Call, memo: dict | None, builder: BridgeBuilder, values: list,
+              noted: _NotedCharges) -> None:
+        """Make PID call `step` (or look it up) on `builder`, whose port is `noted`: its charges are noted there."""
+        key = None if memo is None else self._key(step.inputs, values)
+        if key is None:
+            step(builder, values)
+            return
+        known = memo.get(key)
+        if known is not None:
+            step.bind(known[0], values)
+            noted.charges += known[1]
+            return
+        first = len(noted.charges)
+        step(builder, values)
+        self._remember(memo, key, step.made(values), noted.charges[first:])
 
     def _key(self, inputs: tuple[int, ...], values: list) -> tuple | None:
         kept = self._kept
@@ -444,18 +461,70 @@ class Tape:
         memo[key] = (made, tuple(charges))
 
     def finish(self, builder: BridgeBuilder, prepared: tuple[list, list]) -> None:
-        """Phase 2: every port call of the program, in order (the port may switch greenlets in any)."""
+        """Phase 2: every port call of the program, in order (the port may switch greenlets in any).
+
+        A PID call made here raises what it raises: the guards have passed, so
+        interpreting the program would have made the same port calls before it
+        and then this call, with these inputs.
+        """
         values, pid_charges = prepared
-        vector = builder.port.vector
-        for code, payload in self._timing if builder.timing_only else self._with_values:
+        port = builder.port
+        vector = port.vector
+        for code, payload, released in self._timing if builder.timing_only else self._with_values:
             if code == _CHARGES:
                 for charge in payload:
                     vector(*charge)
             elif code == _PID_CHARGES:
                 for charge in pid_charges[payload[0]:payload[1]]:
                     vector(*charge)
+            elif code == _PID_CALL:
+                noted = _NotedCharges()
+                builder.port = noted
+                try:
+                    self._make(payload[0], payload[1], builder, values, noted)
+                finally:
+                    builder.port = port
+                for charge in noted.charges:
+                    vector(*charge)
             else:
                 payload(builder, values)
+            for slot in released:
+                values[slot] = None
+
+
+def _guarded_steps(steps: list, kinds: list[int]) -> set[int]:
+    """Indices of the PID calls a guard reads, directly or through other PID calls."""
+    needed: set[int] = set()
+    early: set[int] = set()
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.__class__ is _Guard:
+            needed.add(step.slot)
+        elif step.kind == PID and not needed.isdisjoint(_results_of(step)):
+            early.add(index)
+            needed.update(slot for slot in step.inputs if kinds[slot] == PID)
+    return early
+
+
+def _results_of(step: _Call) -> tuple[int, ...]:
+    results = step.results
+    if results is None:
+        return ()
+    return (results,) if results.__class__ is int else results
+
+
+def _with_releases(actions: list[tuple]) -> list[tuple]:
+    """Each action with the slots whose last use it is, dropped after it so a program holds what it still needs."""
+    last_use: dict[int, int] = {}
+    for position, (code, payload) in enumerate(actions):
+        step = payload if code == _CALL else payload[0] if code == _PID_CALL else None
+        if step is not None:
+            for slot in step.inputs + _results_of(step):
+                last_use[slot] = position
+    released: list[list[int]] = [[] for _ in actions]
+    for slot, position in last_use.items():
+        released[position].append(slot)
+    return [(code, payload, tuple(slots)) for (code, payload), slots in zip(actions, released)]
 
 
 def _merged(actions: list[tuple]) -> list[tuple]:
