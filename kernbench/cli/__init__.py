@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             # Arguments kernbench does not know are the bench's own (`kernbench run ccl_sweep --plot out.png`);
             # only subcommands that pass them on accept them.
             args, extra = parser.parse_known_args(argv)
+            if "--" in extra:  # `kernbench run BENCH -- --size 8`: the separator is the shell convention, not an argument
+                extra.remove("--")
             if extra and not getattr(args, "accepts_extra", False):
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             args.extra = extra

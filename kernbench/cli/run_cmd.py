@@ -23,8 +23,9 @@ each kernel against the roofline and each collective's time and bus
 bandwidth. The bench gets a fake `torch` namespace: tensor factories,
 torch.ahbm, torch.distributed (configured by --ccl),
 torch.multiprocessing.spawn and torch.spec (the topology as a nested dict).
-Arguments after BENCH that kernbench does not know go to the bench, if its
-entry point is run(torch, argv); `kernbench run BENCH --help` lists them."""
+Arguments after BENCH that kernbench does not know (or all of them after
+`--`) go to the bench, if its entry point is run(torch, argv); `kernbench run
+BENCH --help` lists them."""
 
 
 def register(subparsers) -> None:

@@ -124,3 +124,17 @@ def test_adr0019_t5_a_benches_options_are_checked_before_it_runs_and_must_reach_
     refused = capsys.readouterr()
     assert "the bench ran" not in refused.out
     assert f"{deaf}:4: the bench declares options (add_arguments) but run takes none" in refused.err
+
+
+def test_adr0019_t18_a_double_dash_separates_the_benches_options_as_in_any_command_line(tmp_path, capsys):
+    from kernbench.cli import main
+
+    bench = write_bench(tmp_path, "sized.py", '''\
+        def add_arguments(parser):
+            parser.add_argument("--size", type=int, default=8)
+
+        def run(torch, argv):
+            print("argv", list(argv))
+        ''')
+    assert main(["run", str(bench), "--timing-only", "--", "--size", "16"]) == 0
+    assert "argv ['--size', '16']" in capsys.readouterr().out
