@@ -27,12 +27,10 @@ PS_PER_S = 10**12
 def kernel_rows(oplog, topology, collective_labels=frozenset()) -> list[dict]:
     """One dict per kernel launch (see the module docstring), in start order, ties by device and name."""
     by_kernel: dict[tuple[str, str], list[tuple]] = {}
-    for record in oplog:
-        if record.program is None or record.label is None or record.label in collective_labels:
+    for kind, device, label, program, nbytes, flops, start, end, dtype in oplog.program_ops():
+        if label in collective_labels:
             continue
-        dtype = record.args.get("dtype") if record.args else None
-        by_kernel.setdefault((record.device, record.label), []).append(
-            (record.start, record.end, record.kind, record.nbytes, record.flops, record.program, dtype))
+        by_kernel.setdefault((device, label), []).append((start, end, kind, nbytes, flops, program, dtype))
     rows = []
     for (device, label), records in by_kernel.items():
         records.sort(key=lambda record: record[0])

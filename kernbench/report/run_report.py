@@ -23,12 +23,8 @@ def run_report(ctx) -> dict:
     """The report of a finished run, as plain data (ints in ps and bytes, floats for ratios)."""
     machine = ctx.machine
     total_ps = ctx.engine.now
-    devices: dict[str, dict] = {}
-    for record in machine.oplog:
-        entry = devices.setdefault(record.device, {"first_ps": record.start, "last_ps": record.end, "ops": 0})
-        entry["first_ps"] = min(entry["first_ps"], record.start)
-        entry["last_ps"] = max(entry["last_ps"], record.end)
-        entry["ops"] += 1
+    devices = {device: {"first_ps": first, "last_ps": last, "ops": ops}
+               for device, (first, last, ops) in machine.oplog.device_spans().items()}
     moved = machine.bytes_by_link_kind()
     resources = sorted(
         ({"resource": name, "kind": machine.channel_kind(name), "device": channel.device, "busy_ps": channel.busy_ps,

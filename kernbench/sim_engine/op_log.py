@@ -148,6 +148,36 @@ class OpLog:
             usage[key] = UnitUsage(len(spans), busy, busy / horizon if horizon else 0.0)
         return usage
 
+    def device_spans(self) -> dict[str, tuple[int, int, int]]:
+        """Per device, in order of first appearance: (earliest start, latest end, ops)."""
+        spans: dict[str, list[int]] = {}
+        for _, device, _, _, _, _, _, start, end, _ in self._records:
+            span = spans.get(device)
+            if span is None:
+                spans[device] = [start, end, 1]
+                continue
+            if start < span[0]:
+                span[0] = start
+            if end > span[1]:
+                span[1] = end
+            span[2] += 1
+        return {device: tuple(span) for device, span in spans.items()}
+
+    def program_ops(self):
+        """(kind, device, label, program, nbytes, flops, start, end, dtype) of each op with a label and a
+        program, in append order: what a kernel's programs did, read without an `OpRecord` or dict per op.
+        """
+        for kind, device, _, label, program, nbytes, flops, start, end, pairs in self._records:
+            if program is None or label is None:
+                continue
+            dtype = None
+            if pairs:
+                for key, value in pairs:
+                    if key == "dtype":
+                        dtype = value
+                        break
+            yield kind, device, label, program, nbytes, flops, start, end, dtype
+
     def label_totals(self) -> dict[str | None, LabelTotals]:
         """Per label, in order of first appearance: ops, bytes, flops and summed durations."""
         totals: dict[str | None, list[int]] = {}

@@ -42,6 +42,13 @@ def test_adr0003_t18_op_log_queries_and_summaries():
     assert totals["gemm_kernel"] == (3, 8192, 2 * 64**3, 100 + 300 + 100)
     assert totals["all_reduce"] == (2, 1024, 256, 200)
 
+    assert log.device_spans() == {"sip0": (0, 400, 3), "sip1": (500, 700, 2)}
+    log.append("gemm", "sip0", "pe0.mxu", "gemm_kernel", 1, 0, 2 * 64**3, 400, 700, {"m": 64, "dtype": "f16"})
+    assert list(log.program_ops()) == [
+        (r.kind, r.device, r.label, r.program, r.nbytes, r.flops, r.start, r.end, (r.args or {}).get("dtype"))
+        for r in log if r.program is not None and r.label is not None]
+    assert list(log.program_ops())[-1][-1] == "f16"
+
 
 def test_op_log_refuses_an_op_ending_before_it_starts():
     with pytest.raises(EngineUsageError, match="before it starts"):
