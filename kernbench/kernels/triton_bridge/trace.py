@@ -330,7 +330,8 @@ class _NotedCharges:
         self.charges.append((op, n_elements, dtype_name))
 
 
-#: Bytes of PID results a tape keeps for later programs (`Tape.prepare`); past it, new results are not kept.
+#: Bytes of PID results a launch's tapes keep for later programs, all tapes together; past it, new results are
+#: not kept (so a launch with 16 shapes holds no more than one with a single shape).
 MEMO_BYTES = 64 << 20
 # A PID input this small is known by its contents; a larger one only as an object the tape keeps.
 _SMALL = 16
@@ -355,7 +356,7 @@ class Tape:
     remembered.
     """
 
-    def __init__(self, recorder: _Recorder) -> None:
+    def __init__(self, recorder: _Recorder, memo_budget: list[int]) -> None:
         steps = recorder.steps
         early = _guarded_steps(steps, recorder.kinds)
         self._phase1: list[_Call | _Guard] = []
@@ -396,7 +397,7 @@ class Tape:
         # PID slots are made again for each program; they need not be kept.
         self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
         self._kept = {id(value) for value in self._values if value is not None}
-        self._memo_bytes = 0
+        self._memo_budget = memo_budget  # [bytes left], shared by the launch's tapes
 
     def prepare(self, builder: BridgeBuilder) -> tuple[list, list] | None:
         """Phase 1 for `builder`'s program: its slots and PID charges, or None if a guard or a call fails."""
@@ -454,9 +455,9 @@ class Tape:
     def _remember(self, memo: dict, key: tuple, made, charges: list) -> None:
         items = made if type(made) is tuple else (made,)
         size = sum(getattr(getattr(item, "data", None), "nbytes", 0) for item in items)
-        if self._memo_bytes + size > MEMO_BYTES:
+        if size > self._memo_budget[0]:
             return
-        self._memo_bytes += size
+        self._memo_budget[0] -= size
         self._kept.update(id(item) for item in items)
         memo[key] = (made, tuple(charges))
 
@@ -560,6 +561,7 @@ class ProgramTraces:
         self._recording = True
         self._reused = 0
         self.dry_runs = 0
+        self._memo_budget = [MEMO_BYTES]
 
     def record_first(self) -> None:
         """Record the tape of program (0, 0, 0) now (the launch's check); an `UnsupportedKernelError` is raised.
@@ -619,4 +621,4 @@ class ProgramTraces:
                 return None
             finally:
                 leave_program(token)
-        return Tape(recorder)
+        return Tape(recorder, self._memo_budget)
