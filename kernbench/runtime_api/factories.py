@@ -77,8 +77,13 @@ class Factories:
         return self._generated(shape, dtype, device, dp, name, lambda: rng.random(shape).astype(dtype.numpy))
 
     def tensor(self, data, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        typed = isinstance(data, (Tensor, np.ndarray, np.generic))
         values = np.asarray(data.numpy() if isinstance(data, Tensor) else data)
-        default = float32 if values.dtype.kind == "f" else int64 if values.dtype.kind in "iu" else dtype_of_array(values)
+        # torch keeps an array's (or tensor's) dtype; numbers and lists get the default float / int64.
+        if typed:
+            default = dtype_of_array(values)
+        else:
+            default = float32 if values.dtype.kind == "f" else int64 if values.dtype.kind in "iu" else dtype_of_array(values)
         dtype = resolve_dtype(dtype, default=default)
         out = self._new(values.shape, dtype, device, dp, name)
         return out.copy_(values.astype(dtype.numpy), non_blocking=True)

@@ -257,9 +257,9 @@ def basic_index(layout: Layout, key) -> Layout | None:
         expanded.extend(rest)
     shape, strides, offset, dim = [], [], layout.offset, 0
     for k in expanded:
-        if k is None:
+        if k is None:  # torch gives the new dimension unsqueeze's stride at this point of the source
             shape.append(1)
-            strides.append(0)
+            strides.append(layout.strides[dim] * layout.shape[dim] if dim < len(layout.shape) else 1)
             continue
         n, stride = layout.shape[dim], layout.strides[dim]
         if isinstance(k, slice):

@@ -186,3 +186,14 @@ def test_adr0005_t36_a_cuda_device_block_sets_the_current_device_inside_it(sessi
 
     session.run(bench)
     assert seen == [(3, torch.device("ahbm", 3)), (1, torch.device("ahbm", 1))]
+
+
+@pytest.mark.parametrize("data, expected", [
+    (np.zeros(3, np.float16), "float16"), (np.zeros(3, np.int32), "int32"), (np.zeros(3, np.float64), "float64"),
+    (np.float16(1.5), "float16"), ([1.5, 2.0], "float32"), ([1, 2], "int64"), ([True, False], "bool"), (2.5, "float32"),
+])
+def test_adr0005_t37_tensor_keeps_an_arrays_dtype_and_gives_numbers_and_lists_the_defaults(session, data, expected):
+    torch = session.torch
+    made = torch.tensor(data)
+    assert made.dtype == getattr(torch, expected)
+    assert torch.tensor(made).dtype == made.dtype

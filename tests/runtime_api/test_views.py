@@ -189,3 +189,13 @@ def test_adr0015_t8_a_host_read_of_a_view_moves_only_its_bytes():
     session = Session("default")
     session.run(bench, session.torch)
     assert times["view"] == times["tensor"] > 0
+
+
+@pytest.mark.parametrize("key, strides", [
+    ((None,), (60, 20, 5, 1)), ((Ellipsis, None), (20, 5, 1, 1)), ((Ellipsis, None, 1), (20, 5, 5)),
+    ((slice(None), None, 2), (20, 20, 1)),
+])
+def test_adr0015_t9_a_none_in_an_index_gets_the_stride_torch_gives_it(key, strides):
+    # torch: the new dimension of size 1 has unsqueeze's stride at that point of the source (size x stride of
+    # the next source dimension, 1 past the last), whatever it is read with.
+    assert basic_index(Layout.contiguous((3, 4, 5)), key).strides == strides
