@@ -31,6 +31,8 @@ from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.random import RandomFactories, RankRandom
 from kernbench.runtime_api.streams import failed_operation
 from kernbench.runtime_api.processes import multiprocessing_namespace
+from kernbench.runtime_api.torch_imports import outside_a_run, resolve, torch_imports
+from kernbench.runtime_api.worker_stdout import as_worker, worker_stdout
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
 from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace, testing_assert_close
@@ -78,11 +80,14 @@ class Session:
         Any other failure of device work nobody waited for is `ProcessFailed`
         naming the operation it arose in (`streams.failed_operation`), not
         the last operation on its stream that inherited it.
+
+        While it runs, `import torch` in the bench is this run's namespace
+        (`torch_imports`), and each worker prints whole lines (`worker_stdout`).
         """
         set_current_torch(self.torch)
-        process = self.engine.spawn(fn, *args, name="bench")
+        process = self.engine.spawn(as_worker, fn, *args, name="bench")
         try:
-            with ctrl_c_in_driver(self.engine):
+            with ctrl_c_in_driver(self.engine), torch_imports(functools.partial(resolve, self.torch)), worker_stdout():
                 self.engine.run()
         except ProcessFailed as failure:
             cause = failure.__cause__
@@ -117,7 +122,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
     """The fake `torch` module for one run, its `distributed` using `ccl_config`.
 
     A name it lacks is one `UnsupportedError` line (unsupported.py);
-    docs/torch-surface.md lists what it has, generated from it.
+    docs/torch-surface.md lists what it has, generated from it. Its names are
+    `RUN_INDEPENDENT_NAMES` and those bound to the run made here.
     """
     factories = Factories(ctx)
     random_factories = RandomFactories(factories)
@@ -125,14 +131,11 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
     ahbm = AhbmModule(ctx)
 
     distributed = Distributed(ctx, ccl_config)
-    namespace = Namespace(
+    fixed = RUN_INDEPENDENT_NAMES
+    return Namespace(
         "torch", "The fake torch module of one kernbench run.",
+        **fixed["torch"],
         spec=ctx.topology.spec,
-        Tensor=Tensor,
-        dtype=DType,
-        Size=tuple,
-        device=Device,
-        DPPolicy=DPPolicy,
         ahbm=ahbm,
         cuda=ahbm,
         Generator=ctx.Generator,
@@ -144,18 +147,51 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         **{name: _with_autograd_keywords(getattr(factories, name)) for name in _FACTORY_NAMES},
         **{name: _with_autograd_keywords(getattr(random_factories, name)) for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},
-        **TORCH_FUNCTIONS,
-        nn=Namespace("torch.nn", None, Parameter=_parameter,
-                     functional=Namespace("torch.nn.functional", None, **vars(functional_namespace()))),
-        autograd=Namespace("torch.autograd", None, Function=autograd.Function, backward=autograd.backward),
-        testing=Namespace("torch.testing", None, assert_close=testing_assert_close),
+        nn=Namespace("torch.nn", None, **fixed["torch.nn"],
+                     functional=Namespace("torch.nn.functional", None, **fixed["torch.nn.functional"])),
+        autograd=Namespace("torch.autograd", None, **fixed["torch.autograd"]),
+        testing=Namespace("torch.testing", None, **fixed["torch.testing"]),
         no_grad=lambda: autograd.GradMode(ctx, False),
         enable_grad=lambda: autograd.GradMode(ctx, True),
         set_grad_enabled=lambda mode: autograd.GradMode(ctx, bool(mode)),
         is_grad_enabled=lambda: autograd.grad_enabled(ctx),
-        **{d.torch_name: d for d in ALL_DTYPES},
-        half=dtypes.float16, float=dtypes.float32, double=dtypes.float64,
-        int=dtypes.int32, long=dtypes.int64, short=dtypes.int16,
     )
-    namespace.bool = dtypes.bool_
-    return namespace
+
+
+def lookup_before_a_run(module: str, attr: str):
+    """`module.attr` as a bench's module-level code finds it, before its run exists (runtime_api/torch_imports.py).
+
+    A run-independent name is itself; a name no run has is its
+    `UnsupportedError` line; any other is one line saying it needs the run.
+    """
+    fixed = RUN_INDEPENDENT_NAMES.get(module, {})
+    if attr in fixed:
+        return fixed[attr]
+    resolve(_reference_torch(), module, attr)
+    raise outside_a_run(module, attr)
+
+
+@functools.cache
+def _reference_torch() -> Namespace:
+    """A namespace on the smallest shipped machine, to tell a name every run has from one none has: a run's names
+    do not depend on its machine or configuration, only their values do."""
+    return build_torch_namespace(RuntimeContext(load_topology("single_sip")), load_ccl_config(SHIPPED_CCL_PATH))
+
+
+# The names of the fake torch and its submodules that are the same objects in every run (no runtime context behind
+# them), by module: a bench's module-level `from torch import float16`, run before its run starts, gets these
+# (runtime_api/torch_imports.py).
+RUN_INDEPENDENT_NAMES = {
+    "torch": {
+        "Tensor": Tensor, "dtype": DType, "Size": tuple, "device": Device, "DPPolicy": DPPolicy,
+        **TORCH_FUNCTIONS,
+        **{d.torch_name: d for d in ALL_DTYPES},
+        "half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64,
+        "int": dtypes.int32, "long": dtypes.int64, "short": dtypes.int16, "bool": dtypes.bool_,
+    },
+    "torch.distributed": {name: value for name, value in vars(Distributed).items() if isinstance(value, type)},
+    "torch.nn": {"Parameter": _parameter},
+    "torch.nn.functional": vars(functional_namespace()),
+    "torch.autograd": {"Function": autograd.Function, "backward": autograd.backward},
+    "torch.testing": {"assert_close": testing_assert_close},
+}

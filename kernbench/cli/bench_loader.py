@@ -1,7 +1,9 @@
 """Finding and importing a bench: a path to a `.py` file, a shipped name, or a shipped bench's number.
 
 A bench is a Python file defining `run(torch)` (or `run(torch, argv)` with
-its options declared by `add_arguments(parser)`, `bench_options.py`).
+its options declared by `add_arguments(parser)`, `bench_options.py`). It may
+also `import torch` (and `torch.distributed`, ...) as a script does, at module
+level or in its functions: that is the same namespace (`torch_imports.py`).
 Shipped benches live in `kernbench/benches/` (the repository's `benches/`
 folder links there), so `kernbench run ccl_allreduce` works from any
 folder, and are numbered 1, 2, … in name order (`kernbench list`), so
@@ -25,6 +27,7 @@ from typing import Callable
 
 from kernbench.errors import KernbenchError
 from kernbench.report.natural_sort import natural_key
+from kernbench.runtime_api.torch_imports import torch_imports
 
 SHIPPED_BENCHES = Path(__file__).resolve().parent.parent / "benches"
 
@@ -181,10 +184,14 @@ def _definition_of(run: Callable, path: Path) -> str:
 
 
 def _import_file(path: Path) -> ModuleType:
+    """Import the bench, its `import torch` statements giving kernbench's torch (`torch_imports`)."""
+    from kernbench.session import lookup_before_a_run  # the simulator: slow, and only needed to import a bench
+
     spec = importlib.util.spec_from_file_location(f"kernbench_bench_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with torch_imports(lookup_before_a_run):
+            spec.loader.exec_module(module)
     except SyntaxError as error:
         raise BenchError(f"{path}:{error.lineno}: syntax error in bench: {error.msg}") from None
     except Exception as error:

@@ -18,6 +18,7 @@ from kernbench.errors import KernbenchError
 from kernbench.runtime_api.spawn import (ProcessContext, ProcessExitedException, SpawnException, exit_code, failed,
                                          ignore_failure, spawn, spawn_failure, wait_for_ranks)
 from kernbench.runtime_api.unsupported import Namespace
+from kernbench.runtime_api.worker_stdout import as_worker
 
 START_METHODS = ("spawn", "fork", "forkserver")
 
@@ -83,7 +84,7 @@ class Process:
 
 def _as_process(ctx, target, rank: int, args, kwargs):
     ctx.set_spawned_rank(rank)
-    return None if target is None else target(*args, **kwargs)
+    return None if target is None else as_worker(target, *args, **kwargs)
 
 
 def multiprocessing_namespace(ctx, check_spawn) -> Namespace:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import traceback
 
 from kernbench.errors import KernbenchError
+from kernbench.runtime_api.worker_stdout import as_worker
 
 
 class RankAborted(Exception):
@@ -163,9 +164,10 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
 
 
 def _as_rank(ctx, fn, rank: int, nprocs: int, args):
-    """The body of rank `rank`'s greenlet: remember which rank it is (for `torch.distributed`), then run `fn`."""
+    """The body of rank `rank`'s greenlet: remember which rank it is (for `torch.distributed`), then run `fn`
+    as a worker with its own stdout line."""
     ctx.set_spawned_rank(rank, nprocs)
-    return fn(rank, *args)
+    return as_worker(fn, rank, *args)
 
 
 def _first_to_finish(engine, processes):

@@ -1,0 +1,124 @@
+"""`import torch` inside a bench: kernbench's namespace, while kernbench imports or runs the bench.
+
+A ported script says `import torch`, `import torch.distributed as dist`,
+`from torch import nn`, `from torch.nn import functional as F`, at module
+level and inside its workers. Within `torch_imports(...)` (the bench's import,
+`bench_loader`, and `Session.run`) those statements give `RunTorch` modules:
+each name is looked up at use in the namespace of the run in progress, so
+one module-level `import torch` serves whichever run calls the bench. Names
+that are the same in every run (dtypes, `Tensor`, the device ops:
+`session.RUN_INDEPENDENT_NAMES`) resolve with no run, so `from torch import
+float16` works at module level (`session.lookup_before_a_run`); any other
+run name used outside a run is one line saying so. A name kernbench lacks is its one `UnsupportedError`
+line, also through `import torch.X` and `from torch.X import Y` (which
+Python would otherwise turn into a bare ImportError).
+
+The statements are caught in `builtins.__import__`, not by putting modules
+in `sys.modules`: so `sys.modules` is never touched (a real torch loaded in
+the same process stays as it was), and code kernbench runs itself keeps the
+real torch. Triton (3.6+) decides whether a real torch is loaded by
+`sys.modules.get("torch")` and then calls `torch.cuda` and `torch.version`
+to pick and build its GPU driver, and it imports torch inside its driver and
+testing functions: those imports, made from the packages of
+`REAL_TORCH_IMPORTERS`, go to Python's own import.
+"""
+
+from __future__ import annotations
+
+import builtins
+from contextlib import contextmanager
+from types import ModuleType
+
+from kernbench.runtime_api.errors import RuntimeUsageError
+from kernbench.runtime_api.unsupported import UnsupportedError
+
+# The fake torch's submodules, as `import torch.X` reaches them (a test holds this to the namespace's modules).
+SUBMODULES = ("ahbm", "autograd", "cuda", "distributed", "multiprocessing", "nn", "nn.functional", "testing")
+
+# Top-level packages whose `import torch` is Python's: kernbench's own code never means the fake, and Triton's
+# means a real GPU's torch.
+REAL_TORCH_IMPORTERS = frozenset({"kernbench", "triton"})
+
+_lookup = [None]  # how a name is found now: in the run in progress, before a bench's run, or (None) nowhere
+
+
+class RunTorch(ModuleType):
+    """`torch` or one of its submodules as a bench imports it: each name is found at use, in the run in progress."""
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        if _lookup[0] is None:
+            raise outside_a_run(self.__name__, attr)
+        return _lookup[0](self.__name__, attr)
+
+
+def resolve(torch, module: str, attr: str):
+    """`module.attr` (`module` a dotted name under `torch`: "torch", "torch.nn", ...) in the namespace `torch`."""
+    for part in module.split(".")[1:]:
+        torch = getattr(torch, part)
+    return getattr(torch, attr)
+
+
+def outside_a_run(module: str, attr: str) -> RuntimeUsageError:
+    """The one line for a run's name used where no run is in progress (a bench's module level, after a run)."""
+    return RuntimeUsageError(f"{module}.{attr} belongs to a kernbench run and none is in progress: use it inside "
+                             "the bench's run (at module level, import torch and its submodules and name its "
+                             "dtypes and Tensor)")
+
+
+def _module_tree() -> dict[str, RunTorch]:
+    """`torch` and its submodules by dotted name, each submodule also an attribute of its parent."""
+    modules = {"torch": RunTorch("torch", "kernbench's torch: the namespace of the run in progress.")}
+    for path in SUBMODULES:
+        parent, _, leaf = f"torch.{path}".rpartition(".")
+        modules[f"torch.{path}"] = RunTorch(f"torch.{path}")
+        setattr(modules[parent], leaf, modules[f"torch.{path}"])
+    return modules
+
+
+MODULES = _module_tree()
+
+
+def _fake_import(name: str, fromlist) -> ModuleType:
+    """What `import name` (no fromlist: the top module) or `from name import ...` gives a bench."""
+    module = MODULES.get(name)
+    if module is None:
+        raise UnsupportedError(name, "kernbench's torch has no module by that name; ")
+    if not fromlist:
+        return MODULES["torch"]
+    for attr in fromlist:
+        if attr != "*":
+            getattr(module, attr)  # a missing name is its own one line here, not Python's ImportError
+    return module
+
+
+def _imports_real_torch(importer_globals) -> bool:
+    name = (importer_globals or {}).get("__name__") or ""
+    return name.partition(".")[0] in REAL_TORCH_IMPORTERS
+
+
+@contextmanager
+def torch_imports(lookup):
+    """Inside the block `import torch` (and its submodules) outside kernbench and Triton is kernbench's.
+
+    `lookup(module, attr)` finds each name: `functools.partial(resolve,
+    torch)` in a run, `session.lookup_before_a_run` while a bench is
+    imported. The previous state comes back when the block ends, however it
+    ends, so blocks nest.
+    """
+    real_import = builtins.__import__
+
+    def import_(name, globals=None, locals=None, fromlist=(), level=0):
+        if level or name.partition(".")[0] != "torch" or _imports_real_torch(globals):
+            return real_import(name, globals, locals, fromlist, level)
+        return _fake_import(name, fromlist)
+
+    previous = _lookup[0]
+    _lookup[0] = lookup
+    builtins.__import__ = import_
+    try:
+        yield
+    finally:
+        builtins.__import__ = real_import
+        _lookup[0] = previous
