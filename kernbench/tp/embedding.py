@@ -85,7 +85,7 @@ class VocabParallelEmbedding:
         params_dtype = config_value(config, "params_dtype")
         self.weight = torch.nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim,
                                                      dtype=params_dtype, name="VocabParallelEmbedding.weight"))
-        if config_value(config, "perform_initialization"):
+        if config_value(config, "perform_initialization") and not torch.is_timing_only():  # no values: no draw
             rows = self._initial_rows(init_method, config_value(config, "use_cpu_initialization"))
             with torch.no_grad():
                 self.weight.data.copy_(rows.astype(self.weight.dtype.numpy), non_blocking=True)

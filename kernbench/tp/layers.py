@@ -123,7 +123,9 @@ class _ParallelLinear:
             if bias else None
 
         self.master_weight = None
-        if config_value(config, "perform_initialization") and allocate_weight:
+        # Timing only, no value is computed: drawing the master weight on the host (a GPT-3-width layer's
+        # is 2.4 GB per rank) would cost the run minutes for numbers nobody reads.
+        if config_value(config, "perform_initialization") and allocate_weight and not self._torch.is_timing_only():
             master = np.empty(full_shape, dtype=np.float32)
             (init_method or init_method_normal(0.02))(master, np.random.default_rng(seed))
             self.load_full_weight(master, np.zeros(output_size, dtype=np.float32) if bias else None)

@@ -185,3 +185,29 @@ def test_adr0011_t26_sequence_parallel_layers_gather_and_reduce_scatter_the_sequ
     for rank, (intermediate_shape, output) in run_tensor_parallel(tp, sequence_parallel).items():
         assert intermediate_shape == (sequence, batch, OUT // tp)  # the whole sequence, this rank's features
         assert_close(output, np.split(expected, tp, axis=0)[rank % tp], "f16")  # this rank's slice of the sequence
+
+
+def test_adr0011_t46_timing_only_layers_draw_no_initial_weights():
+    # No value is computed with --timing-only, so the host draw of a master weight (2.4 GB per rank at GPT-3
+    # width) is skipped; with values the same construction draws it once per layer.
+    from kernbench.session import Session
+    from kernbench.tp import VocabParallelEmbedding, parallel_state
+
+    draws = []
+
+    def counting_init(weight, rng):
+        draws.append(weight.shape)
+        weight[...] = 0.0
+
+    for timing_only in (True, False):
+        session = Session("single_sip", timing_only=timing_only)
+
+        def bench(torch):
+            parallel_state.initialize_model_parallel(1, torch=torch)
+            config = ModelParallelConfig(use_cpu_initialization=True)
+            ColumnParallelLinear(8, 16, config=config, init_method=counting_init)
+            VocabParallelEmbedding(32, 8, init_method=counting_init, config=config)
+            parallel_state.destroy_model_parallel()
+
+        session.run(bench, session.torch)
+        assert (len(draws) == 0) if timing_only else (len(draws) == 2)
