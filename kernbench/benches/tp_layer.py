@@ -3,13 +3,15 @@
 For each tensor-parallel size (`--tp`, default every divisor of the SIP
 count) and sequence parallelism off and on (`--sp`), every rank (one per
 SIP) builds Megatron's transformer layer (`kernbench.tp.transformer`), runs
-forward, `loss.backward()` and the data-parallel all-reduce of every
-gradient, and rank 0 reports:
+forward, `loss.backward()` and Megatron's `finalize_model_grads` (every
+gradient averaged over data parallelism; with sequence parallelism, the
+norms' and row-parallel biases' partial gradients summed over the
+tensor-parallel group), and rank 0 reports:
 
 - step: simulated time from the first op of the step to the last;
 - communication: the collectives on rank 0's stream (tensor-parallel
   all-reduce / all-gather / reduce-scatter, forward and backward, and the
-  data-parallel gradient all-reduce), bracketed by stream events, so their
+  gradient all-reduces of `finalize_model_grads`), bracketed by stream events, so their
   time is exact; nothing overlaps them here (Megatron's `tp_comm_overlap`
   is not modelled yet), so all of it is exposed;
 - compute: step minus communication;
@@ -25,7 +27,7 @@ nothing is computed and the table is the same.
 from kernbench.report.stream_timeline import StreamTimeline
 from kernbench.cli.bench_options import parse_bench_options
 from kernbench.errors import KernbenchError
-from kernbench.tp import parallel_state
+from kernbench.tp import finalize_model_grads, parallel_state
 from kernbench.tp.config import TransformerConfig
 from kernbench.tp.transformer import TransformerLayer
 
@@ -100,10 +102,7 @@ def _worker(rank, torch, options, tp, sp, measured):
     torch.ahbm.synchronize()
     timeline.mark("idle")
     layer(hidden).float().square().mean().backward()
-    data_parallel = parallel_state.get_data_parallel_group()
-    if parallel_state.get_data_parallel_world_size() > 1:
-        for parameter in layer.parameters():
-            timeline.instrumented().distributed.all_reduce(parameter.grad, group=data_parallel)
+    finalize_model_grads(layer)  # through parallel_state's (instrumented) torch: its collectives are communication
     timeline.mark("compute")
     if rank == 0:
         measured.update(timeline.totals(("compute", "communication")))
@@ -121,7 +120,7 @@ def _print_table(torch, options, rows) -> None:
     peak = torch.ahbm.get_device_properties(0).peak_flops["f16"]
     flops = _training_flops(options)
     print(f"tp_layer: hidden={options.hidden} heads={options.heads} seq={options.seq} batch={options.batch} f16, "
-          f"one training step (forward, backward, data-parallel gradient all-reduce), rank 0")
+          f"one training step (forward, backward, finalize_model_grads), rank 0")
     print(f"{'tp':>3} {'sp':>4} {'step':>12} {'compute':>12} {'exposed comm':>13} {'MFU':>7}")
     for tp, sp, measured in rows:
         step = measured["compute"] + measured["communication"]

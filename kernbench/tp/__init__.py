@@ -4,6 +4,7 @@ from kernbench.tp import embedding, fusions, kernels, mappings, parallel_state, 
 from kernbench.tp.config import ModelParallelConfig, TransformerConfig
 from kernbench.tp.embedding import VocabParallelEmbedding
 from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.finalize import finalize_model_grads
 from kernbench.tp.fusions import bias_gelu_impl
 from kernbench.tp.layers import ColumnParallelLinear, RowParallelLinear, init_method_normal, scaled_init_method_normal
 from kernbench.tp.parallel_state import ParallelSizeError
@@ -11,6 +12,6 @@ from kernbench.tp.random import get_cuda_rng_tracker, model_parallel_cuda_manual
 
 __all__ = ["ColumnParallelLinear", "ModelParallelConfig", "ModelParallelError", "ParallelSizeError",
            "RowParallelLinear", "TransformerConfig", "VocabParallelEmbedding", "bias_gelu_impl", "embedding",
-           "fusions", "get_cuda_rng_tracker", "init_method_normal", "kernels", "mappings",
+           "finalize_model_grads", "fusions", "get_cuda_rng_tracker", "init_method_normal", "kernels", "mappings",
            "model_parallel_cuda_manual_seed", "parallel_state", "random", "scaled_init_method_normal",
            "tensor_parallel"]

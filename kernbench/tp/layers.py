@@ -265,6 +265,10 @@ class RowParallelLinear(_ParallelLinear):
                                      "True (the input is a column-parallel layer's output)")
         self.input_is_parallel = input_is_parallel
         self.input_size_per_partition = self.weight.shape[1]
+        if self.bias is not None:
+            # Added after the reduce-scatter, on this rank's slice of the sequence: its gradient is a partial sum
+            # that `finalize_model_grads` completes over the tensor-parallel group (Megatron marks it so too).
+            self.bias.sequence_parallel = self.sequence_parallel
 
     def forward(self, input_):
         self._check_input(input_, self.input_size_per_partition if self.input_is_parallel else self.input_size)

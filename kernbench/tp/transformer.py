@@ -96,9 +96,10 @@ class TransformerLayer:
         dtype = config_value(config, "params_dtype")
         self.eps = config.layernorm_epsilon
         self.hidden_size = hidden
-        self.input_layernorm = _layer_norm_parameters(torch, hidden, dtype, "input_layernorm")
+        sequence_parallel = bool(config_value(config, "sequence_parallel"))
+        self.input_layernorm = _layer_norm_parameters(torch, hidden, dtype, "input_layernorm", sequence_parallel)
         self.self_attention = ParallelSelfAttention(hidden, config.num_attention_heads, config=config, seed=seed)
-        self.pre_mlp_layernorm = _layer_norm_parameters(torch, hidden, dtype, "pre_mlp_layernorm")
+        self.pre_mlp_layernorm = _layer_norm_parameters(torch, hidden, dtype, "pre_mlp_layernorm", sequence_parallel)
         self.mlp = ParallelMLP(hidden, ffn, config=config, seed=seed + 2)
 
     def __call__(self, hidden):
@@ -119,7 +120,11 @@ class TransformerLayer:
                 *self.mlp.parameters()]
 
 
-def _layer_norm_parameters(torch, hidden: int, dtype, name: str) -> tuple:
+def _layer_norm_parameters(torch, hidden: int, dtype, name: str, sequence_parallel: bool) -> tuple:
+    """A norm's weight and bias, replicated over the tensor-parallel group; with sequence parallelism each rank
+    sees a slice of the sequence, so their gradients are partial sums (marked, as Megatron marks them, for
+    `finalize_model_grads`)."""
     weight = torch.nn.Parameter(torch.ones(hidden, dtype=dtype, name=f"{name}.weight"))
     bias = torch.nn.Parameter(torch.zeros(hidden, dtype=dtype, name=f"{name}.bias"))
+    weight.sequence_parallel = bias.sequence_parallel = sequence_parallel
     return weight, bias

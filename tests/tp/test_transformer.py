@@ -7,7 +7,7 @@ import pytest
 
 from kernbench.numerics import assert_close
 from kernbench.session import Session
-from kernbench.tp import parallel_state
+from kernbench.tp import finalize_model_grads, parallel_state
 from kernbench.tp.config import TransformerConfig
 from kernbench.tp.transformer import TransformerLayer
 from tests.tp.harness import run_tensor_parallel
@@ -52,12 +52,16 @@ def _step(sequence_parallel: bool):
         hidden = torch.tensor(x[rows]).requires_grad_()
         out = layer(hidden)
         out.square().sum().backward()
+        finalize_model_grads(layer)
+        replicated = {"ln1": layer.input_layernorm, "ln2": layer.pre_mlp_layernorm,
+                      "proj_b": (layer.self_attention.linear_proj.bias,), "fc2_b": (layer.mlp.linear_fc2.bias,)}
         linears = {"qkv": layer.self_attention.linear_qkv, "proj": layer.self_attention.linear_proj,
                    "fc1": layer.mlp.linear_fc1, "fc2": layer.mlp.linear_fc2}
         return {"out": out.numpy(), "dx": hidden.grad.numpy(), "rows": rows, "tp": tp, "tp_rank": tp_rank,
                 **{name: linear.weight.numpy() for name, linear in linears.items()},
                 **{name + "_b": linear.bias.numpy() for name, linear in linears.items()},
-                **{"d" + name: linear.weight.grad.numpy() for name, linear in linears.items()}}
+                **{"d" + name: linear.weight.grad.numpy() for name, linear in linears.items()},
+                **{f"d{name}{i}": p.grad.numpy() for name, ps in replicated.items() for i, p in enumerate(ps)}}
 
     return step
 
@@ -83,6 +87,10 @@ def test_adr0011_t44_gradients_do_not_depend_on_the_tensor_parallel_size(tp, seq
         assert_close(got["dfc2"], np.split(single["dfc2"], tp, axis=1)[part], "f32")
         assert_close(got["dproj"], np.split(single["dproj"], tp, axis=1)[part], "f32")
         assert_close(got["dqkv"], np.split(single["dqkv"], tp, axis=0)[part], "f32")
+        # Replicated parameters: whole on every rank once finalize_model_grads has summed the sequence slices'
+        # partial gradients over the tensor-parallel group (and averaged the identical data-parallel replicas).
+        for name in ("dln10", "dln11", "dln20", "dln21", "dproj_b0", "dfc2_b0"):
+            assert_close(got[name], single[name], "f32")
 
 
 def test_adr0011_t45_the_bench_exposed_communication_is_the_collectives_records(capsys):
