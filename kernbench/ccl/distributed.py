@@ -11,10 +11,17 @@ each collective's tensor spread over PEs, and a group of n ranks reads the
 tensor's last dimension as n equal chunks, chunk r being rank r's buffer,
 moved and reduced by the PE that holds it.
 
-**Asynchrony, as with NCCL.** A collective is enqueued on the calling rank's
-current stream and returns at once; with `async_op=True` it returns a
-`Work` whose `wait()` blocks the host until it is done. Either way the
-output tensors record the pending write, so a host read of them waits.
+**Asynchrony, as with NCCL.** A collective returns at once. Without
+`async_op` it is enqueued on the calling rank's current stream, so what
+follows on that stream waits for it. With `async_op=True` a one-tensor collective runs on the
+process group's own stream on that device (as PyTorch's NCCL backend runs
+each communicator's work on an internal stream, after what the current
+stream has enqueued so far), so device work enqueued next on the current
+stream overlaps it — Megatron's asynchronous gradient all-reduce relies on
+this — and the returned `Work`'s `wait()` blocks the host until it is done.
+(The list forms copy through a flat buffer on the current stream, so they
+stay ordered on it.) Either way the output tensors record the pending write, so a host read, a
+copy or a kernel reading them waits.
 Sends and receives run on a stream of their own per peer and direction, as
 PyTorch's NCCL backend gives each peer pair its own communicator, so a send
 to the right never waits behind a receive from the left.
@@ -83,6 +90,7 @@ class Distributed:
         self._world: World | None = None
         self._last_world: World | None = None  # rejoined by a rank that initializes it again, options unchanged
         self._p2p_streams: dict = {}  # (device, sender, receiver) -> Stream
+        self._group_streams: dict = {}  # (device, group name) -> Stream of the group's async collectives
         self._barrier_tokens: dict = {}  # device -> the one-element tensor barriers all-reduce
 
     def __getattr__(self, attr: str):
@@ -488,14 +496,18 @@ class Distributed:
         if root is not None:
             global_root, group_root, which = root
             root = group.group_rank_of(global_root, group_root, call, which)
-        return self._finish(*self._collective(kind, group, input, output, op=op, root=root, splits=splits, call=call),
-                            async_op)
+        return self._finish(*self._collective(kind, group, input, output, op=op, root=root, splits=splits, call=call,
+                                              async_op=async_op), async_op)
 
     def _finish(self, handles, label: str, async_op: bool):
         return Work(self._ctx, handles if isinstance(handles, list) else [handles], label) if async_op else None
 
-    def _collective(self, kind, group, input, output, *, op=None, root=None, splits=None, call=None):
-        """Check one rank's call, register it with its peers' and enqueue its part; (handle, label)."""
+    def _collective(self, kind, group, input, output, *, op=None, root=None, splits=None, call=None,
+                    async_op=False):
+        """Check one rank's call, register it with its peers' and enqueue its part; (handle, label).
+
+        `async_op`: on the group's stream of the device (`_stream_for`), else on the current stream.
+        """
         call = call or kind
         world = self._world
         reduce_op, factor = reduce_op_of(op, call) if kind in _REDUCING else (None, None)
@@ -506,7 +518,7 @@ class Distributed:
         label = f"{call}#{{seq}}" + ("" if group is world.group else f"[{group.name}]")
         if self._pe_ranks(world):
             return self._pe_rank_collective(world, group, kind, call, (reduce_op, factor), root, input, output, label,
-                                            splits)
+                                            splits, async_op)
         me = self._member_rank(world, group, call)
         self._check_on_own_device(world, me, call, input, output)
         group_rank = group.ranks.index(me)
@@ -518,8 +530,8 @@ class Distributed:
         if splits is not None and len(meeting.entries) == meeting.size:
             _check_splits(meeting)
         run = functools.partial(self._run_sip_ranks, world, kind, (reduce_op, factor), root)
-        handle = self._enqueue(input.device.index, meeting.label, functools.partial(meeting.arrive, group_rank, run),
-                               output)
+        handle = self._enqueue(self._stream_for(input.device.index, group, async_op), meeting.label,
+                               functools.partial(meeting.arrive, group_rank, run), output)
         return handle, meeting.label
 
     def _p2p(self, role: str, tensor, peer, group_peer, group, tag, *, async_op: bool):
@@ -563,9 +575,22 @@ class Distributed:
             self._p2p_streams[key] = Stream(self._ctx, device, name=f"ahbm:{device}.p2p[{sender}->{receiver}]")
         return self._p2p_streams[key]
 
-    def _enqueue(self, device_index: int, label: str, operation, written):
-        """Run `operation` on the calling rank's current stream of the device; `written` (if any) waits for it."""
-        handle = self._ctx.current_stream(device_index).enqueue(label, operation)
+    def _stream_for(self, device: int, group, async_op: bool) -> Stream:
+        """Where a collective runs: the current stream, or for `async_op` the group's own stream on the device,
+        ordered after what the current stream has enqueued (NCCL's internal stream per communicator)."""
+        current = self._ctx.current_stream(device)
+        if not async_op:
+            return current
+        key = (device, group.name)
+        stream = self._group_streams.get(key)
+        if stream is None:
+            stream = self._group_streams[key] = Stream(self._ctx, device, name=f"ahbm:{device}.{group.name}")
+        stream.wait_stream(current)
+        return stream
+
+    def _enqueue(self, stream: Stream, label: str, operation, written):
+        """Run `operation` on `stream`; `written` (if any) waits for it."""
+        handle = stream.enqueue(label, operation)
         if written is not None:
             written._pending_writes.append(handle)
         return handle
@@ -589,14 +614,16 @@ class Distributed:
         splits = tuple(entry.splits[0] for entry in entries) if entries[0].splits else None
         self._run(world, kind, reduce_op, root, members, meeting.label, meeting.ranks, entries[0], splits)
 
-    def _pe_rank_collective(self, world, group, kind, call, reduce_op, root, input, output, label, splits):
+    def _pe_rank_collective(self, world, group, kind, call, reduce_op, root, input, output, label, splits,
+                            async_op=False):
         """One call drives every PE rank: rank r's buffers are chunk r of the last dimension of each tensor."""
         if input.device != output.device:
             raise CollectiveError(f"{call}: input is on {input.device} but output on {output.device}")
         n = group.size()
         label = label.replace("{seq}", str(group.next_seq("collective", 0)))
         if not (input.numel() or output.numel()):
-            return self._enqueue(input.device.index, label, _no_op, None), label  # as in PyTorch
+            return self._enqueue(self._stream_for(input.device.index, group, async_op), label, _no_op,
+                                 None), label  # as in PyTorch
         inputs = chunks(input, n, call)
         outputs = inputs if output is input else chunks(output, n, call)
         members = [member(r, input, inputs[r], outputs[r]) for r in range(n)]
@@ -607,7 +634,7 @@ class Distributed:
                       output)
         operation = functools.partial(self._run, world, kind, reduce_op, root, members, label, group.ranks, entry,
                                       splits)
-        return self._enqueue(input.device.index, label, operation, output), label
+        return self._enqueue(self._stream_for(input.device.index, group, async_op), label, operation, output), label
 
     def _run(self, world: World, kind, reduce_op, root, members, label, ranks, entry: Entry, splits) -> None:
         op, factor = reduce_op

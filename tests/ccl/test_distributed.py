@@ -419,6 +419,38 @@ def test_adr0012_t10_collectives_are_stream_ordered_and_async_like_nccl():
     assert np.all(values == n * (n + 1) / 2)
 
 
+def _all_reduce_then_scale(async_op: bool):
+    """Each rank all-reduces x and then scales an unrelated y; (end of both, all-reduce record, x, y) per rank."""
+    session = Session("default", ccl=ccl("ring"))
+    engine = session.engine
+
+    def fn(torch, rank):
+        x = torch.full((1 << 20,), float(rank + 1), dtype="f32")
+        y = torch.full((1 << 20,), 2.0, dtype="f32")
+        torch.ahbm.synchronize()
+        began = engine.now
+        work = torch.distributed.all_reduce(x, async_op=async_op)
+        y.mul_(3.0)  # device work that does not touch x
+        if work is not None:
+            work.wait()
+        torch.ahbm.synchronize()
+        return engine.now - began, x.numpy(), y.numpy()
+
+    return run_world(session, fn), session.ctx.collectives[0]
+
+
+def test_adr0012_t84_an_async_collective_runs_on_the_groups_stream_and_overlaps_the_next_device_work():
+    """NCCL's internal stream: with async_op=True the all-reduce runs beside what the current stream does next."""
+    (serial, record), (overlapped, _) = _all_reduce_then_scale(False), _all_reduce_then_scale(True)
+    all_reduce_ps = record["end_ps"] - record["start_ps"]
+    for rank in range(4):
+        took_serial, x_serial, y_serial = serial[rank]
+        took, x, y = overlapped[rank]
+        assert np.array_equal(x, x_serial) and np.all(x == 10) and np.array_equal(y, y_serial)
+        assert took_serial > all_reduce_ps  # in order on one stream: the scale waits for the all-reduce
+        assert all_reduce_ps <= took < took_serial  # beside it: the step is shorter, never shorter than the all-reduce
+
+
 def test_adr0012_t11_barrier_is_a_timed_one_element_all_reduce_after_each_ranks_device_work():
     """NCCL's barrier: a one-element all-reduce on the current stream, the host waiting for it."""
     session = Session("default", ccl=ccl("ring"))
