@@ -1,7 +1,10 @@
 """One training step of a tensor-parallel transformer layer: simulated step time, compute, exposed communication, MFU.
 
 For each tensor-parallel size (`--tp`, default every divisor of the SIP
-count) and sequence parallelism off and on (`--sp`), every rank (one per
+count), sequence parallelism off and on (`--sp`) and the overlap of the
+tensor-parallel communication with the GEMMs off and on (`--overlap`,
+Megatron's `tp_comm_overlap`: the column-parallel backward's all-reduce, or
+reduce-scatter, beside the weight-gradient GEMM), every rank (one per
 SIP) builds Megatron's transformer layer (`kernbench.tp.transformer`), runs
 forward, `loss.backward()` and Megatron's `finalize_model_grads` (every
 gradient averaged over data parallelism; with sequence parallelism, the
@@ -11,16 +14,16 @@ tensor-parallel group), and rank 0 reports:
 - step: simulated time from the first op of the step to the last;
 - communication: the collectives on rank 0's stream (tensor-parallel
   all-reduce / all-gather / reduce-scatter, forward and backward, and the
-  gradient all-reduces of `finalize_model_grads`), bracketed by stream events, so their
-  time is exact; nothing overlaps them here (Megatron's `tp_comm_overlap`
-  is not modelled yet), so all of it is exposed;
+  gradient all-reduces of `finalize_model_grads`), bracketed by stream
+  events, so their time is exact; a collective overlapped with a GEMM
+  counts only for the time the stream waits for it (its exposed part);
 - compute: step minus communication;
 - MFU: the layer's training flops (3 x forward: QKV, projection, MLP and the
   attention scores and context) over the step time and the f16 peak of the
   tensor-parallel group's SIPs.
 
 Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --sp off,on
---plot FILE (the step's breakdown per configuration). With --timing-only
+--overlap off,on --plot FILE (the step's breakdown per configuration). With --timing-only
 nothing is computed and the table is the same.
 """
 
@@ -40,12 +43,13 @@ def run(torch, argv=()):
     rows = []
     for tp in options.tp:
         for sp in options.sp:
-            if sp and tp == 1:
-                continue  # sequence parallelism needs a tensor-parallel group
-            measured = {}
-            torch.multiprocessing.spawn(_worker, args=(torch, options, tp, sp, measured),
-                                        nprocs=torch.ahbm.device_count())
-            rows.append((tp, sp, measured))
+            for overlap in options.overlap:
+                if (sp or overlap) and tp == 1:
+                    continue  # sequence parallelism and the overlap need a tensor-parallel group
+                measured = {}
+                torch.multiprocessing.spawn(_worker, args=(torch, options, tp, sp, overlap, measured),
+                                            nprocs=torch.ahbm.device_count())
+                rows.append((tp, sp, overlap, measured))
     _print_table(torch, options, rows)
     if options.plot:
         _plot(options.plot, rows)
@@ -58,6 +62,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="micro-batch size (default 1)")
     parser.add_argument("--tp", default=None, help="tensor-parallel sizes, comma-separated (default: every divisor)")
     parser.add_argument("--sp", default="off,on", help="sequence parallelism: off, on, or off,on")
+    parser.add_argument("--overlap", default="off,on",
+                        help="tensor-parallel communication overlapped with the GEMMs: off, on, or off,on")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw the breakdown per configuration")
 
 
@@ -70,13 +76,18 @@ def _options(torch, argv):
         if world % tp or options.heads % tp or options.hidden % options.heads:
             raise LayerBenchError(f"tp_layer: --tp {tp} must divide the {world} SIPs and the {options.heads} heads, "
                                   f"and --heads must divide --hidden {options.hidden}")
-    choices = {"off": False, "on": True}
-    if any(value not in choices for value in options.sp.split(",")):
-        raise LayerBenchError(f"tp_layer: --sp takes off, on or off,on, got {options.sp!r}")
-    options.sp = [choices[value] for value in options.sp.split(",")]
+    options.sp, options.overlap = _switch(options.sp, "--sp"), _switch(options.overlap, "--overlap")
     for name in ("hidden", "heads", "seq", "batch"):
         _positive(getattr(options, name), f"--{name}")
     return options
+
+
+def _switch(value: str, option: str) -> list[bool]:
+    """An off/on option's settings, in the order given."""
+    choices = {"off": False, "on": True}
+    if any(part not in choices for part in value.split(",")):
+        raise LayerBenchError(f"tp_layer: {option} takes off, on or off,on, got {value!r}")
+    return [choices[part] for part in value.split(",")]
 
 
 def _positive(value, option: str) -> int:
@@ -89,13 +100,13 @@ def _positive(value, option: str) -> int:
     return number
 
 
-def _worker(rank, torch, options, tp, sp, measured):
+def _worker(rank, torch, options, tp, sp, overlap, measured):
     torch.ahbm.set_device(rank)
     torch.distributed.init_process_group(backend="ahbm")
     timeline = StreamTimeline(torch, enabled=rank == 0, before_collective="compute", collective="communication")
     parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented())
     config = TransformerConfig(num_layers=1, hidden_size=options.hidden, num_attention_heads=options.heads,
-                               params_dtype=torch.float16, sequence_parallel=sp)
+                               params_dtype=torch.float16, sequence_parallel=sp, tp_comm_overlap=overlap)
     layer = TransformerLayer(config)
     rows = options.seq // tp if sp else options.seq
     hidden = torch.randn(rows, options.batch, options.hidden, dtype=torch.float16).requires_grad_()
@@ -121,12 +132,12 @@ def _print_table(torch, options, rows) -> None:
     flops = _training_flops(options)
     print(f"tp_layer: hidden={options.hidden} heads={options.heads} seq={options.seq} batch={options.batch} f16, "
           f"one training step (forward, backward, finalize_model_grads), rank 0")
-    print(f"{'tp':>3} {'sp':>4} {'step':>12} {'compute':>12} {'exposed comm':>13} {'MFU':>7}")
-    for tp, sp, measured in rows:
+    print(f"{'tp':>3} {'sp':>4} {'overlap':>8} {'step':>12} {'compute':>12} {'exposed comm':>13} {'MFU':>7}")
+    for tp, sp, overlap, measured in rows:
         step = measured["compute"] + measured["communication"]
         mfu = flops / (step * 1e-12) / (tp * peak) if step else 0.0
-        print(f"{tp:>3} {'on' if sp else 'off':>4} {step / 1e6:>9.3f} us {measured['compute'] / 1e6:>9.3f} us "
-              f"{measured['communication'] / 1e6:>10.3f} us {100 * mfu:>6.1f}%")
+        print(f"{tp:>3} {'on' if sp else 'off':>4} {'on' if overlap else 'off':>8} {step / 1e6:>9.3f} us "
+              f"{measured['compute'] / 1e6:>9.3f} us {measured['communication'] / 1e6:>10.3f} us {100 * mfu:>6.1f}%")
 
 
 def _plot(path, rows) -> None:
@@ -135,9 +146,9 @@ def _plot(path, rows) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"tp{tp}{' sp' if sp else ''}" for tp, sp, _ in rows]
-    compute = [m["compute"] / 1e6 for _, _, m in rows]
-    communication = [m["communication"] / 1e6 for _, _, m in rows]
+    labels = [f"tp{tp}{' sp' if sp else ''}{' ov' if overlap else ''}" for tp, sp, overlap, _ in rows]
+    compute = [m["compute"] / 1e6 for *_, m in rows]
+    communication = [m["communication"] / 1e6 for *_, m in rows]
     figure, axes = plt.subplots(figsize=(7, 4))
     axes.bar(labels, compute, label="compute")
     axes.bar(labels, communication, bottom=compute, label="exposed communication")

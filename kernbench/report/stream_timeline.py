@@ -7,8 +7,13 @@ picoseconds (the events' own times, not `elapsed_time`'s milliseconds).
 `instrumented()` is the run's `torch` with its collectives bracketed the
 same way, so code that calls `torch.distributed` — Megatron's mappings, the
 layers — splits its time into computation and communication without knowing
-it is timed. A disabled timeline (ranks other than the one reporting)
-records nothing and hands back the namespace unchanged.
+it is timed. A collective started with `async_op=True` runs on its group's
+stream beside the current one (Megatron's overlap), so it is communication
+only where the current stream waits for it: its `Work.wait()` is bracketed
+instead, from the point the stream reaches the wait to the collective's end
+(the exposed part; zero when the work in between covered it). A disabled
+timeline (ranks other than the one reporting) records nothing and hands back
+the namespace unchanged.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class StreamTimeline:
                     return attribute
 
                 def timed(*args, **kwargs):
+                    if kwargs.get("async_op"):
+                        return _TimedWork(attribute(*args, **kwargs), timeline)
                     timeline.mark(timeline._before)
                     work = attribute(*args, **kwargs)
                     timeline.mark(timeline._collective)
@@ -65,3 +72,19 @@ class StreamTimeline:
             end.synchronize()
             totals[phase] += end.time_ps - start.time_ps
         return totals
+
+
+class _TimedWork:
+    """An async collective's `Work` whose `wait()` closes a `before_collective` phase and then a `collective` one."""
+
+    def __init__(self, work, timeline: StreamTimeline):
+        self._work, self._timeline = work, timeline
+
+    def wait(self, timeout=None):
+        self._timeline.mark(self._timeline._before)
+        done = self._work.wait(timeout)
+        self._timeline.mark(self._timeline._collective)
+        return done
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)

@@ -50,10 +50,13 @@ from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.mappings import (
     copy_to_tensor_model_parallel_region,
+    gather_along_first_dim,
     gather_from_sequence_parallel_region,
     gather_from_tensor_model_parallel_region,
+    new_like,
     reduce_from_tensor_model_parallel_region,
     reduce_scatter_to_sequence_parallel_region,
+    resolve_group,
     scatter_to_tensor_model_parallel_region,
 )
 
@@ -106,6 +109,11 @@ class _ParallelLinear:
             warnings.warn(f"{name}: `sequence_parallel` is set to True, but the tensor model parallel size is 1. "
                           f"Disabling sequence parallel.", stacklevel=3)
             self.sequence_parallel = False
+        # Megatron's overlap of the tensor-parallel communication with the GEMMs (`tp_comm_overlap`): here the
+        # column-parallel layer's backward runs its input-gradient all-reduce (reduce-scatter with sequence
+        # parallelism) beside the weight-gradient GEMM (`LinearWithAsyncCommunication`).
+        self.overlap_communication = bool(config_value(config, "tp_comm_overlap")) and \
+            self.tensor_model_parallel_size > 1
         if params_dtype is None:
             params_dtype = "f16" if config is None else config_value(config, "params_dtype")
         self.params_dtype = resolve_dtype(params_dtype)
@@ -164,11 +172,15 @@ class _ParallelLinear:
 
     def _matmul(self, input_, bias, weight=None):
         """This rank's `input_ @ weight.T (+ bias)` into a new tensor on the input's device."""
+        return LinearFunction.apply(input_, self._weight_for(weight), bias, f"{input_.name}.{self.name}")
+
+    def _weight_for(self, weight):
+        """The weight a forward uses: its own, or the one given (required with skip_weight_param_allocation)."""
         weight = self.weight if weight is None else weight
         if weight is None:
             raise ModelParallelError(f"{self.name}: built with skip_weight_param_allocation=True, so forward() needs "
                                      "weight=")
-        return LinearFunction.apply(input_, weight, bias, f"{input_.name}.{self.name}")
+        return weight
 
 
 class ColumnParallelLinear(_ParallelLinear):
@@ -217,13 +229,19 @@ class ColumnParallelLinear(_ParallelLinear):
 
     def forward(self, input_, weight=None, runtime_gather_output: bool | None = None):
         self._check_input(input_, self.input_size)
-        if self.sequence_parallel:
-            input_parallel = gather_from_sequence_parallel_region(input_, group=self.tp_group)
-        elif self.disable_grad_reduce:
-            input_parallel = input_
+        bias = None if self.skip_bias_add else self.bias
+        if self.overlap_communication and not self.disable_grad_reduce:
+            output_parallel = LinearWithAsyncCommunication.apply(
+                input_, self._weight_for(weight), bias, f"{input_.name}.{self.name}", resolve_group(self.tp_group),
+                self.sequence_parallel)
         else:
-            input_parallel = copy_to_tensor_model_parallel_region(input_, group=self.tp_group)
-        output_parallel = self._matmul(input_parallel, None if self.skip_bias_add else self.bias, weight)
+            if self.sequence_parallel:
+                input_parallel = gather_from_sequence_parallel_region(input_, group=self.tp_group)
+            elif self.disable_grad_reduce:
+                input_parallel = input_
+            else:
+                input_parallel = copy_to_tensor_model_parallel_region(input_, group=self.tp_group)
+            output_parallel = self._matmul(input_parallel, bias, weight)
         gather = self.gather_output if runtime_gather_output is None else runtime_gather_output
         output = gather_from_tensor_model_parallel_region(output_parallel, group=self.tp_group) if gather \
             else output_parallel
@@ -293,18 +311,69 @@ class LinearFunction(Function):
     def forward(ctx, input_, weight, bias, name: str):
         ctx.save_for_backward(input_, weight)
         ctx.has_bias = bias is not None
-        torch = parallel_state.get_torch_namespace()
-        output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
-        return kernels.linear(input_.contiguous(), weight, bias, output)
+        return _linear(input_, weight, bias, name)
 
     @staticmethod
     def backward(ctx, grad_output):
         input_, weight = ctx.saved_tensors
-        rows = grad_output.contiguous().reshape(-1, grad_output.shape[-1])
+        rows = _rows(grad_output)
         grad_input = (rows @ weight).reshape(*input_.shape)
-        grad_weight = rows.mT @ input_.contiguous().reshape(-1, input_.shape[-1])
-        grad_bias = rows.sum(0) if ctx.has_bias else None
-        return grad_input, grad_weight, grad_bias, None
+        return grad_input, *_weight_and_bias_grads(rows, input_, ctx.has_bias), None
+
+
+class LinearWithAsyncCommunication(Function):
+    """Megatron's `LinearWithGradAccumulationAndAsyncCommunication`: a column-parallel linear that owns its
+    tensor-parallel communication, so the backward overlaps it with a GEMM.
+
+    Forward: with sequence parallelism, all-gather this rank's slice of the sequence (kept for the backward;
+    Megatron re-gathers it there instead), then the Triton linear. Backward: the input-gradient GEMM, then its
+    all-reduce over the group — its reduce-scatter back to the sequence slice with sequence parallelism —
+    started with `async_op=True`, so it runs on the group's stream while the weight-gradient GEMM and the bias
+    sum run on the current one, and waited for last. The values are those of the mapping + `LinearFunction`
+    path; only the order on the streams differs.
+    """
+
+    @staticmethod
+    def forward(ctx, input_, weight, bias, name: str, resolved, sequence_parallel: bool):
+        total = gather_along_first_dim(input_.contiguous(), resolved) if sequence_parallel else input_
+        ctx.save_for_backward(total, weight)
+        ctx.has_bias, ctx.resolved, ctx.sequence_parallel = bias is not None, resolved, sequence_parallel
+        return _linear(total, weight, bias, name)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        total, weight = ctx.saved_tensors
+        group, world_size, _ = ctx.resolved
+        distributed = parallel_state.get_torch_namespace().distributed
+        rows = _rows(grad_output)
+        grad_total = (rows @ weight).reshape(*total.shape)
+        if ctx.sequence_parallel:
+            grad_input = new_like(total, (total.shape[0] // world_size, *total.shape[1:]), "reduce_scattered")
+            work = distributed.reduce_scatter_tensor(grad_input, grad_total, group=group, async_op=True)
+        else:
+            grad_input = grad_total
+            work = distributed.all_reduce(grad_input, group=group, async_op=True)
+        grads = _weight_and_bias_grads(rows, total, ctx.has_bias)
+        work.wait()
+        return grad_input, *grads, None, None, None
+
+
+def _linear(input_, weight, bias, name: str):
+    """`input_ @ weight.T (+ bias)` into a new tensor on the input's device, by the Triton linear kernel."""
+    torch = parallel_state.get_torch_namespace()
+    output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
+    return kernels.linear(input_.contiguous(), weight, bias, output)
+
+
+def _rows(grad_output):
+    """The output gradient as a (tokens, features) matrix."""
+    return grad_output.contiguous().reshape(-1, grad_output.shape[-1])
+
+
+def _weight_and_bias_grads(rows, input_, has_bias: bool) -> tuple:
+    """Megatron's weight gradient `gradᵀ @ X` and bias gradient `Σ grad` (None without a bias)."""
+    grad_weight = rows.mT @ input_.contiguous().reshape(-1, input_.shape[-1])
+    return grad_weight, rows.sum(0) if has_bias else None
 
 
 class AddBiasFunction(Function):

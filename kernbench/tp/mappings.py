@@ -68,7 +68,7 @@ def gather_from_sequence_parallel_region(input_, tensor_parallel_output_grad: bo
 
 
 def _apply(function, input_, group, *extra):
-    resolved = _group(group)
+    resolved = resolve_group(group)
     if resolved[1] == 1:
         return input_
     return function.apply(input_, resolved, *extra)
@@ -83,14 +83,14 @@ def _all_reduce(input_, resolved):
 def _split_last(input_, resolved):
     _, world_size, rank = resolved
     width = _divide_dim(input_, -1, world_size, "scatter_to_tensor_model_parallel_region")
-    output = _new_like(input_, (*input_.shape[:-1], width), "scattered")
+    output = new_like(input_, (*input_.shape[:-1], width), "scattered")
     return kernels.columns_to_chunks(input_, output, n_chunks=1, first_chunk=rank)
 
 
 def _gather_last(input_, resolved):
     group, world_size, _ = resolved
     stacked = _all_gather_first_dim(input_, group, world_size)
-    output = _new_like(input_, (*input_.shape[:-1], world_size * input_.shape[-1]), "gathered")
+    output = new_like(input_, (*input_.shape[:-1], world_size * input_.shape[-1]), "gathered")
     return kernels.chunks_to_columns(stacked, output, n_chunks=world_size)
 
 
@@ -103,12 +103,12 @@ def _split_first(input_, resolved):
 def _reduce_scatter_first(input_, resolved):
     group, world_size, _ = resolved
     rows = _divide_dim(input_, 0, world_size, "reduce_scatter_to_sequence_parallel_region")
-    output = _new_like(input_, (rows, *input_.shape[1:]), "reduce_scattered")
+    output = new_like(input_, (rows, *input_.shape[1:]), "reduce_scattered")
     parallel_state.get_torch_namespace().distributed.reduce_scatter_tensor(output, input_, group=group)
     return output
 
 
-def _gather_first(input_, resolved):
+def gather_along_first_dim(input_, resolved):
     group, world_size, _ = resolved
     return _all_gather_first_dim(input_, group, world_size)
 
@@ -154,20 +154,20 @@ class _GatherFromRegion(_Mapping):
 
 
 class _ScatterToSequenceRegion(_Mapping):
-    forward_op, backward_op = staticmethod(_split_first), staticmethod(_gather_first)
+    forward_op, backward_op = staticmethod(_split_first), staticmethod(gather_along_first_dim)
 
 
 class _ReduceScatterToSequenceRegion(_Mapping):
-    forward_op, backward_op = staticmethod(_reduce_scatter_first), staticmethod(_gather_first)
+    forward_op, backward_op = staticmethod(_reduce_scatter_first), staticmethod(gather_along_first_dim)
 
 
 class _GatherFromSequenceRegion(_Mapping):
-    forward_op = staticmethod(_gather_first)
+    forward_op = staticmethod(gather_along_first_dim)
 
     @classmethod
     def forward(cls, ctx, input_, resolved, tensor_parallel_output_grad=True):
         ctx.resolved, ctx.reduce = resolved, tensor_parallel_output_grad
-        return _gather_first(input_.contiguous(), resolved)
+        return gather_along_first_dim(input_.contiguous(), resolved)
 
     @classmethod
     def backward(cls, ctx, grad_output):
@@ -175,7 +175,7 @@ class _GatherFromSequenceRegion(_Mapping):
         return twin(grad_output.contiguous(), ctx.resolved), None, None
 
 
-def _group(group) -> tuple:
+def resolve_group(group) -> tuple:
     """(process group, its size, the calling rank's index in it): `group`, else this rank's tensor-parallel group."""
     if group is None:
         return (parallel_state.get_tensor_model_parallel_group(),
@@ -188,12 +188,12 @@ def _group(group) -> tuple:
 
 def _all_gather_first_dim(input_, group, world_size: int):
     """The group's inputs stacked along dim 0 in rank order."""
-    output = _new_like(input_, (world_size * input_.shape[0], *input_.shape[1:]), "gathered_rows")
+    output = new_like(input_, (world_size * input_.shape[0], *input_.shape[1:]), "gathered_rows")
     parallel_state.get_torch_namespace().distributed.all_gather_into_tensor(output, input_, group=group)
     return output
 
 
-def _new_like(input_, shape: tuple[int, ...], suffix: str):
+def new_like(input_, shape: tuple[int, ...], suffix: str):
     """An uninitialized tensor of `shape` with the input's dtype, on the input's device."""
     torch = parallel_state.get_torch_namespace()
     return torch.empty(*shape, dtype=input_.dtype, device=input_.device, name=f"{input_.name}.{suffix}")

@@ -39,25 +39,32 @@ def _reference(x, w):
     return hidden + gelu @ w["fc2"].T + w["fc2_b"]
 
 
-def _step(sequence_parallel: bool):
+def _step(sequence_parallel: bool, overlap: bool = False):
     x = _input()
 
     def step(torch, rank):
         tp = parallel_state.get_tensor_model_parallel_world_size()
         tp_rank = parallel_state.get_tensor_model_parallel_rank()
         config = TransformerConfig(num_layers=1, hidden_size=HIDDEN, num_attention_heads=HEADS,
-                                   params_dtype=torch.float32, sequence_parallel=sequence_parallel)
+                                   params_dtype=torch.float32, sequence_parallel=sequence_parallel,
+                                   tp_comm_overlap=overlap)
         layer = TransformerLayer(config)
         rows = slice(tp_rank * SEQ // tp, (tp_rank + 1) * SEQ // tp) if sequence_parallel and tp > 1 else slice(None)
         hidden = torch.tensor(x[rows]).requires_grad_()
+        torch.ahbm.synchronize()
+        start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
+        start.record()
         out = layer(hidden)
         out.square().sum().backward()
+        end.record()
+        end.synchronize()
         finalize_model_grads(layer)
         replicated = {"ln1": layer.input_layernorm, "ln2": layer.pre_mlp_layernorm,
                       "proj_b": (layer.self_attention.linear_proj.bias,), "fc2_b": (layer.mlp.linear_fc2.bias,)}
         linears = {"qkv": layer.self_attention.linear_qkv, "proj": layer.self_attention.linear_proj,
                    "fc1": layer.mlp.linear_fc1, "fc2": layer.mlp.linear_fc2}
         return {"out": out.numpy(), "dx": hidden.grad.numpy(), "rows": rows, "tp": tp, "tp_rank": tp_rank,
+                "step_ms": start.elapsed_time(end),
                 **{name: linear.weight.numpy() for name, linear in linears.items()},
                 **{name + "_b": linear.bias.numpy() for name, linear in linears.items()},
                 **{"d" + name: linear.weight.grad.numpy() for name, linear in linears.items()},
@@ -93,14 +100,44 @@ def test_adr0011_t44_gradients_do_not_depend_on_the_tensor_parallel_size(tp, seq
             assert_close(got[name], single[name], "f32")
 
 
+@pytest.mark.parametrize("tp, sequence_parallel", [(2, False), (4, False), (2, True), (4, True)])
+def test_adr0011_t47_tp_comm_overlap_gives_the_same_numbers_in_a_shorter_step(tp, sequence_parallel):
+    """Megatron's overlap: the column-parallel backward's all-reduce (reduce-scatter with sequence parallelism)
+    runs beside the weight-gradient GEMM; every value is bit for bit the serial run's, the step is shorter."""
+    serial = run_tensor_parallel(tp, _step(sequence_parallel))
+    overlapped = run_tensor_parallel(tp, _step(sequence_parallel, overlap=True))
+    for rank, got in overlapped.items():
+        for name, value in serial[rank].items():
+            if isinstance(value, np.ndarray):
+                assert np.array_equal(got[name], value), name
+        assert got["step_ms"] < serial[rank]["step_ms"]
+
+
 def test_adr0011_t45_the_bench_exposed_communication_is_the_collectives_records(capsys):
     from kernbench.benches import tp_layer
 
     session = Session("default")
     session.run(tp_layer.run, session.torch, ["--hidden", "64", "--heads", "4", "--seq", "16", "--tp", "2",
-                                              "--sp", "off"])
+                                              "--sp", "off", "--overlap", "off"])
     row = capsys.readouterr().out.splitlines()[2].split()
-    step, compute, communication = (float(row[i]) for i in (2, 4, 6))
-    assert row[:2] == ["2", "off"] and step == pytest.approx(compute + communication, abs=2e-3)
+    step, compute, communication = (float(row[i]) for i in (3, 5, 7))
+    assert row[:3] == ["2", "off", "off"] and step == pytest.approx(compute + communication, abs=2e-3)
     rank0 = [record["time_ps"] for record in session.ctx.collectives if 0 in record["ranks"]]
     assert communication == pytest.approx(sum(rank0) / 1e6, abs=1e-3)
+
+
+def test_adr0011_t48_the_bench_shows_the_overlap_hiding_communication(capsys):
+    # With the overlap the column-parallel backward's collectives run beside the weight-gradient GEMMs: the
+    # same collectives, less of their time exposed, a shorter step; each row still adds up.
+    from kernbench.benches import tp_layer
+
+    session = Session("default", timing_only=True)
+    session.run(tp_layer.run, session.torch, ["--hidden", "256", "--heads", "4", "--seq", "64", "--tp", "4",
+                                              "--sp", "off,on", "--overlap", "off,on"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:6]]
+    assert [row[:3] for row in rows] == [["4", "off", "off"], ["4", "off", "on"], ["4", "on", "off"], ["4", "on", "on"]]
+    for serial, overlapped in (rows[0], rows[1]), (rows[2], rows[3]):
+        step, compute, exposed = (float(serial[i]) for i in (3, 5, 7))
+        step_on, compute_on, exposed_on = (float(overlapped[i]) for i in (3, 5, 7))
+        assert step_on == pytest.approx(compute_on + exposed_on, abs=2e-3)
+        assert exposed_on < exposed and step_on < step
