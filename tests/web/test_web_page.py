@@ -59,9 +59,12 @@ def run_files(tmp_path_factory):
 def server(run_files):
     folder, report, trace, _ = run_files
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    # SIGINT at its default in the child, as in a terminal, even when the tests run as a background job (whose
+    # shell starts them with SIGINT ignored, which the server would inherit and never stop on Ctrl-C).
     child = subprocess.Popen([sys.executable, "-m", "kernbench", "web", str(report), str(trace), "--port", "0"],
                              cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": path})
+                             env={**os.environ, "PYTHONPATH": path},
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = child.stdout.readline()  # `kernbench: serving http://127.0.0.1:PORT/ (Ctrl-C to stop)`
     if not line.startswith("kernbench: serving http://127.0.0.1:"):
         child.kill()
