@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kernbench.machine import OutOfMemoryError
-from kernbench.runtime_api.random import RankRandom
+from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.streams import Event as _Event
 from kernbench.runtime_api.streams import Stream as _Stream
 from kernbench.runtime_api.unsupported import missing_attribute
@@ -31,7 +31,6 @@ class AhbmModule:
 
     def __init__(self, ctx):
         self._ctx = ctx
-        self._random = RankRandom(ctx)
         ctx_ref = ctx
 
         class Stream(_Stream):
@@ -139,34 +138,51 @@ class AhbmModule:
         total = memory.capacity_per_cube * len(memory.used)
         return total - memory.allocated, total
 
-    # ---- random numbers: one default generator per rank serves every device (random.py) ----------
+    # ---- random numbers: the calling rank's default generator of each device (random.py) ----------------
     def manual_seed(self, seed) -> None:
-        """Seed the calling rank's default generator (the one generator behind every device)."""
-        self._random.manual_seed(seed)
+        """Seed the current device's default generator."""
+        self._generator(None).manual_seed(seed)
 
     def manual_seed_all(self, seed) -> None:
-        """As manual_seed: the calling rank has one default generator for all devices."""
-        self._random.manual_seed(seed)
+        """Seed every device's default generator (the host's is left alone)."""
+        self._ctx.seed_all(seed, host=False)
 
     def seed(self) -> None:
-        """Reseed the calling rank's default generator from its own stream (repeatable)."""
-        self._random.seed()
+        """Reseed the current device's default generator from its own stream (repeatable)."""
+        self._generator(None).seed()
 
     def seed_all(self) -> None:
-        """As seed: the calling rank has one default generator for all devices."""
-        self._random.seed()
+        """Reseed every device's default generator with one seed drawn from the current device's stream."""
+        self._ctx.seed_all(self._generator(None).seed(), host=False)
 
     def initial_seed(self) -> int:
-        """The seed the calling rank's default generator last started from."""
-        return self._random.initial_seed()
+        """The seed the current device's default generator last started from."""
+        return self._generator(None).initial_seed()
 
     def get_rng_state(self, device="ahbm"):
-        """The calling rank's default generator state (a host uint8 tensor)."""
-        return self._random.get_rng_state()
+        """The device's default generator state (a host uint8 tensor); `"ahbm"`: the current device."""
+        return self._generator(device).get_state()
 
     def set_rng_state(self, new_state, device="ahbm") -> None:
-        """Continue the calling rank's default generator from get_rng_state()'s tensor."""
-        self._random.set_rng_state(new_state)
+        """Continue the device's default generator from get_rng_state()'s tensor."""
+        self._generator(device).set_state(new_state)
+
+    def get_rng_state_all(self) -> list:
+        """Every device's default generator state, in device order."""
+        return [self.get_rng_state(index) for index in range(self.device_count())]
+
+    def set_rng_state_all(self, new_states) -> None:
+        """Continue every device's default generator from `get_rng_state_all()`'s list."""
+        states = list(new_states)
+        if len(states) != self.device_count():
+            raise RuntimeUsageError(f"set_rng_state_all expects one state per device ({self.device_count()}), "
+                                    f"got {len(states)}")
+        for index, state in enumerate(states):
+            self.set_rng_state(state, index)
+
+    def _generator(self, device):
+        """The calling rank's default generator of `device` (None or "ahbm": the current device)."""
+        return self._ctx.default_generator(self._ctx.parse_device("ahbm" if device is None else device))
 
     def _memory(self, device):
         return self._ctx.machine.memory[self._ctx.parse_device(device).index]

@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 
 from kernbench.machine import Machine
-from kernbench.runtime_api.device import Device, parse_device
+from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, parse_device
 from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.random import Generator, as_seed, generator_class
 from kernbench.runtime_api.streams import Stream
@@ -153,26 +153,38 @@ class RuntimeContext:
         return self._state().default_device
 
     # ---- randomness (adr/0005-torch-namespace.md, random numbers) ------------------------
-    def default_generator(self) -> Generator:
-        """The calling rank's default generator, started from the run's seed on first use."""
+    def default_generator(self, device: Device | None = None) -> Generator:
+        """The calling rank's default generator of `device` (None or the CPU: the host's; else that device's).
+
+        PyTorch keeps one for the CPU and one per device: `torch.manual_seed`
+        seeds them all, `torch.cuda.manual_seed` only the current device's.
+        Each is made on first use, from the last seed given to all of its kind
+        (`seed_all`), else the run's seed.
+        """
         state = self._state()
-        if state.generator is None:
-            state.generator = self.Generator().manual_seed(self.default_seed)
-        return state.generator
-
-    def manual_seed(self, seed) -> Generator:
-        """Seed the calling rank's default generator."""
-        return self.default_generator().manual_seed(seed)
-
-    @property
-    def rng(self) -> np.random.Generator:
-        """The numpy generator of the calling rank's default stream."""
-        return self.default_generator().numpy_rng
-
-    def rng_for(self, generator) -> np.random.Generator:
-        """The numpy generator behind a factory's `generator=`: the argument's stream, or the rank's default."""
+        key = None if device is None or device.is_host else device.index
+        generator = state.generators.get(key)
         if generator is None:
-            return self.rng
+            seed = state.seeds.get("host" if key is None else "devices", self.default_seed)
+            generator = self.Generator(CPU if key is None else Device(DEVICE_TYPE, key)).manual_seed(seed)
+            state.generators[key] = generator
+        return generator
+
+    def seed_all(self, seed, *, host: bool) -> None:
+        """Restart every device's default generator of the calling rank from `seed`, and the host's with `host`."""
+        state = self._state()
+        seed = as_seed(seed)
+        state.seeds["devices"] = seed
+        if host:
+            state.seeds["host"] = seed
+        state.generators = {key: generator for key, generator in state.generators.items()
+                            if key is None and not host}
+
+    def rng_for(self, generator, device: Device) -> np.random.Generator:
+        """The numpy generator behind a factory's `generator=`: the argument's stream, or the rank's default
+        generator of the device the values are made on."""
+        if generator is None:
+            return self.default_generator(device).numpy_rng
         if not isinstance(generator, Generator):
             raise RuntimeUsageError(f"generator= expects a torch.Generator, got {generator!r}")
         return generator.numpy_rng
@@ -182,7 +194,7 @@ class _RankState:
     """What one rank (greenlet) has selected — its current and default device, its streams — its spawn rank, if
     any, and its default random generator (made on first use, as each PyTorch process has its own)."""
 
-    __slots__ = ("device", "streams", "rank", "spawned", "default_device", "generator")
+    __slots__ = ("device", "streams", "rank", "spawned", "default_device", "generators", "seeds")
 
     def __init__(self):
         self.device = 0
@@ -190,7 +202,8 @@ class _RankState:
         self.spawned: int | None = None
         self.streams: dict[int, Stream] = {}
         self.default_device: Device | None = None
-        self.generator: Generator | None = None
+        self.generators: dict[int | None, Generator] = {}  # None: the host's; else a device index's
+        self.seeds: dict[str, int] = {}  # "host" / "devices": the seed given to all of that kind, if any
 
 
 def _has_index(device) -> bool:

@@ -68,12 +68,12 @@ class Factories:
 
     def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Standard normal samples, drawn from `generator=` or the calling rank's default generator."""
-        dtype, shape, rng = resolve_dtype(dtype), _shape(size), self._ctx.rng_for(generator)
+        dtype, shape, rng = resolve_dtype(dtype), _shape(size), self.rng_for(generator, device)
         return self._generated(shape, dtype, device, dp, name, lambda: rng.standard_normal(shape).astype(dtype.numpy))
 
     def rand(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Samples uniform in [0, 1), drawn from `generator=` or the calling rank's default generator."""
-        dtype, shape, rng = resolve_dtype(dtype), _shape(size), self._ctx.rng_for(generator)
+        dtype, shape, rng = resolve_dtype(dtype), _shape(size), self.rng_for(generator, device)
         return self._generated(shape, dtype, device, dp, name, lambda: rng.random(shape).astype(dtype.numpy))
 
     def tensor(self, data, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
@@ -109,6 +109,12 @@ class Factories:
                          dp=dp or (other.placement.policy if other.placement else None), name=name)
 
     # ---- shared machinery -------------------------------------------------------------
+    def rng_for(self, generator, device):
+        """What a random factory draws from: `generator`, else the rank's default generator of the device the
+        tensor is made on (`device`, else the default device), as PyTorch draws CPU and device tensors apart."""
+        ctx = self._ctx
+        return ctx.rng_for(generator, ctx.parse_device(ctx.default_device() if device is None else device))
+
     def _new(self, shape, dtype: DType, device, dp, name) -> Tensor:
         ctx = self._ctx
         target = ctx.parse_device(ctx.default_device() if device is None else device)

@@ -3,12 +3,15 @@
 Each PyTorch rank is a process with its own default generator, so
 `torch.manual_seed(s)` called by every rank gives every rank the same stream.
 kernbench's ranks are greenlets of one process; each gets its own default
-generator (`RuntimeContext.default_generator`), made on first use. An
-unseeded rank starts from the run's seed (`kernbench run --seed`, default
-0), so unseeded ranks agree and every run repeats — as unseeded CUDA
-generators agree in PyTorch, which all start from one fixed seed. One
-default generator per rank serves the host and every device (`torch.ahbm`'s
-seeding functions act on it too).
+generator for the host and one per device (`RuntimeContext.default_generator`),
+each made on first use, as PyTorch keeps a CPU generator and one per CUDA
+device: a tensor's values come from the generator of the device it is made
+on, `torch.manual_seed` seeds them all, `torch.ahbm.manual_seed` (alias
+`torch.cuda.manual_seed`) only the current device's, and Megatron's RNG
+tracker forks the device's stream without touching the host's. An
+unseeded generator starts from the run's seed (`kernbench run --seed`,
+default 0), so unseeded ranks agree and every run repeats — as unseeded
+CUDA generators agree in PyTorch, which all start from one fixed seed.
 
 A generator is a PCG64 stream (numpy's), not PyTorch's Philox or Mersenne
 Twister: the numbers are not PyTorch's numbers, but the same seed gives the
@@ -120,29 +123,32 @@ def generator_class(ctx) -> type:
 
 
 class RankRandom:
-    """The seeding functions of `torch` and `torch.ahbm`: each acts on the calling rank's default generator."""
+    """The seeding functions of `torch`: the calling rank's host generator, and every device's where torch's do."""
 
     def __init__(self, ctx):
         self._ctx = ctx
 
     def manual_seed(self, seed) -> Generator:
-        """Seed the calling rank's default generator (every rank that calls it with `seed` gets the same stream)."""
-        return self._ctx.default_generator().manual_seed(seed)
+        """Seed the host's and every device's default generator (every rank calling it gets the same streams)."""
+        self._ctx.seed_all(seed, host=True)
+        return self._ctx.default_generator()
 
     def seed(self) -> int:
-        """Reseed the calling rank's default generator from its own stream and return the new seed."""
-        return self._ctx.default_generator().seed()
+        """Reseed the host's generator from its own stream (repeatable), and every device's with the same seed."""
+        new = self._ctx.default_generator().seed()
+        self._ctx.seed_all(new, host=False)
+        return new
 
     def initial_seed(self) -> int:
-        """The seed the calling rank's default generator last started from (the run's --seed until reseeded)."""
+        """The seed the host's default generator last started from (the run's --seed until reseeded)."""
         return self._ctx.default_generator().initial_seed()
 
-    def get_rng_state(self, device=None) -> Tensor:
-        """The calling rank's default generator state, a host uint8 tensor (one generator serves every device)."""
+    def get_rng_state(self) -> Tensor:
+        """The host's default generator state, a host uint8 tensor."""
         return self._ctx.default_generator().get_state()
 
-    def set_rng_state(self, new_state, device=None) -> None:
-        """Continue the calling rank's default generator from `get_rng_state()`'s tensor."""
+    def set_rng_state(self, new_state) -> None:
+        """Continue the host's default generator from `get_rng_state()`'s tensor."""
         self._ctx.default_generator().set_state(new_state)
 
 
@@ -164,14 +170,14 @@ class RandomFactories:
         low, high, size = _randint_arguments(args, low, high, size)
         if not low < high:
             raise TensorError(f"randint expects low < high, got low={low} and high={high}")
-        rng, dtype = self._ctx.rng_for(generator), resolve_dtype(dtype, default=int64)
+        rng, dtype = self._factories.rng_for(generator, device), resolve_dtype(dtype, default=int64)
         shape = shape_of((size,))
         return self._factories._generated(shape, dtype, device, dp, name,
                                           lambda: rng.integers(low, high, size=shape).astype(dtype.numpy))
 
     def randperm(self, n: int, *, generator=None, dtype=None, device=None, dp=None, name=None) -> Tensor:
         """A random permutation of 0 .. n-1, int64 by default."""
-        rng, dtype = self._ctx.rng_for(generator), resolve_dtype(dtype, default=int64)
+        rng, dtype = self._factories.rng_for(generator, device), resolve_dtype(dtype, default=int64)
         return self._factories._generated(shape_of((n,)), dtype, device, dp, name,
                                           lambda: rng.permutation(n).astype(dtype.numpy))
 
@@ -180,7 +186,7 @@ class RandomFactories:
         if isinstance(mean, Tensor) or isinstance(std, Tensor):
             raise TensorError("torch.normal with tensor mean or std is not supported by kernbench; "
                               "use torch.normal(mean: float, std: float, size)")
-        rng, dtype, shape = self._ctx.rng_for(generator), resolve_dtype(dtype), shape_of((size,))
+        rng, dtype, shape = self._factories.rng_for(generator, device), resolve_dtype(dtype), shape_of((size,))
         return self._factories._generated(shape, dtype, device, dp, name,
                                           lambda: (mean + std * rng.standard_normal(shape)).astype(dtype.numpy))
 

@@ -534,7 +534,7 @@ def gelu_tanh_slope(x):
 def uniform_(x, a: float = 0.0, b: float = 1.0, *, generator=None):
     """Fill with U(a, b) in place (a device fill: one vector pass and a store per tile)."""
     autograd.check_in_place(x, "uniform", ())
-    rng = x._ctx.rng_for(generator)
+    rng = x._ctx.rng_for(generator, x.device)
     device_ops.generate("uniform_", lambda count: rng.uniform(a, b, count), x)
     return x
 
@@ -542,7 +542,7 @@ def uniform_(x, a: float = 0.0, b: float = 1.0, *, generator=None):
 def normal_(x, mean: float = 0.0, std: float = 1.0, *, generator=None):
     """Fill with N(mean, std²) in place (a device fill)."""
     autograd.check_in_place(x, "normal", ())
-    rng = x._ctx.rng_for(generator)
+    rng = x._ctx.rng_for(generator, x.device)
     device_ops.generate("normal_", lambda count: rng.normal(mean, std, count), x)
     return x
 
@@ -568,7 +568,7 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
         raise TensorError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return x
-    rng = x._ctx.rng  # the calling rank's generator, drawn from in program order
+    rng = x._ctx.rng_for(None, x.device)  # the rank's generator of x's device, drawn from in program order
     new = _maker((x,))
     keep = device_ops.elementwise("rand", lambda a: rng.random(a.shape), [x], float32, float32, new_tensor=new)
     if inplace:

@@ -36,7 +36,6 @@ KNOWN_UNSUPPORTED = {
     "torch.ahbm.amp": "no autocasting: give each tensor its dtype",
     "torch.ahbm.graphs": "no graph capture: every launch is enqueued as it is made",
     "torch.ahbm.nvtx": "no NVTX ranges: kernbench run --trace records every op",
-    "torch.ahbm.get_rng_state_all": "one default generator per rank serves every device: use get_rng_state",
     "torch.distributed.rpc": "no remote procedure calls between ranks",
     "torch.distributed.fsdp": "no sharded data parallelism: kernbench.tp has tensor parallelism",
     "torch.Tensor.pin_memory": "host memory is not modelled as pageable or pinned: host copies are DMAs either way",

@@ -18,10 +18,9 @@ expert rank + the expert tensor rank).
 
 **Over the run's generators.** A state is what `torch.ahbm.get_rng_state()`
 returns for the calling rank's default generator, and a fork sets it with
-`torch.ahbm.set_rng_state`. kernbench has one default generator per rank for
-the host and every device (kernbench.runtime_api.random), so a fork swaps
-the stream host draws come from too, where PyTorch swaps only the CUDA one
-(and Megatron warns when CPU draws happen inside a fork).
+`torch.ahbm.set_rng_state`. As in PyTorch, the host and each device have a
+default generator of their own (kernbench.runtime_api.random), so a fork
+swaps the device's stream and host draws are not affected.
 `use_cudagraphable_rng=True` keeps each state as a `torch.Generator` instead
 of a state tensor (Megatron's graph-safe tracker), with the same streams.
 
@@ -240,8 +239,7 @@ def default_generator_rng(torch, device: str = "cpu"):
     For initializers written as `init_method(array, rng)` (kernbench.tp.layers):
     the host's generator for Megatron's CPU initialization, the device's
     (inside a `fork()`, the tracker's state) for its GPU initialization — as
-    `torch.nn.init` draws from in Megatron. (Today one generator per rank
-    serves both.)
+    `torch.nn.init` draws from in Megatron.
     """
     module = torch if device == "cpu" else torch.ahbm
     generator = torch.Generator()

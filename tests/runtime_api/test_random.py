@@ -86,13 +86,13 @@ def test_adr0005_t24_a_saved_state_replays_the_same_numbers(session, which):
         generator = torch.Generator().manual_seed(9)
         get, put = ((generator.get_state, generator.set_state) if which == "generator"
                     else (torch.get_rng_state, torch.set_rng_state))
-        use = generator if which == "generator" else None
-        torch.randn(3, generator=use)  # move past the start
+        use = generator if which == "generator" else None  # the default: torch's state is the CPU generator's
+        torch.randn(3, generator=use, device="cpu")  # move past the start
         state = get()
-        first = torch.randn(10, generator=use).numpy()
-        torch.randn(7, generator=use)
+        first = torch.randn(10, generator=use, device="cpu").numpy()
+        torch.randn(7, generator=use, device="cpu")
         put(state)
-        seen["replay"] = (first, torch.randn(10, generator=use).numpy(), state.dtype, state.device)
+        seen["replay"] = (first, torch.randn(10, generator=use, device="cpu").numpy(), state.dtype, state.device)
 
     session.run(bench)
     first, again, dtype, device = seen["replay"]
@@ -169,15 +169,42 @@ def test_adr0005_t28_the_same_run_twice_gives_the_same_numbers_in_every_rank():
     assert not np.array_equal(first[0][1], first[1][1])  # ranks seeded differently draw differently
 
 
-def test_adr0005_t35_torch_cuda_manual_seed_seeds_the_one_default_generator(session):
+def test_adr0005_t35_host_and_devices_have_generators_of_their_own_as_in_pytorch(session):
+    # torch.manual_seed seeds the CPU's generator and every device's; torch.cuda.manual_seed(_all) only devices';
+    # a tensor's values come from the generator of the device it is made on.
     torch = session.torch
     seen = []
 
     def bench():
         torch.cuda.manual_seed_all(17)
-        seen.append((torch.randn(4).numpy(), torch.initial_seed(), torch.cuda.initial_seed()))
+        seen.append((torch.randn(4).numpy(), torch.randn(4, device="cpu").numpy(), torch.initial_seed(),
+                     torch.cuda.initial_seed()))
+        torch.manual_seed(5)
+        torch.cuda.manual_seed(9)  # the current device only
+        seen.append((torch.randn(4).numpy(), torch.randn(4, device="cpu").numpy(), torch.randn(4, device="ahbm:1").numpy()))
 
     session.run(bench)
-    values, initial, cuda_initial = seen[0]
-    assert initial == cuda_initial == 17
-    np.testing.assert_array_equal(values, pcg64(17).standard_normal(4).astype(np.float32))
+    (device, host, initial, cuda_initial), (device_9, host_5, other_device_5) = seen
+    assert (initial, cuda_initial) == (session.ctx.default_seed, 17)
+    np.testing.assert_array_equal(device, pcg64(17).standard_normal(4).astype(np.float32))
+    np.testing.assert_array_equal(host, pcg64(session.ctx.default_seed).standard_normal(4).astype(np.float32))
+    np.testing.assert_array_equal(device_9, pcg64(9).standard_normal(4).astype(np.float32))
+    np.testing.assert_array_equal(host_5, pcg64(5).standard_normal(4).astype(np.float32))
+    np.testing.assert_array_equal(other_device_5, pcg64(5).standard_normal(4).astype(np.float32))
+
+def test_adr0005_t38_every_devices_state_is_saved_and_restored_at_once(session):
+    torch = session.torch
+    seen = []
+
+    def bench():
+        states = torch.cuda.get_rng_state_all()
+        first = [torch.randn(3, device=f"ahbm:{d}").numpy() for d in range(torch.cuda.device_count())]
+        torch.cuda.set_rng_state_all(states)
+        seen.append((len(states), first, [torch.randn(3, device=f"ahbm:{d}").numpy()
+                                          for d in range(torch.cuda.device_count())]))
+
+    session.run(bench)
+    count, first, again = seen[0]
+    assert count == session.ctx.topology.n_sips
+    for before, after in zip(first, again):
+        np.testing.assert_array_equal(after, before)

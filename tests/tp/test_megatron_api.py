@@ -251,7 +251,7 @@ def test_adr0011_t36_model_parallel_seed_offsets_differ_across_tp_and_repeat_acr
         with get_cuda_rng_tracker().fork():
             dropout = torch.rand(64, device="ahbm").numpy()
         outside = torch.rand(64, device="ahbm").numpy()
-        return matches, torch.initial_seed(), dropout, outside
+        return matches, torch.ahbm.initial_seed(), dropout, outside  # the device's: Megatron seeds CUDA
 
     seen = run_tensor_parallel(2, seeded)  # 4 SIPs: tensor groups (0, 1), (2, 3)
     for rank, (matches, initial_seed, _, _) in seen.items():

@@ -29,11 +29,6 @@ class Test:
     def teardown_method(self, method):
         Utils.destroy_model_parallel()
 
-    # kernbench: one default generator per rank serves the host and the device (runtime_api/random.py), so the
-    # "intentionally different" seed of the device's tracker reseeds the stream the host initialization draws
-    # from too; PyTorch keeps a CPU generator apart, which torch.manual_seed(42) alone seeds.
-    @pytest.mark.xfail(strict=True, reason="the rank's one default generator: model_parallel_cuda_manual_seed(41) "
-                                           "reseeds the host's stream, which PyTorch keeps apart")
     def test_embedding_init(self):
         def body(torch, rank, world_size):
             Utils.initialize_model_parallel(1, 1)
