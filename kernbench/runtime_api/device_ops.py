@@ -184,6 +184,49 @@ def generate(name: str, make: Callable[[int], np.ndarray], out) -> None:
     run_tiles(ctx, [], out, -(-numel // per_tile), name, program)
 
 
+def index_add(out, targets: np.ndarray, source) -> None:
+    """`out`'s storage elements `targets` += `source`'s elements, repeated targets summed (torch's
+    `index_put_(..., accumulate=True)`, what the backward of a gather with repeated indices needs).
+
+    The targets are sorted on the host (the simulator knows them, as a GPU's
+    embedding backward sorts its ids first) and cut into tiles of distinct
+    target elements; a program loads its tile of `out`, gathers the source
+    elements aimed at it, adds them in one vector pass (in source order, so
+    the sums are the same in every run) and stores the tile. No two programs
+    write one element, so there is no race and no atomic.
+    """
+    flat_targets = np.asarray(targets, dtype=np.int64).reshape(-1)
+    if flat_targets.size != source.numel():
+        raise TensorError(f"index_add into {out.name!r}: {flat_targets.size} targets for {source.numel()} values")
+    if flat_targets.size == 0:
+        return
+    source = source.contiguous()
+    order = np.argsort(flat_targets, kind="stable")
+    sorted_targets = flat_targets[order]
+    unique, first_of = np.unique(sorted_targets, return_index=True)
+    bounds = np.append(first_of, sorted_targets.size)  # occurrences of unique[i]: order[bounds[i]:bounds[i + 1]]
+    source_base = source.storage_offset()
+    ctx = out._ctx
+    per_tile = tile_elements(ctx, out.dtype.itemsize)
+
+    def program(p: Program) -> None:
+        lo, hi = p.number * per_tile, min(unique.size, (p.number + 1) * per_tile)
+        occurrences = order[bounds[lo]:bounds[hi]]
+        current = p.load(out, unique[lo:hi])
+        added = p.load(source, source_base + occurrences)
+        p.vector("index_add", occurrences.size, out.dtype)
+        if not p.data:
+            current = np.empty(hi - lo, dtype=out.dtype.numpy)
+        else:
+            accumulator = current.astype(out.dtype.numpy, copy=True)
+            np.add.at(accumulator, np.searchsorted(unique[lo:hi], sorted_targets[bounds[lo]:bounds[hi]]),
+                      added.astype(out.dtype.numpy, copy=False))
+            current = accumulator
+        p.store(out, unique[lo:hi], np.asarray(current))
+
+    run_tiles(ctx, [source], out, -(-unique.size // per_tile), "index_add", program)
+
+
 def _host_operand(op, dtype: DType):
     if is_tensor(op):
         return op._host_array.astype(dtype.numpy, copy=False)

@@ -29,6 +29,7 @@ from kernbench.runtime_api import autograd, views
 from kernbench.runtime_api.boxes import box_span
 from kernbench.runtime_api.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
+from kernbench.runtime_api.device_ops import index_add
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor_moves import cuda_device, to_device
 from kernbench.runtime_api.unsupported import tensor_getattr
@@ -530,12 +531,14 @@ def _identity_backward(grad):
 
 
 def _gather_backward(base, key, grad):
-    """Gradient of `base[key]`: the output gradient scattered into zeros (indices must not repeat)."""
+    """Gradient of `base[key]`: the output gradient scattered into zeros, summed where indices repeat (as an
+    embedding's backward sums the gradients of a repeated token id)."""
     zeros = base._new_like(base.shape, f"{base.name}.grad").fill_(0)
     targets = zeros._selected(key)
-    if np.unique(targets).size != targets.size:
-        raise TensorError(f"backward of indexing {base.name!r} with repeated indices is not supported by kernbench")
-    copy_elements(zeros, targets, grad, None, non_blocking=True)
+    if np.unique(targets).size == targets.size:
+        copy_elements(zeros, targets, grad, None, non_blocking=True)  # a plain scatter: one DMA per cube
+    else:
+        index_add(zeros, targets, grad)
     return (zeros,)
 
 

@@ -15,8 +15,9 @@ Indexing reads the ids to the host, as the simulator must know which rows
 move, so a `--timing-only` run (which computes no values) cannot look up:
 it raises `ValuesNotComputed`. Megatron's `deterministic_mode` picks between
 two equal lookups there; here there is one. The backward of the lookup is
-autograd's for indexing, which refuses repeated ids (every masked id reads
-row 0), so the embedding is forward only for now.
+autograd's for indexing, which sums the gradients of repeated ids (the
+batch's repeats, and row 0 that every masked id reads) with the `index_add`
+device op.
 
 Initialization as Megatron's: with `config.use_cpu_initialization` the
 whole (V, hidden) master table is drawn in float32 on the host from the

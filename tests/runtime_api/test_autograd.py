@@ -207,3 +207,19 @@ def test_adr0017_t12_factories_take_requires_grad_and_testing_compares_with_torc
 
     _, got = _run(bench)
     assert got == (True, True)
+
+
+@pytest.mark.parametrize("key", [np.array([1, 3, 1, 1, 0, 3]), (np.array([0, 2, 0]), np.array([1, 1, 1]))])
+def test_adr0017_t13_indexing_backward_sums_the_gradients_of_repeated_indices(key):
+    base = np.arange(12, dtype=np.float32).reshape(4, 3)
+    upstream = np.random.default_rng(13).standard_normal(base[key].shape).astype(np.float32)
+
+    def step(torch):
+        x = torch.tensor(base).requires_grad_()
+        index = tuple(torch.tensor(part) for part in key) if isinstance(key, tuple) else torch.tensor(key)
+        (x[index] * torch.tensor(upstream)).sum().backward()
+        return x.grad.numpy()
+
+    expected = np.zeros_like(base)
+    np.add.at(expected, key, upstream)
+    assert_close(_run(step)[1], expected, "f32")

@@ -9,6 +9,7 @@ import operator
 import numpy as np
 import pytest
 
+from kernbench.numerics import assert_close
 from kernbench.tp import (ModelParallelConfig, ModelParallelError, ParallelSizeError, RowParallelLinear,
                           TransformerConfig, VocabParallelEmbedding, parallel_state, tensor_parallel)
 from kernbench.tp.config import config_value
@@ -309,6 +310,26 @@ def test_adr0011_t38_vocab_parallel_embedding_is_the_tables_rows_at_every_tp(tp)
         assert rows == ((rank % tp) * part, (rank % tp + 1) * part)
         np.testing.assert_array_equal(weight, table[rows[0]:rows[1]])
         np.testing.assert_array_equal(output, table[TOKEN_IDS])  # masked rows are zeros, so the sum is exact
+
+
+@pytest.mark.parametrize("tp", TP_SIZES)
+def test_adr0011_t49_the_embedding_gradient_sums_the_rows_of_repeated_ids(tp):
+    # TOKEN_IDS repeats 8, 9 and 0, and at tp > 1 every id outside a rank's rows reads (and is masked from)
+    # row 0: the table's gradient is numpy's np.add.at of the output gradient, partitioned by rows.
+    config = TransformerConfig(num_layers=1, hidden_size=HIDDEN, num_attention_heads=2, use_cpu_initialization=True)
+    upstream = np.random.default_rng(5).standard_normal((*TOKEN_IDS.shape, HIDDEN)).astype(np.float32)
+
+    def trained(torch, rank):
+        torch.manual_seed(SEED)
+        embedding = VocabParallelEmbedding(VOCAB, HIDDEN, init_method=config.embedding_init_method, config=config)
+        output = embedding(torch.tensor(TOKEN_IDS, device="ahbm"))
+        (output.float() * torch.tensor(upstream)).sum().backward()
+        return embedding.weight.grad.numpy(), (embedding.vocab_start_index, embedding.vocab_end_index)
+
+    expected = np.zeros((VOCAB, HIDDEN), dtype=np.float32)
+    np.add.at(expected, TOKEN_IDS, upstream)
+    for grad, (first, last) in run_tensor_parallel(tp, trained).values():
+        assert_close(grad, expected[first:last], "f32")
 
 
 @pytest.mark.parametrize("tp", [2, 4])
