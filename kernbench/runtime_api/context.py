@@ -2,7 +2,7 @@
 
 One context per run: the topology, the engine, the simulated machine (memory
 and resources of every device), the streams, and what each rank has selected
-(its current and default device, its default random generator). Host code runs either in a rank's greenlet (an
+(its current and default device, its default random generators). Host code runs either in a rank's greenlet (an
 engine process, as under `kernbench run` and `spawn`) or in the main greenlet
 (a test or script driving a context directly); `block_on` is where both kinds
 wait for device work, so nothing else needs to know which kind it is in.
@@ -192,7 +192,8 @@ class RuntimeContext:
 
 class _RankState:
     """What one rank (greenlet) has selected — its current and default device, its streams — its spawn rank, if
-    any, and its default random generator (made on first use, as each PyTorch process has its own)."""
+    any, and its default random generators, the host's and one per device (each made on first use, as each PyTorch
+    process has its own)."""
 
     __slots__ = ("device", "streams", "rank", "spawned", "default_device", "generators", "seeds")
 
