@@ -31,7 +31,7 @@ from kernbench.runtime_api.factories import Factories
 from kernbench.runtime_api.random import RandomFactories, RankRandom
 from kernbench.runtime_api.streams import failed_operation
 from kernbench.runtime_api.processes import multiprocessing_namespace
-from kernbench.runtime_api.torch_imports import outside_a_run, resolve, torch_imports
+from kernbench.runtime_api.torch_imports import RunBound, outside_a_run, resolve, torch_imports
 from kernbench.runtime_api.worker_stdout import as_worker, worker_stdout
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor import Tensor
@@ -162,12 +162,16 @@ def lookup_before_a_run(module: str, attr: str):
     """`module.attr` as a bench's module-level code finds it, before its run exists (runtime_api/torch_imports.py).
 
     A run-independent name is itself; a name no run has is its
-    `UnsupportedError` line; any other is one line saying it needs the run.
+    `UnsupportedError` line; a run's function is a `RunBound`, found in the
+    run in progress when called; any other name (a run's tensor, class or
+    settings) is one line saying it needs the run.
     """
     fixed = RUN_INDEPENDENT_NAMES.get(module, {})
     if attr in fixed:
         return fixed[attr]
-    resolve(_reference_torch(), module, attr)
+    value = resolve(_reference_torch(), module, attr)
+    if callable(value) and not isinstance(value, type):
+        return RunBound(module, attr, getattr(value, "__doc__", None))
     raise outside_a_run(module, attr)
 
 

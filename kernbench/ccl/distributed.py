@@ -42,11 +42,12 @@ import importlib
 import numpy as np
 
 from kernbench import dtypes
-from kernbench.ccl import list_forms
 from kernbench.ccl.collective import CollectiveRequest, run_collective
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.install import CclConfigError, explicit_world_size, resolve_algorithm_config, with_overrides
+from kernbench.ccl.list_forms import FlatLists
 from kernbench.ccl.members import check_device_tensor, check_own_pes, chunks, member, whole
+from kernbench.ccl.pe_list_forms import PeFlatLists
 from kernbench.ccl.process_group import (P2POp, PremulSum, ProcessGroup, ReduceOp, Work, World, reduce_op_of,
                                          world_size_rule)
 from kernbench.ccl.records import collective_record, record_count
@@ -310,9 +311,13 @@ class Distributed:
         world, group = self._world_and_group("all_to_all_single", group)
         n = group.size()
         if self._pe_ranks(world):
-            if input_split_sizes is not None or output_split_sizes is not None:
-                raise CollectiveError("all_to_all_single: with PE ranks every rank's chunk is split equally; split "
-                                      "sizes need a rank per worker")
+            for tensor, sizes, what in ((input, input_split_sizes, "input"), (output, output_split_sizes, "output")):
+                if sizes is not None and len(set(_element_splits(tensor, sizes, n, "all_to_all_single", what))) > 1:
+                    raise CollectiveError(
+                        f"all_to_all_single: {what}_split_sizes={list(sizes)} are unequal, but with PE ranks one "
+                        "call gives every rank the same split sizes, and rank k would then get "
+                        "input_split_sizes[k] rows from each rank: only equal splits agree; spawn a worker per "
+                        "rank for uneven ones")
             splits = None  # each PE rank's chunk in n equal parts (_pe_rank_collective)
         else:
             splits = (_element_splits(input, input_split_sizes, n, "all_to_all_single", "input"),
@@ -321,46 +326,45 @@ class Distributed:
 
     def all_gather(self, tensor_list, tensor, group=None, async_op=False):
         """Every rank's `tensor` into `tensor_list[r]`, through one flat buffer (as PyTorch's NCCL group does)."""
-        world, group = self._list_form_group("all_gather", group)
-        outputs = list_forms.check_list(tensor_list, group.size(), tensor, "all_gather", "tensor_list")
-        flat = list_forms.scratch(self._ctx, tensor, tensor.numel() * group.size(), "all_gather")
+        world, group, forms = self._list_forms("all_gather", group)
+        outputs = forms.check(tensor_list, tensor, "all_gather", "tensor_list")
+        flat = forms.scratch(tensor, tensor.numel() * group.size(), "all_gather")
         handle, label = self._collective("all_gather", group, tensor, flat)
-        return self._finish([handle, *list_forms.unpack(flat, outputs)], label, async_op)
+        return self._finish([handle, *forms.unpack(flat, outputs)], label, async_op)
 
     def reduce_scatter(self, output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
         """The reduction of every rank's `input_list[r]` into rank r's `output`, through one flat buffer."""
-        world, group = self._list_form_group("reduce_scatter", group)
-        inputs = list_forms.check_list(input_list, group.size(), output, "reduce_scatter", "input_list")
-        flat = list_forms.scratch(self._ctx, output, output.numel() * group.size(), "reduce_scatter")
-        list_forms.pack(flat, inputs)
+        world, group, forms = self._list_forms("reduce_scatter", group)
+        inputs = forms.check(input_list, output, "reduce_scatter", "input_list")
+        flat = forms.scratch(output, output.numel() * group.size(), "reduce_scatter")
+        forms.pack(flat, inputs)
         return self._finish(*self._collective("reduce_scatter", group, flat, output, op=op), async_op)
 
     def all_to_all(self, output_tensor_list, input_tensor_list, group=None, async_op=False):
         """`input_tensor_list[k]` to rank k, which finds it in its `output_tensor_list[r]`; sizes may differ."""
-        world, group = self._list_form_group("all_to_all", group)
+        world, group, forms = self._list_forms("all_to_all", group)
         n = group.size()
         first = input_tensor_list[0] if isinstance(input_tensor_list, (list, tuple)) and input_tensor_list else None
         if first is None:
             raise CollectiveError(f"all_to_all: input_tensor_list must be a list of {n} tensors, one per rank")
-        inputs = list_forms.check_list(input_tensor_list, n, first, "all_to_all", "input_tensor_list", equal=False)
-        outputs = list_forms.check_list(output_tensor_list, n, first, "all_to_all", "output_tensor_list",
-                                        equal=False)
+        inputs = forms.check(input_tensor_list, first, "all_to_all", "input_tensor_list", equal=False)
+        outputs = forms.check(output_tensor_list, first, "all_to_all", "output_tensor_list", equal=False)
         splits = tuple(t.numel() for t in inputs), tuple(t.numel() for t in outputs)
-        flat_in = list_forms.scratch(self._ctx, first, sum(splits[0]), "all_to_all")
-        flat_out = list_forms.scratch(self._ctx, first, sum(splits[1]), "all_to_all")
-        list_forms.pack(flat_in, inputs)
+        flat_in = forms.scratch(first, sum(splits[0]), "all_to_all")
+        flat_out = forms.scratch(first, sum(splits[1]), "all_to_all")
+        forms.pack(flat_in, inputs)
         handle, label = self._collective("all_to_all", group, flat_in, flat_out, splits=splits)
-        return self._finish([handle, *list_forms.unpack(flat_out, outputs)], label, async_op)
+        return self._finish([handle, *forms.unpack(flat_out, outputs)], label, async_op)
 
     def scatter(self, tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
         """The root's `scatter_list[r]` into rank r's `tensor`."""
-        world, group = self._list_form_group("scatter", group)
+        world, group, forms = self._list_forms("scatter", group)
         root = group.group_rank_of(src, group_src, "scatter", "src")
         source = tensor
-        if group.ranks[root] == self._my_rank(world):
-            inputs = list_forms.check_list(scatter_list, group.size(), tensor, "scatter", "scatter_list")
-            source = list_forms.scratch(self._ctx, tensor, tensor.numel() * group.size(), "scatter")
-            list_forms.pack(source, inputs)
+        if self._acts_as(world, group, root):
+            inputs = forms.check(scatter_list, tensor, "scatter", "scatter_list")
+            source = forms.scratch(tensor, tensor.numel() * group.size(), "scatter")
+            forms.pack(source, inputs, root)
         elif scatter_list:
             raise CollectiveError(f"scatter: rank {self._my_rank(world)} is not the source; only rank "
                                   f"{group.ranks[root]} passes scatter_list")
@@ -368,17 +372,17 @@ class Distributed:
 
     def gather(self, tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
         """Every rank's `tensor` into the root's `gather_list[r]`."""
-        world, group = self._list_form_group("gather", group)
+        world, group, forms = self._list_forms("gather", group)
         root = group.group_rank_of(dst, group_dst, "gather", "dst")
-        if group.ranks[root] != self._my_rank(world):
+        if not self._acts_as(world, group, root):
             if gather_list:
                 raise CollectiveError(f"gather: rank {self._my_rank(world)} is not the destination; only rank "
                                       f"{group.ranks[root]} passes gather_list")
             return self._finish(*self._collective("gather", group, tensor, tensor, root=root), async_op)
-        outputs = list_forms.check_list(gather_list, group.size(), tensor, "gather", "gather_list")
-        flat = list_forms.scratch(self._ctx, tensor, tensor.numel() * group.size(), "gather")
+        outputs = forms.check(gather_list, tensor, "gather", "gather_list")
+        flat = forms.scratch(tensor, tensor.numel() * group.size(), "gather")
         handle, label = self._collective("gather", group, tensor, flat, root=root)
-        return self._finish([handle, *list_forms.unpack(flat, outputs)], label, async_op)
+        return self._finish([handle, *forms.unpack(flat, outputs, root)], label, async_op)
 
     def barrier(self, group=None, async_op=False, device_ids=None):
         """A one-element all-reduce among the group's ranks, as NCCL's barrier is; the host waits for it.
@@ -450,13 +454,17 @@ class Distributed:
                                   "(destroy_process_group(group))")
         return world, group
 
-    def _list_form_group(self, call: str, group) -> tuple[World, ProcessGroup]:
+    def _list_forms(self, call: str, group) -> tuple[World, ProcessGroup, FlatLists]:
+        """The world, the group and how the call's lists become flat buffers: per rank, or for every PE rank
+        at once (`pe_list_forms`)."""
         world, group = self._world_and_group(call, group)
         if self._pe_ranks(world):
-            raise CollectiveError(f"{call}: with PE ranks one worker drives every rank, and {call} takes one rank's "
-                                  "tensors; use all_gather_into_tensor, reduce_scatter_tensor or all_to_all_single, "
-                                  "or spawn a worker per rank")
-        return world, group
+            return world, group, PeFlatLists(self._ctx, group.size(), self.pe_rank_policy(group))
+        return world, group, FlatLists(self._ctx, group.size())
+
+    def _acts_as(self, world: World, group: ProcessGroup, group_rank: int) -> bool:
+        """Whether this worker makes the call of the group's rank `group_rank` (with PE ranks, of every rank)."""
+        return self._pe_ranks(world) or group.ranks[group_rank] == self._my_rank(world)
 
     def _pe_ranks(self, world: World) -> bool:
         """Whether the caller drives PE ranks: above the SIP count, or a worker that was not spawned in a world

@@ -14,6 +14,42 @@ from kernbench.ccl.errors import CollectiveError
 from kernbench.runtime_api.factories import Factories
 
 
+class FlatLists:
+    """The list forms of one group of `n` ranks, each rank driven by a worker of its own."""
+
+    def __init__(self, ctx, n: int):
+        self.ctx, self.n = ctx, n
+
+    def check(self, tensors, like, call: str, what: str, *, equal: bool = True) -> list:
+        """`tensors` as a list of n tensors of `like`'s dtype and device (and, with `equal`, its size)."""
+        return check_list(tensors, self.n, like, call, what, equal=equal)
+
+    def scratch(self, like, count: int, call: str):
+        """A flat tensor of `count` elements of `like`'s dtype on its device, for one list-form call."""
+        return Factories(self.ctx).empty(count, dtype=like.dtype, device=like.device, name=f"{call} buffer")
+
+    def pack(self, flat, tensors, root: int | None = None) -> None:
+        """Copy `tensors` one after another into `flat` (enqueued on the current stream); `root` is only
+        read by PE ranks, where one worker packs for every rank."""
+        offset = 0
+        for tensor in tensors:
+            count = tensor.numel()
+            if count:
+                flat[offset:offset + count].copy_(tensor.reshape(-1), non_blocking=True)
+            offset += count
+
+    def unpack(self, flat, tensors, root: int | None = None) -> list:
+        """Copy consecutive runs of `flat` into `tensors` (enqueued); the copies' completion handles."""
+        handles, offset = [], 0
+        for tensor in tensors:
+            count = tensor.numel()
+            if count:
+                tensor.copy_(flat[offset:offset + count].view(tuple(tensor.shape)), non_blocking=True)
+                handles.append(tensor._pending_writes[-1])
+            offset += count
+        return handles
+
+
 def check_list(tensors, size: int, like, call: str, what: str, *, equal: bool = True) -> list:
     """`tensors` as a list of `size` tensors of `like`'s dtype and device (and, with `equal`, its size)."""
     if not isinstance(tensors, (list, tuple)) or len(tensors) != size:
@@ -31,30 +67,3 @@ def check_list(tensors, size: int, like, call: str, what: str, *, equal: bool = 
         if problem:
             raise CollectiveError(f"{call}: {what}[{index}] {problem}")
     return list(tensors)
-
-
-def scratch(ctx, like, count: int, call: str):
-    """A flat tensor of `count` elements of `like`'s dtype on its device, for one list-form call."""
-    return Factories(ctx).empty(count, dtype=like.dtype, device=like.device, name=f"{call} buffer")
-
-
-def pack(flat, tensors) -> None:
-    """Copy `tensors` one after another into `flat` (enqueued on the current stream)."""
-    offset = 0
-    for tensor in tensors:
-        count = tensor.numel()
-        if count:
-            flat[offset:offset + count].copy_(tensor.reshape(-1), non_blocking=True)
-        offset += count
-
-
-def unpack(flat, tensors) -> list:
-    """Copy consecutive runs of `flat` into `tensors` (enqueued); the copies' completion handles."""
-    handles, offset = [], 0
-    for tensor in tensors:
-        count = tensor.numel()
-        if count:
-            tensor.copy_(flat[offset:offset + count].view(tuple(tensor.shape)), non_blocking=True)
-            handles.append(tensor._pending_writes[-1])
-        offset += count
-    return handles

@@ -8,8 +8,10 @@ each name is looked up at use in the namespace of the run in progress, so
 one module-level `import torch` serves whichever run calls the bench. Names
 that are the same in every run (dtypes, `Tensor`, the device ops:
 `session.RUN_INDEPENDENT_NAMES`) resolve with no run, so `from torch import
-float16` works at module level (`session.lookup_before_a_run`); any other
-run name used outside a run is one line saying so. A name kernbench lacks is its one `UnsupportedError`
+float16` works at module level (`session.lookup_before_a_run`); a run's
+function imported there (`from torch import zeros`) is a `RunBound` that
+finds it in the run in progress at each call; any other run name used
+outside a run is one line saying so. A name kernbench lacks is its one `UnsupportedError`
 line, also through `import torch.X` and `from torch.X import Y` (which
 Python would otherwise turn into a bare ImportError).
 
@@ -51,6 +53,24 @@ class RunTorch(ModuleType):
         if _lookup[0] is None:
             raise outside_a_run(self.__name__, attr)
         return _lookup[0](self.__name__, attr)
+
+
+class RunBound:
+    """A run's function named at a bench's module level (`from torch import zeros`): each call finds it in the
+    run in progress, so one module-level name serves every run; a call outside a run is `outside_a_run`'s line."""
+
+    def __init__(self, module: str, attr: str, doc: str | None):
+        self._module, self._attr = module, attr
+        self.__name__, self.__qualname__, self.__doc__ = attr, attr, doc
+
+    def __call__(self, *args, **kwargs):
+        target = None if _lookup[0] is None else _lookup[0](self._module, self._attr)
+        if target is None or isinstance(target, RunBound):
+            raise outside_a_run(self._module, self._attr)
+        return target(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self._module}.{self._attr} of the kernbench run in progress>"
 
 
 def resolve(torch, module: str, attr: str):

@@ -24,8 +24,6 @@ from tests.cli import REPO_ROOT
 
 COLLECTIVES = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "reduce",
                "all_to_all_single", "all_gather", "reduce_scatter", "scatter", "gather", "all_to_all"]
-# Forms that take one rank's tensors: they need a rank per worker (ADR 0012 "PE ranks").
-LIST_FORMS = {"all_gather", "reduce_scatter", "scatter", "gather", "all_to_all"}
 LAYOUTS = [("default", 2), ("default", 3), ("default", 4), ("large", 5), ("single_sip", 4), ("default", 7)]
 DTYPES = {"f16": np.float16, "f32": np.float32, "i32": np.int32}
 SIZES = [1, 37, 20_000]  # elements per rank and piece: one, odd, several 64 KiB slots
@@ -35,8 +33,7 @@ def matrix():
     cases = []
     for c, collective in enumerate(COLLECTIVES):
         for a, algorithm in enumerate(ALGORITHMS):
-            layouts = [layout for layout in LAYOUTS if collective not in LIST_FORMS or not is_pe_world(*layout)]
-            topology, world = layouts[(c + a) % len(layouts)]
+            topology, world = LAYOUTS[(c + a) % len(LAYOUTS)]
             dtype = list(DTYPES)[(c + 2 * a) % len(DTYPES)]
             size = SIZES[(2 * c + a) % len(SIZES)]
             cases.append((collective, algorithm, topology, world, dtype, size))
@@ -120,7 +117,7 @@ def test_adr0012_t74_every_collective_under_every_algorithm_matches_numpy(collec
     def fn(torch, rank):
         if pe_world:  # one worker: rank r's input is chunk r of the last dimension
             x = torch.tensor(np.concatenate(inputs).reshape(1, -1), dtype=dtype, dp=over_pes(torch, world))
-            return np.split(call_pe(torch, collective, x, world, root).numpy().reshape(-1), world)
+            return np.split(call_pe(torch, collective, x, world, root).reshape(-1), world)
         result = call(torch, collective, torch.tensor(inputs[rank], dtype=dtype), world, root)
         return None if result is None else result.numpy()
 
@@ -133,26 +130,47 @@ def test_adr0012_t74_every_collective_under_every_algorithm_matches_numpy(collec
     assert (row["collective"], row["configured_algorithm"], row["world_size"]) == (KIND.get(collective, collective), algorithm, world)
 
 
-def call_pe(torch, collective: str, x, n: int, root: int):
-    """The PE-rank form: rank r's buffer is chunk r of the tensor's last dimension (ADR 0012)."""
+def call_pe(torch, collective: str, x, n: int, root: int) -> np.ndarray:
+    """The PE-rank form: rank r's buffer is chunk r of the tensor's last dimension, and of each tensor of a list
+    (ADR 0012); every rank's result, ranks first."""
     dist = torch.distributed
-    width = x.shape[-1] // n
+    share = x.shape[-1] // n // n  # what a rank gives each rank where the collective splits its input
+    placed = dict(dtype=x.dtype, dp=over_pes(torch, n))
+    pieces = x.numpy().reshape(n, n, share)  # rank r's k-th part of its input
+
+    def chunked(rows: np.ndarray):
+        """A tensor whose chunk r is rows[r]."""
+        return torch.tensor(np.ascontiguousarray(rows).reshape(1, -1), **placed)
+
+    def by_rank(tensors) -> np.ndarray:
+        """Rank r's result: chunk r of each tensor of the list, in list order."""
+        return np.stack([t.numpy().reshape(n, -1) for t in tensors], axis=1)
+
     if collective in ("all_reduce", "broadcast", "reduce"):
         getattr(dist, collective)(*((x,) if collective == "all_reduce" else (x, root)))
-        return x
-    if collective == "all_to_all_single":
-        out = torch.empty(1, x.shape[-1], dtype=x.dtype, dp=over_pes(torch, n))
-        dist.all_to_all_single(out, x)
-        return out
-    if collective == "all_gather_into_tensor":
-        mine = x.numpy().reshape(n, width)[:, :width // n].reshape(1, -1)
-        source = torch.tensor(mine, dtype=x.dtype, dp=over_pes(torch, n))
-        out = torch.empty(1, x.shape[-1], dtype=x.dtype, dp=over_pes(torch, n))
-        dist.all_gather_into_tensor(out, source)
-        return out
-    out = torch.empty(1, x.shape[-1] // n, dtype=x.dtype, dp=over_pes(torch, n))
-    dist.reduce_scatter_tensor(out, x)
-    return out
+        return x.numpy()
+    if collective in ("all_to_all_single", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        out = torch.empty(1, x.shape[-1] // n if collective == "reduce_scatter_tensor" else x.shape[-1], **placed)
+        source = chunked(pieces[:, 0]) if collective == "all_gather_into_tensor" else x
+        getattr(dist, collective)(out, source)
+        return out.numpy()
+    lists = [chunked(pieces[:, k]) for k in range(n)]  # list element k: every rank's k-th part
+    outs = [torch.zeros(1, n * share, **placed) for _ in range(n)]
+    out = torch.empty(1, n * share, **placed)
+    if collective == "all_gather":
+        dist.all_gather(outs, chunked(pieces[:, 0]))
+        return by_rank(outs)
+    if collective == "all_to_all":
+        dist.all_to_all(outs, lists)
+        return by_rank(outs)
+    if collective == "gather":
+        dist.gather(chunked(pieces[:, 0]), outs, dst=root)
+        return by_rank(outs)
+    if collective == "reduce_scatter":
+        dist.reduce_scatter(out, lists)
+    else:
+        dist.scatter(out, lists, src=root)
+    return out.numpy()
 
 
 def test_adr0012_t75_uneven_all_to_all_splits_and_premul_and_bitwise_ops_match_numpy():
@@ -371,3 +389,48 @@ def test_adr0012_t83_pytorchs_distributed_tutorial_runs_as_a_bench(capsys):
     rows = session.ctx.collectives
     assert {row["collective"] for row in rows} >= {"send", "all_reduce", "broadcast", "reduce", "scatter", "gather",
                                                    "all_gather", "all_to_all", "barrier"}
+
+
+@pytest.mark.parametrize("topology, world", [("default", 7), ("single_sip", 4)])
+@pytest.mark.parametrize("algorithm", ["ring", "direct"])
+def test_adr0012_t85_list_forms_on_pe_ranks_read_chunk_r_of_each_list_tensor_as_rank_rs(topology, world, algorithm):
+    """With PE ranks one worker stands for every rank: chunk r of the last dimension of a tensor, and of each
+    tensor of a list, is rank r's (2-row tensors, so a chunk is a strided block)."""
+    n, w, root = world, 3, 1
+    rng = np.random.default_rng(world)
+    block = lambda a, r: a[:, r * w:(r + 1) * w]  # noqa: E731  (rank r's chunk)
+    mine = rng.integers(-9, 10, (2, n * w)).astype(np.float32)
+    parts = [rng.integers(-9, 10, (2, n * w)).astype(np.float32) for _ in range(n)]  # a list: element k
+    session = Session(topology, ccl=ccl(algorithm, world_size=world))
+
+    def fn(torch, rank):
+        dist = torch.distributed
+        placed = dict(dtype="f32", dp=dist.pe_rank_policy())
+        x, lists = torch.tensor(mine, **placed), [torch.tensor(p, **placed) for p in parts]
+        fresh = lambda: [torch.zeros(2, n * w, **placed) for _ in range(n)]  # noqa: E731
+        gathered, exchanged, at_root = fresh(), fresh(), fresh()
+        reduced, scattered = torch.empty(2, n * w, **placed), torch.empty(2, n * w, **placed)
+        dist.all_gather(gathered, x)
+        dist.all_to_all(exchanged, lists)
+        dist.gather(x, at_root, dst=root)
+        dist.reduce_scatter(reduced, lists)
+        dist.scatter(scattered, lists, src=root)
+        square = torch.tensor(np.arange(n * n * n, dtype=np.float32).reshape(n, n * n), **placed)
+        swapped = torch.empty(n, n * n, **placed)  # rank r's chunk: n rows of n, row k for rank k
+        dist.all_to_all_single(swapped, square, output_split_sizes=[1] * n, input_split_sizes=[1] * n)
+        with pytest.raises(CollectiveError, match=r"input_split_sizes=\[2, 0, .*\] are unequal, but with PE ranks"):
+            dist.all_to_all_single(swapped, square, input_split_sizes=[2, 0] + [1] * (n - 2))
+        assert all((swapped.numpy()[j, k * n:(k + 1) * n] == square.numpy()[k, j * n:(j + 1) * n]).all()
+                   for j in range(n) for k in range(n))
+        return [[t.numpy() for t in ts] for ts in (gathered, exchanged, at_root, [reduced], [scattered])]
+
+    gathered, exchanged, at_root, [reduced], [scattered] = run_world(session, fn)[0]
+    for r in range(n):
+        for k in range(n):
+            np.testing.assert_array_equal(block(gathered[k], r), block(mine, k))  # rank k's tensor, on every rank
+            np.testing.assert_array_equal(block(exchanged[k], r), block(parts[r], k))  # rank k's parts[r]
+        np.testing.assert_array_equal(block(reduced, r), sum(block(parts[r], j) for j in range(n)))
+        np.testing.assert_array_equal(block(scattered, r), block(parts[r], root))  # the root's parts[r]
+        np.testing.assert_array_equal(block(at_root[r], root), block(mine, r))  # rank r's tensor, at the root
+    assert [row["collective"] for row in session.ctx.collectives] == [
+        "all_gather", "all_to_all", "gather", "reduce_scatter", "scatter", "all_to_all"]

@@ -113,11 +113,24 @@ def test_adr0019_t22_a_name_kernbench_lacks_is_its_one_unsupported_line_through_
             load_bench(str(at_import))
         assert "\n" not in str(refused.value)
         assert f"at_import.py:1: importing the bench failed: UnsupportedError: {raised.value}" in str(refused.value)
-    run_bound = bench_file(tmp_path, "from torch import zeros\n\ndef run(torch):\n    pass\n", name="run_bound.py")
+    called_early = bench_file(tmp_path, "from torch import zeros\n\nEARLY = zeros(2)\n\ndef run(torch):\n    pass\n",
+                              name="called_early.py")
     with pytest.raises(BenchError, match="RuntimeUsageError: torch.zeros belongs to a kernbench run and none is in "
                                          "progress: use it inside the bench's run") as early:
-        load_bench(str(run_bound))
+        load_bench(str(called_early))
     assert "\n" not in str(early.value)
+
+
+def test_adr0019_t29_a_runs_function_imported_at_module_level_is_the_run_in_progresss_at_each_call(tmp_path):
+    path = bench_file(tmp_path, "from torch import zeros, ones\nfrom torch.distributed import all_reduce\n\n"
+                                "def run(torch):\n    x = ones(3)\n    return (x + zeros(3)).tolist(), repr(zeros)\n")
+    for topology in ("single_sip", "default"):  # one module-level name, each run's own factory
+        (values, shown), _ = run_bench(path, topology)
+        assert values == [1.0, 1.0, 1.0] and shown == "<torch.zeros of the kernbench run in progress>"
+    bench = load_bench(str(path))
+    with pytest.raises(RuntimeUsageError, match="torch.distributed.all_reduce belongs to a kernbench run and none "
+                                                "is in progress"):
+        bench.__globals__["all_reduce"](None)  # after its runs
 
 
 def test_adr0019_t27_kernbench_run_of_an_unsupported_import_exits_2_with_one_line(tmp_path, capsys):
