@@ -15,6 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
+from kernbench.kernels.triton_bridge import trace
 from kernbench.machine import Machine
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, parse_device
 from kernbench.runtime_api.errors import RuntimeUsageError
@@ -41,6 +42,7 @@ class RuntimeContext:
         self._tensor_ids = 0
         self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
         self.programs_done = 0  # kernel programs finished so far, for the progress line
+        self.replay_memo_pool = [trace.MEMO_BYTES]  # bytes the running launches may keep for later programs, together
         self.default_seed = as_seed(seed)  # where every rank's default generator starts (`kernbench run --seed`)
         self.Generator = generator_class(self)  # torch.Generator of this run
 

@@ -61,11 +61,13 @@ def launch(prepared) -> None:
             _name_what_is_there(ctx, pe.sip, fault)
             raise
 
+    prepared.share_memo_pool(ctx.replay_memo_pool)
     launch_programs(ctx, tensors, tensors, grid[0] * grid[1] * grid[2], prepared.kernel_name,
-                    f"kernel {prepared.kernel_name}{grid}", run_program)
+                    f"kernel {prepared.kernel_name}{grid}", run_program, finished=prepared.finished)
 
 
-def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: str, run_program) -> None:
+def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: str, run_program,
+                    finished=None) -> None:
     """Enqueue `n_programs` programs over `tensors` on the current stream of their device; return at once.
 
     The one launch path of kernels and built-in device ops: programs are
@@ -73,6 +75,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     of them in flight, and `run_program(pe, linear)` runs program `linear`
     on `pe` in its own greenlet. The launch first waits for writes in flight
     to any of `tensors`; the tensors in `written` wait for it in turn.
+    `finished()`, if given, is called when the programs have ended, however.
     """
     sip = tensors[0].device.index
     assignment = _place_programs(ctx, tensors, sip, n_programs)
@@ -103,6 +106,9 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
             for worker in workers:
                 worker.kill()
             raise
+        finally:
+            if finished is not None:
+                finished()
 
     handle = ctx.current_stream(sip).enqueue(label, run_launch)
     for tensor in written:

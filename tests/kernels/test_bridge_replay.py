@@ -288,3 +288,33 @@ def test_adr0007_t62_a_replayed_program_holds_one_step_of_its_loop_not_all_of_th
     monkeypatch.setattr(trace, "MEMO_BYTES", 0)
     short, long = (_replayed_program_peak_bytes(steps, timing_only) for steps in (4, 32))
     assert long < 1.5 * short
+
+
+def test_adr0007_t63_the_launches_of_a_run_share_one_memo_pool_and_give_it_back_when_they_end(monkeypatch):
+    """Two ranks' GEMMs run at once: what their tapes keep for later programs comes out of one pool of the run,
+    never below empty, and is all back (the results dropped) once the launches end."""
+    from kernbench.kernels.library.matmul import matmul as library_matmul
+    from kernbench.session import Session
+
+    pool_size = 96 << 10  # less than two launches would keep: the second finds the pool drained
+    monkeypatch.setattr(trace, "MEMO_BYTES", pool_size)
+    seen = []
+    take = trace.MemoBudget.take
+
+    def watched(budget, size):
+        taken = take(budget, size)
+        seen.append((id(budget), budget.pool, budget.pool[0], taken))
+        return taken
+
+    monkeypatch.setattr(trace.MemoBudget, "take", watched)
+    session = Session("default", timing_only=True)
+    torch = session.torch
+    for device in ("ahbm:0", "ahbm:1"):  # enqueued on two devices: both launches run at once
+        a, b, c = (torch.empty(256, 256, dtype=torch.float16, device=device) for _ in range(3))
+        library_matmul(a, b, c)
+    torch.ahbm.synchronize(0), torch.ahbm.synchronize(1)
+    pool = session.ctx.replay_memo_pool
+    assert {id(p) for _, p, _, _ in seen} == {id(pool)}  # every launch drew from the run's pool
+    assert len({budget for budget, _, _, _ in seen}) == 2
+    assert min(left for _, _, left, _ in seen) >= 0 and any(not taken for *_, taken in seen)
+    assert pool == [pool_size]  # all given back

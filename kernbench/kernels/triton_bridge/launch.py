@@ -127,6 +127,17 @@ class PreparedLaunch:
             self._traces = ProgramTraces(self.kernel_name, self._fn, self._arguments, self.grid)
         self._traces.record_first()
 
+    def share_memo_pool(self, pool: list[int]) -> None:
+        """Keep results for later programs within `pool` (a list of the bytes left), shared with the other
+        launches of the run (`trace.MemoBudget`)."""
+        if self._traces is not None:
+            self._traces.memo_budget.share(pool)
+
+    def finished(self) -> None:
+        """Every program has run: what was kept for later programs is dropped, its bytes back in the pool."""
+        if self._traces is not None:
+            self._traces.release()
+
     def run_program(self, program_id: tuple[int, int, int], port: ProgramPort) -> None:
         """Execute program `program_id` to completion, all its effects through `port`.
 

@@ -330,9 +330,39 @@ class _NotedCharges:
         self.charges.append((op, n_elements, dtype_name))
 
 
-#: Bytes of PID results a launch's tapes keep for later programs, all tapes together; past it, new results are
-#: not kept (so a launch with 16 shapes holds no more than one with a single shape).
-MEMO_BYTES = 64 << 20
+#: Bytes of PID results kept for later programs by all the launches that run at once, their tapes together (a
+#: run's launches share one pool: `MemoBudget`); past it, new results are not kept.
+MEMO_BYTES = 128 << 20
+
+
+class MemoBudget:
+    """The bytes of remembered results one launch's tapes hold, drawn from a pool shared with the other launches
+    of its run (a list of the bytes left), and given back when the launch ends (`release`).
+
+    A run's ranks and streams run many launches at once; each with a budget of
+    its own, a timing-only transformer layer on eight ranks held a budget's
+    worth per running launch, and its memory grew with the launches in flight.
+    """
+
+    def __init__(self) -> None:
+        self.pool = [MEMO_BYTES]  # the launch's own until a run shares its pool (`share`)
+        self.held = 0
+
+    def share(self, pool: list[int]) -> None:
+        """Draw from `pool` from now on (before anything is held)."""
+        self.pool = pool
+
+    def take(self, size: int) -> bool:
+        """Hold `size` more bytes if the pool has them."""
+        if size > self.pool[0]:
+            return False
+        self.pool[0] -= size
+        self.held += size
+        return True
+
+    def release(self) -> None:
+        self.pool[0] += self.held
+        self.held = 0
 # A PID input this small is known by its contents; a larger one only as an object the tape keeps.
 _SMALL = 16
 
@@ -356,7 +386,7 @@ class Tape:
     remembered.
     """
 
-    def __init__(self, recorder: _Recorder, memo_budget: list[int]) -> None:
+    def __init__(self, recorder: _Recorder, memo_budget: MemoBudget) -> None:
         steps = recorder.steps
         early = _guarded_steps(steps, recorder.kinds)
         self._phase1: list[_Call | _Guard] = []
@@ -397,7 +427,7 @@ class Tape:
         # PID slots are made again for each program; they need not be kept.
         self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
         self._kept = {id(value) for value in self._values if value is not None}
-        self._memo_budget = memo_budget  # [bytes left], shared by the launch's tapes
+        self._memo_budget = memo_budget  # shared by the launch's tapes
 
     def prepare(self, builder: BridgeBuilder) -> tuple[list, list] | None:
         """Phase 1 for `builder`'s program: its slots and PID charges, or None if a guard or a call fails."""
@@ -420,6 +450,12 @@ class Tape:
         if len(noted.charges) != self._pid_charges:
             return None
         return values, noted.charges
+
+    def forget(self) -> None:
+        """Drop the remembered results (the launch has ended: no program will look them up)."""
+        for memo in self._memos.values():
+            memo.clear()
+        self._kept = {id(value) for value in self._values if value is not None}
 
     def _make(self, step: _Call, memo: dict | None, builder: BridgeBuilder, values: list,
               noted: _NotedCharges) -> None:
@@ -455,9 +491,8 @@ class Tape:
     def _remember(self, memo: dict, key: tuple, made, charges: list) -> None:
         items = made if type(made) is tuple else (made,)
         size = sum(getattr(getattr(item, "data", None), "nbytes", 0) for item in items)
-        if size > self._memo_budget[0]:
+        if not self._memo_budget.take(size):
             return
-        self._memo_budget[0] -= size
         self._kept.update(id(item) for item in items)
         memo[key] = (made, tuple(charges))
 
@@ -561,7 +596,13 @@ class ProgramTraces:
         self._recording = True
         self._reused = 0
         self.dry_runs = 0
-        self._memo_budget = [MEMO_BYTES]
+        self.memo_budget = MemoBudget()
+
+    def release(self) -> None:
+        """The launch has ended: its remembered results are dropped and their bytes go back to the pool."""
+        for tape in self._tapes:
+            tape.forget()
+        self.memo_budget.release()
 
     def record_first(self) -> None:
         """Record the tape of program (0, 0, 0) now (the launch's check); an `UnsupportedKernelError` is raised.
@@ -621,4 +662,4 @@ class ProgramTraces:
                 return None
             finally:
                 leave_program(token)
-        return Tape(recorder, self._memo_budget)
+        return Tape(recorder, self.memo_budget)
