@@ -110,3 +110,40 @@ def tree_down(costs: Costs, p: int, nbytes: int, t: int, place: int = 0, *, stor
                       child) for k, child in enumerate(children)]
     own = [t + len(children) * costs.tcm_read(nbytes) + costs.store(nbytes)] if stores else []
     return max(ends + own)
+
+
+def ring_reduce_scatter(costs: Costs, p: int, nbytes: int, count: int) -> int:
+    """The ring all-reduce's first half: p−1 steps of a message, its copy-out and a reduce, then the store."""
+    return costs.load(nbytes) + (p - 1) * (costs.message(nbytes) + costs.copy(nbytes) + costs.reduce(count)) \
+        + costs.store(nbytes)
+
+
+def ring_all_gather(costs: Costs, p: int, nbytes: int) -> int:
+    """The ring all-reduce's second half: p−1 steps of a message and its copy-out; the stores are posted, the
+    last one ends the call."""
+    return costs.load(nbytes) + (p - 1) * (costs.message(nbytes) + costs.copy(nbytes)) + costs.store(nbytes)
+
+
+def halving_doubling_step(costs: Costs, nbytes: int, count: int | None = None) -> int:
+    """One step trading `nbytes` with the partner in one message: load, send, copy out, (reduce,) store."""
+    reduce = 0 if count is None else costs.reduce(count)
+    return costs.load(nbytes) + costs.message(nbytes) + costs.copy(nbytes) + reduce + costs.store(nbytes)
+
+
+def direct_all_reduce(costs: Costs, p: int, nbytes: int, count: int) -> int:
+    """Every member loads its piece and sends it to the others, next rank first (a member's sends one TCM read
+    apart); member r takes the p pieces in rank order — its own from the load, a peer's once it has arrived,
+    copied out — adding each to the sum from the second on, then stores. The call ends with the last member."""
+    loaded = costs.load(nbytes)
+    ends = []
+    for r in range(p):
+        t = loaded
+        for q in range(p):
+            if q != r:
+                place = (r - q - 1) % p  # r's place in q's send order
+                arrival = loaded + place * costs.tcm_read(nbytes) + costs.message(nbytes)
+                t = max(t, arrival) + costs.copy(nbytes)
+            if q:
+                t += costs.reduce(count)
+        ends.append(t + costs.store(nbytes))
+    return max(ends)

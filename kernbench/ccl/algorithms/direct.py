@@ -26,9 +26,13 @@ its own sends under FIFO reservation: measured, that cost reduce_scatter a
 quarter of its bandwidth). Stores are posted. What each member computes is
 unchanged: it still reduces its p pieces in group-rank order.
 
-Closed forms. Idle, one piece: about T_load + α + (p−1)·s/B_out +
-(p−1)·T_reduce + T_store, not pinned (the p−1 messages of a member share
-its links). Many pieces: no schedule beats the busiest directed link's
+Closed forms. all_reduce, idle, one piece: member r takes the pieces in
+rank order, a peer q's arriving at T_load + place·s/B_TCM + T_x (place:
+r's position in q's sends, next rank first: a member's sends leave one TCM
+read apart), each copied out and, from the second on, added; then T_store;
+the call ends with the last member (ADR 0010 T59). The gathers are not
+pinned (their posted stores share the TCM port with the copies). Many
+pieces: no schedule beats the busiest directed link's
 bytes over its bandwidth — on a full mesh S per link for all_reduce; on
 default.yaml's ring of four SIPs 3·S on each clockwise link (the member's
 messages to its right neighbour and to the SIP opposite, and the left

@@ -59,9 +59,11 @@ r XOR 2^i, into the output, which the next step reads back; its pieces
 stream in rounds, each loaded when its round is posted.
 
 Both pay k message latencies (per column, for reduce_scatter) where the
-ring pays p−1, and move (p−1)/p·S per rank as the ring does; their closed
-forms are not pinned (with several pieces, the pieces of a step queue on the
-sender's TCM port behind its own loads and posted stores).
+ring pays p−1, and move (p−1)/p·S per rank as the ring does. all_gather with
+a message per step takes Σ_{i<k} (T_load + T_x + T_copy + T_store)(c·2^i),
+and reduce_scatter of two ranks one halving step (ADR 0010 T58, T60); beyond
+two ranks reduce_scatter's is not pinned (a column's p/2 first-step pieces
+queue on the sender's TCM port behind their own loads).
 """
 from __future__ import annotations
 

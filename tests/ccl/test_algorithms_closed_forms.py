@@ -1,0 +1,80 @@
+"""ADR 0010: the gathers and reduce-scatters of ring and halving-doubling, and direct's all-reduce, take their
+closed forms on an idle machine, to the picosecond (derived from the topology, never read off a run).
+
+As in `test_algorithms_fidelity.py`: members are PE 0 of each SIP's I/O
+cube, each piece is one IPCQ slot (one message), the ring runs on
+default.yaml's ring of four SIPs, and halving-doubling and direct on the same
+machine with a full mesh of links. Where a schedule's pieces queue on a
+member's TCM port behind its own loads and posted stores (direct's gathers,
+halving-doubling's reduce-scatter beyond two ranks) the time is not pinned
+(ADR 0010's table).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.session import Session
+from kernbench.topology import load_topology
+from tests.ccl.closed_forms import (Costs, direct_all_reduce, halving_doubling_step, ring_all_gather,
+                                    ring_reduce_scatter)
+from tests.ccl.harness import config, device_tensor, member, region, run
+from tests.ccl.test_algorithms_fidelity import BIG_SLOTS, full_mesh  # noqa: F401  (a fixture)
+
+
+def collective_time(topology, algorithm: str, kind: str, p: int, in_count: int, out_count: int,
+                    buffer_kind: str) -> int:
+    """`kind` over SIPs 0..p−1, each member reading `in_count` f32 and writing `out_count`."""
+    session = Session(topology)
+    inputs = [device_tensor(session, r, np.ones(in_count), "f32") for r in range(p)]
+    outputs = [session.torch.empty(out_count, dtype="f32", device=f"ahbm:{r}") for r in range(p)]
+    return run(session, kind, [member(r, r, region(i), region(o)) for r, (i, o) in enumerate(zip(inputs, outputs))],
+               config(algorithm, buffer_kind=buffer_kind, **BIG_SLOTS))
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
+@pytest.mark.parametrize("p", [2, 4])
+@pytest.mark.parametrize("chunk_bytes", [1000, 64 * 1024])
+def test_adr0010_t57_ring_reduce_scatter_and_all_gather_take_p_minus_1_steps_of_their_closed_form(
+        buffer_kind, p, chunk_bytes):
+    """reduce_scatter: T_load(c) + (p−1)·(T_x(c) + T_copy(c) + T_reduce(c)) + T_store(c);
+    all_gather: T_load(c) + (p−1)·(T_x(c) + T_copy(c)) + T_store(c); c = one rank's chunk."""
+    topology = load_topology("default")
+    costs = Costs(topology, buffer_kind)
+    count = chunk_bytes // 4
+    assert collective_time(topology, "ring", "reduce_scatter", p, p * count, count, buffer_kind) == \
+        ring_reduce_scatter(costs, p, chunk_bytes, count)
+    assert collective_time(topology, "ring", "all_gather", p, count, p * count, buffer_kind) == \
+        ring_all_gather(costs, p, chunk_bytes)
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
+@pytest.mark.parametrize("p", [2, 4])
+def test_adr0010_t58_halving_doubling_all_gather_doubles_one_message_per_step(full_mesh, buffer_kind, p):  # noqa: F811
+    """Σ_{i<log2 p} [T_load + T_x + T_copy + T_store](c·2^i): step i trades the 2^i chunks gathered so far."""
+    chunk = 4096
+    costs = Costs(full_mesh, buffer_kind)
+    expected = sum(halving_doubling_step(costs, chunk << step) for step in range(p.bit_length() - 1))
+    assert collective_time(full_mesh, "halving_doubling", "all_gather", p, chunk // 4, p * chunk // 4,
+                           buffer_kind) == expected
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
+def test_adr0010_t60_halving_doubling_reduce_scatter_of_two_ranks_is_one_halving_step(full_mesh, buffer_kind):  # noqa: F811
+    """p = 2: one column, one step: T_load + T_x + T_copy + T_reduce + T_store of the half the partner keeps."""
+    half = 16 * 1024
+    costs = Costs(full_mesh, buffer_kind)
+    assert collective_time(full_mesh, "halving_doubling", "reduce_scatter", 2, 2 * half // 4, half // 4,
+                           buffer_kind) == halving_doubling_step(costs, half, half // 4)
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_adr0010_t59_direct_all_reduce_takes_every_piece_in_rank_order(full_mesh, buffer_kind, p):  # noqa: F811
+    """max over r of the rank-order fold: a peer q's piece reaches r at T_load + place·c/B_TCM + T_x(c), place
+    being r's position in q's sends (next rank first), then T_copy; a reduce from the second piece on; T_store."""
+    nbytes = 16 * 1024
+    costs = Costs(full_mesh, buffer_kind)
+    assert collective_time(full_mesh, "direct", "all_reduce", p, nbytes // 4, nbytes // 4, buffer_kind) == \
+        direct_all_reduce(costs, p, nbytes, nbytes // 4)
