@@ -8,7 +8,10 @@ elements picked by advanced indexing, moves as one DMA per (source cube,
 destination cube) pair holding some of its elements. Host values are
 captured when the copy is enqueued (the host may reuse its array at once); a
 device→device copy first waits for writes still in flight to its source,
-whichever stream they are on. Each DMA names the elements it reads and
+whichever stream they are on. The DMAs themselves, and the element indices
+a view's copy needs (8 bytes per element), are made when the copy runs, from
+views of the tensors as they were at the call: a host that enqueues far
+ahead of the device holds no index array per queued copy. Each DMA names the elements it reads and
 writes, so the data executor reports a copy racing a kernel or another copy
 on another stream (adr/0009).
 """
@@ -49,10 +52,13 @@ def copy_elements(dst, dst_elements: np.ndarray | None, src, src_elements: np.nd
         if dst.device.is_host:
             _host_target(dst, dst_elements, values)
             return
-        transfers = _host_to_device(dst, dst_elements, values)
+        transfers = functools.partial(_host_to_device, _as_called(dst), dst_elements, values)
         waits, what = [], "host"
     else:
-        transfers = _device_to_device(dst, dst_elements, src, src_elements, shape)
+        if src_elements is None:
+            _check_broadcast(src, shape)
+        transfers = functools.partial(_device_to_device, _as_called(dst), dst_elements, _as_called(src),
+                                      src_elements, shape)
         waits, what = list(src._pending_writes), src.name
     _enqueue(dst._ctx, dst, f"copy {what} -> {dst.name}", transfers, waits, non_blocking)
 
@@ -67,29 +73,33 @@ def fill_into(dst, value, dst_elements: np.ndarray | None = None) -> None:
         _host_target(dst, dst_elements, value)
         return
     constant = np.asarray(value, dtype=dst.dtype.numpy)
-    sip, itemsize = dst.device.index, dst.dtype.itemsize
-    if dst_elements is None and dst._is_whole_storage():
-        fills = [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * itemsize,
-                          read=functools.partial(_the, constant), write=functools.partial(dst._device_fill, shard.index))
-                 for shard in dst.placement.shards]
-    else:
-        indices = (dst._layout.indices() if dst_elements is None else dst_elements).reshape(-1)
-        fills = [Transfer(src=None, dst=hbm(sip, cube), nbytes=count * itemsize,
-                          read=functools.partial(_the, constant),
-                          write=functools.partial(dst._device_scatter, indices[lanes]),
-                          dst_region=Region(dst.allocation, indices[lanes], itemsize))
-                 for cube, lanes, count in _every_replica(dst, indices)]
+    fills = functools.partial(_fills, _as_called(dst), dst_elements, constant)
     _enqueue(dst._ctx, dst, f"fill {dst.name}", fills, [], non_blocking=True)
 
 
-def _enqueue(ctx, dst, label: str, transfers: list[Transfer], waits: list, non_blocking: bool) -> None:
+def _fills(dst, dst_elements, constant: np.ndarray) -> list[Transfer]:
+    sip, itemsize = dst.device.index, dst.dtype.itemsize
+    if dst_elements is None and dst._is_whole_storage():
+        return [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * itemsize,
+                         read=functools.partial(_the, constant), write=functools.partial(dst._device_fill, shard.index))
+                for shard in dst.placement.shards]
+    indices = (dst._layout.indices() if dst_elements is None else dst_elements).reshape(-1)
+    return [Transfer(src=None, dst=hbm(sip, cube), nbytes=count * itemsize,
+                     read=functools.partial(_the, constant),
+                     write=functools.partial(dst._device_scatter, indices[lanes]),
+                     dst_region=Region(dst.allocation, indices[lanes], itemsize))
+            for cube, lanes, count in _every_replica(dst, indices)]
+
+
+def _enqueue(ctx, dst, label: str, transfers, waits: list, non_blocking: bool) -> None:
+    """Run the DMAs `transfers()` makes on `dst`'s current stream, after `waits`."""
     stream = ctx.current_stream(dst.device.index)
     data = not ctx.timing_only
 
     def copy() -> None:
         if waits:
             ctx.engine.wait_all(waits)
-        ctx.machine.run_transfers(transfers, label=label, data=data)
+        ctx.machine.run_transfers(transfers(), label=label, data=data)
 
     handle = stream.enqueue(label, copy)
     dst._pending_writes.append(handle)
@@ -160,11 +170,23 @@ def _device_to_device(dst, dst_elements, src, src_elements, shape) -> list[Trans
     return transfers
 
 
-def _broadcast_indices(src, shape) -> np.ndarray:
+def _as_called(tensor):
+    """A view of `tensor` as it is now, for work that runs later: `x.data = y` in between does not redirect it."""
+    return tensor._viewed(tensor._layout, "copy")
+
+
+def _check_broadcast(src, shape) -> None:
+    """A copy of `src` into `shape` is refused at the call where it does not broadcast."""
     try:
-        return np.broadcast_to(src._layout.indices(), shape)
+        if np.broadcast_shapes(tuple(src.shape), tuple(shape)) == tuple(shape):
+            return
     except ValueError:
-        raise TensorError(f"copy_: cannot copy {src.name!r} of shape {src.shape} into shape {shape}") from None
+        pass
+    raise TensorError(f"copy_: cannot copy {src.name!r} of shape {src.shape} into shape {shape}")
+
+
+def _broadcast_indices(src, shape) -> np.ndarray:
+    return np.broadcast_to(src._layout.indices(), shape)
 
 
 def _every_replica(dst, indices: np.ndarray):

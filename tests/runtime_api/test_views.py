@@ -209,3 +209,30 @@ def test_adr0015_t9_a_none_in_an_index_gets_the_stride_torch_gives_it(key, strid
     # torch: the new dimension of size 1 has unsqueeze's stride at that point of the source (size x stride of
     # the next source dimension, 1 past the last), whatever it is read with.
     assert basic_index(Layout.contiguous((3, 4, 5)), key).strides == strides
+
+
+def test_adr0015_t10_a_queued_view_copy_holds_no_index_array_and_copies_the_views_as_they_were_called():
+    import tracemalloc
+
+    session = Session("default")
+    torch = session.torch
+    n = 512
+    src = torch.tensor(np.arange(n * n, dtype=np.float32).reshape(n, n))
+    dst = torch.zeros(n, n)
+    other = torch.zeros(n, n)
+    torch.ahbm.synchronize()
+    tracemalloc.start()
+    try:
+        for _ in range(8):  # queued behind each other; nothing runs until the host waits
+            dst.copy_(src.t(), non_blocking=True)
+        queued = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert queued < n * n * 8  # one copy's storage indices would be n·n int64s; eight queued hold less than one
+    called = dst.detach()
+    dst.data = other  # after the call: the queued copies still write the storage dst had
+    torch.ahbm.synchronize()
+    np.testing.assert_array_equal(called.numpy(), np.arange(n * n, dtype=np.float32).reshape(n, n).T)
+    np.testing.assert_array_equal(dst.numpy(), np.zeros((n, n), dtype=np.float32))
+    with pytest.raises(TensorError, match=r"cannot copy .* of shape \(2, 3\) into shape \(3, 2\)"):
+        torch.zeros(3, 2).copy_(torch.zeros(2, 3))  # refused at the call, not when the copy runs
