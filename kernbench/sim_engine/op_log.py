@@ -1,25 +1,33 @@
 """The op log: one record per op, the single source for reports and traces.
 
-Appending is on the hot path (one record per PE op), so the log stores plain
-tuples in a list (measured: ~20% cheaper per append than building the named
-tuple) and hands out `OpRecord`s when read. An op's `args` are stored as a
-tuple of (key, value) pairs and read back as a dict: a tuple holding a dict
-stays tracked by the garbage collector for good, while one holding only
-strings, numbers and such tuples is untracked at its first collection, so a
-log of millions of ops costs the collector nothing (with dicts, full
-collections of a 256-rank run spent a third of its time walking the log). Queries and summaries scan the
-list, which is cheap next to the simulation that filled it. Records are kept
-in append order, which the engine makes deterministic.
+Appending is on the hot path (one record per PE op), so the log appends
+plain tuples to a list (measured: ~20% cheaper per append than building the
+named tuple) and hands out `OpRecord`s when read. An op's `args` are stored
+as a tuple of (key, value) pairs and read back as a dict: a tuple holding a
+dict stays tracked by the garbage collector for good, while one holding only
+strings, numbers and such tuples is untracked at its first collection.
+
+**Compacted in blocks.** A tuple record with its large integers costs about
+240 bytes, so a 256-rank all-reduce's half a million ops held more than
+100 MB. Every `BLOCK` records the list becomes one `_Block` of columns:
+numpy integers for the sizes and times, a code per distinct kind, device,
+unit, label and args tuple, and a `flow_id` (the one arg that differs per
+message, first in an IPCQ record's args) in a column of its own: about 70
+bytes a record. Reading rebuilds each record's tuple as it was appended, so
+queries, reports and the canonical JSON are unchanged. Records are kept in
+append order, which the engine makes deterministic.
 """
 
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import NamedTuple
 
 from kernbench.sim_engine.errors import EngineUsageError
 
 _ANY = object()
+BLOCK = 1 << 16  # records appended as tuples before they are compacted into columns
 
 
 class OpRecord(NamedTuple):
@@ -61,10 +69,13 @@ class LabelTotals(NamedTuple):
 class OpLog:
     """An append-only list of `OpRecord`s with queries and summaries."""
 
-    __slots__ = ("_records",)
+    __slots__ = ("_records", "_blocks", "_codes", "_values")
 
     def __init__(self):
-        self._records: list[tuple] = []
+        self._records: list[tuple] = []  # the newest records, as appended (fewer than BLOCK)
+        self._blocks: list[_Block] = []  # the older ones, compacted
+        self._codes: dict = {}  # a kind, device, unit, label or args tuple -> its code in the blocks
+        self._values: list = []  # code -> what it stands for
 
     def append(self, kind, device, unit, label, program, nbytes, flops, start, end, args=None) -> None:
         """Record one op. Raises `EngineUsageError` if `end < start`; nothing else is checked."""
@@ -72,6 +83,8 @@ class OpLog:
             raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
         self._records.append((kind, device, unit, label, program, nbytes, flops, start, end,
                               None if args is None else tuple(args.items())))
+        if len(self._records) >= BLOCK:
+            self._compact()
 
     def append_pairs(self, kind, device, unit, label, program, nbytes, flops, start, end, pairs) -> None:
         """`append` with `args` given as stored: a tuple of (key, value) pairs, or None.
@@ -83,18 +96,40 @@ class OpLog:
         """
         if end < start:
             raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
-        self._records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs))
+        records = self._records
+        records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs))
+        if len(records) >= BLOCK:
+            self._compact()
+
+    def _compact(self) -> None:
+        self._blocks.append(_Block(self._records, self._code))
+        self._records = []
+
+    def _code(self, value) -> int:
+        try:
+            code = self._codes.get(value)
+        except TypeError:  # an unhashable arg value (a list): a code of its own
+            self._values.append(value)
+            return len(self._values) - 1
+        if code is None:
+            code = self._codes[value] = len(self._values)
+            self._values.append(value)
+        return code
+
+    def _stored(self):
+        """Every record's tuple as appended, oldest first."""
+        return chain(*(block.tuples(self._values) for block in self._blocks), self._records)
 
     def __len__(self) -> int:
-        return len(self._records)
+        return sum(len(block) for block in self._blocks) + len(self._records)
 
     def __iter__(self):
-        return map(_as_record, self._records)
+        return map(_as_record, self._stored())
 
     @property
     def end_ps(self) -> int:
         """The latest end of any op, 0 for an empty log."""
-        return max((r[8] for r in self._records), default=0)
+        return max([int(block.end.max()) for block in self._blocks] + [r[8] for r in self._records], default=0)
 
     def select(self, kind=None, device=None, unit=None, label=None, program=_ANY, window=None) -> list[OpRecord]:
         """Records matching every given filter, in append order.
@@ -131,7 +166,7 @@ class OpLog:
         """
         horizon = self.end_ps if horizon_ps is None else horizon_ps
         intervals: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        for r in self._records:
+        for r in self._stored():
             intervals.setdefault((r[1], r[2]), []).append((r[7], r[8]))
         usage = {}
         for key, spans in intervals.items():
@@ -151,7 +186,7 @@ class OpLog:
     def device_spans(self) -> dict[str, tuple[int, int, int]]:
         """Per device, in order of first appearance: (earliest start, latest end, ops)."""
         spans: dict[str, list[int]] = {}
-        for _, device, _, _, _, _, _, start, end, _ in self._records:
+        for _, device, _, _, _, _, _, start, end, _ in self._stored():
             span = spans.get(device)
             if span is None:
                 spans[device] = [start, end, 1]
@@ -167,7 +202,7 @@ class OpLog:
         """(kind, device, label, program, nbytes, flops, start, end, dtype) of each op with a label and a
         program, in append order: what a kernel's programs did, read without an `OpRecord` or dict per op.
         """
-        for kind, device, _, label, program, nbytes, flops, start, end, pairs in self._records:
+        for kind, device, _, label, program, nbytes, flops, start, end, pairs in self._stored():
             if program is None or label is None:
                 continue
             dtype = None
@@ -181,7 +216,7 @@ class OpLog:
     def label_totals(self) -> dict[str | None, LabelTotals]:
         """Per label, in order of first appearance: ops, bytes, flops and summed durations."""
         totals: dict[str | None, list[int]] = {}
-        for _, _, _, label, _, nbytes, flops, start, end, _ in self._records:
+        for _, _, _, label, _, nbytes, flops, start, end, _ in self._stored():
             t = totals.get(label)
             if t is None:
                 t = totals[label] = [0, 0, 0, 0]
@@ -193,9 +228,63 @@ class OpLog:
 
     def to_json(self) -> str:
         """The whole log as canonical JSON (one list per record, sorted args): equal logs give equal text."""
-        return json.dumps([tuple(_as_record(r)) for r in self._records], sort_keys=True, separators=(",", ":"))
+        return json.dumps([tuple(_as_record(r)) for r in self._stored()], sort_keys=True, separators=(",", ":"))
 
 
 def _as_record(stored: tuple) -> OpRecord:
     args = stored[9]
     return OpRecord(*stored[:9], None if args is None else dict(args))
+
+
+class _Block:
+    """`BLOCK` records as columns: codes (`OpLog._code`) for the strings and args, integers for the rest.
+
+    An args tuple whose first pair is ("flow_id", n) keeps n in `flow` and the
+    rest of the tuple as its code, so a queue's records share one args code.
+    """
+
+    __slots__ = ("kind", "device", "unit", "label", "program", "nbytes", "flops", "start", "end", "args", "flow")
+
+    def __init__(self, records: list[tuple], code):
+        import numpy as np  # here, not at import: `kernbench topo` and `--help` load the engine without numpy
+
+        kind, device, unit, label, program, nbytes, flops, start, end, args = zip(*records)
+        codes = lambda values: np.fromiter(map(code, values), dtype=np.int32, count=len(values))  # noqa: E731
+        self.kind, self.device, self.unit, self.label = codes(kind), codes(device), codes(unit), codes(label)
+        self.program = _integers([-1 if p is None else p for p in program], "program ids")  # ids are >= 0
+        self.nbytes, self.flops = _integers(nbytes, "byte counts"), _integers(flops, "flop counts")
+        self.start, self.end = _integers(start, "start times"), _integers(end, "end times")
+        flows, rests = [], []
+        for pairs in args:
+            if pairs and pairs[0][0] == "flow_id" and pairs[0][1].__class__ is int:
+                flows.append(pairs[0][1])
+                rests.append(pairs[1:])
+            else:
+                flows.append(-1)
+                rests.append(pairs)
+        self.flow, self.args = np.array(flows, dtype=np.int64), codes(rests)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def tuples(self, values: list):
+        """The records' tuples, equal to those appended."""
+        look = values.__getitem__
+        args = (look(rest) if flow < 0 else (("flow_id", flow), *look(rest))
+                for flow, rest in zip(self.flow.tolist(), self.args.tolist()))
+        programs = (None if p < 0 else p for p in self.program.tolist())
+        return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
+                   map(look, self.label.tolist()), programs, self.nbytes.tolist(), self.flops.tolist(),
+                   self.start.tolist(), self.end.tolist(), args)
+
+
+def _integers(values, what: str) -> np.ndarray:
+    """`values` as int64, where each is a Python int (and a program id not negative): else one line."""
+    import numpy as np
+
+    column = np.array(values)
+    if column.dtype != np.int64 or any(v.__class__ is not int for v in values):
+        raise EngineUsageError(f"op log: {what} must be Python ints below 2**63, got {column.dtype} values")
+    if what == "program ids" and (column < -1).any():
+        raise EngineUsageError("op log: program ids must not be negative")
+    return column

@@ -84,3 +84,54 @@ def test_adr0003_t19_same_model_gives_byte_identical_op_log():
     first = contended_model(seed=3)
     assert contended_model(seed=3) == first
     assert len(first) > 1000 and contended_model(seed=4) != first
+
+
+def test_adr0003_t20_a_log_compacted_in_blocks_reads_back_what_was_appended_in_a_third_of_the_memory(monkeypatch):
+    import tracemalloc
+
+    from kernbench.sim_engine import op_log
+
+    def filled(block: int) -> OpLog:
+        """Records shaped as a run's: big times, a per-message flow id before args shared by a queue, kernels'
+        program ids and args dicts, None labels and programs."""
+        monkeypatch.setattr(op_log, "BLOCK", block)
+        log = OpLog()
+        shared = (("to", "sip1.cube0.pe0"), ("buffer", "sram"))
+        for i in range(3000):
+            t = 10**12 + 7919 * i
+            log.append_pairs("ipcq_send", f"sip{i % 4}", "cube0.pe0.ipcq", "all_reduce#0", i % 4, 65536, 0, t,
+                             t + 5 * 10**6, (("flow_id", i), *shared))
+            log.append("dma", "sip0", "cube0.pe0.dma0", None if i % 3 else "gemm", i, 4096, 0, t, t + 99,
+                       {"src": "hbm", "shape": [64, 64]} if i % 5 == 0 else None)
+            log.append_pairs("vector", "sip0", "cube0.pe0.vector", "gemm", None, 0, 2 * i, t, t + 1, None)
+        return log
+
+    plain, compacted = filled(10**9), filled(1000)
+    assert len(compacted._blocks) == 9 and not compacted._records
+    assert compacted.to_json() == plain.to_json() and list(compacted) == list(plain)
+    for summary in ("device_spans", "label_totals", "unit_usage", "program_ops"):
+        assert list(getattr(compacted, summary)()) == list(getattr(plain, summary)()), summary
+    assert compacted.end_ps == plain.end_ps and len(compacted) == len(plain) == 9000
+    assert [r.start for r in compacted.select(kind="dma", label="gemm")] == \
+        [r.start for r in plain.select(kind="dma", label="gemm")]
+
+    sizes = []
+    for block in (10**9, 1000):
+        tracemalloc.start()
+        try:
+            kept = filled(block)
+            sizes.append(tracemalloc.get_traced_memory()[0])
+        finally:
+            tracemalloc.stop()
+        del kept
+    assert sizes[1] < sizes[0] / 2.5, sizes  # about 70 bytes a record instead of about 240
+
+
+def test_adr0003_t20_a_record_the_columns_cannot_hold_is_one_line(monkeypatch):
+    from kernbench.sim_engine import op_log
+
+    monkeypatch.setattr(op_log, "BLOCK", 2)
+    log = OpLog()
+    log.append("dma", "sip0", "pe0.dma0", None, None, 1, 0, 0, 10)
+    with pytest.raises(EngineUsageError, match="op log: byte counts must be Python ints below 2\\*\\*63"):
+        log.append("dma", "sip0", "pe0.dma0", None, None, 1.5, 0, 10, 20)
