@@ -241,3 +241,26 @@ def test_adr0016_t14_ops_on_strided_views_match_numpy(rows, cols, name):
     b = rng.normal(size=(1, cols)).astype(np.float32)
     _, got = _run(lambda torch: getattr(torch.tensor(a).T[:, ::2], name)(torch.tensor(b)[:, ::2]).numpy())
     assert_close(got, BINARY[name][0](a.T[:, ::2], b[:, ::2]), "f32")
+
+
+def test_adr0016_t16_index_add_of_one_tile_takes_its_closed_form_on_an_idle_machine():
+    """One tile of distinct targets on one PE: load the out tile, gather the source elements aimed at it, one
+    vector pass over them, store the tile; each a DMA through the PE's engine (`dma_ps`)."""
+    from kernbench.runtime_api.device_ops import index_add
+
+    n, targets = 96, np.arange(96) % 10  # ten distinct targets, each hit nine or ten times
+    session = Session("default")
+
+    def bench(torch):
+        out, source = torch.zeros(10), torch.ones(n)
+        torch.ahbm.synchronize()
+        index_add(out, targets, source)
+        return out.numpy()
+
+    result = session.run(bench, session.torch)
+    np.testing.assert_array_equal(result, np.bincount(targets).astype(np.float32))
+    topology = session.ctx.topology
+    ops = session.ctx.machine.oplog.select(label="index_add")
+    assert [op.kind for op in ops] == ["dma", "dma", "vector", "dma"]
+    tile, gathered = (dma_ps(topology, count * 4, data_cube=0, pe_cube=0) for count in (10, n))
+    assert ops[-1].end - ops[0].start == tile + gathered + vector_ps(topology, n) + tile
