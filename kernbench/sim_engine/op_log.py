@@ -7,14 +7,15 @@ as a tuple of (key, value) pairs and read back as a dict: a tuple holding a
 dict stays tracked by the garbage collector for good, while one holding only
 strings, numbers and such tuples is untracked at its first collection.
 
-**Compacted in blocks.** A tuple record with its large integers costs about
-240 bytes, so a 256-rank all-reduce's half a million ops held more than
-100 MB. Every `BLOCK` records the list becomes one `_Block` of columns:
+**Compacted in blocks.** A tuple record with its large integers costs 240
+to 350 bytes (an IPCQ record, with an args tuple of its own, the most), so a
+256-rank all-reduce's half a million ops held more than 100 MB. Every `BLOCK` records the list becomes one `_Block` of columns:
 numpy integers for the sizes and times, a code per distinct kind, device,
 unit, label and args tuple, and a `flow_id` (the one arg that differs per
 message, first in an IPCQ record's args) in a column of its own: about 70
 bytes a record. Reading rebuilds each record's tuple as it was appended, so
-queries, reports and the canonical JSON are unchanged. Records are kept in
+queries, reports and the canonical JSON are unchanged: args tuples are
+shared only where their values' types match too (1 and 1.0 are equal keys). Records are kept in
 append order, which the engine makes deterministic.
 """
 
@@ -106,13 +107,14 @@ class OpLog:
         self._records = []
 
     def _code(self, value) -> int:
+        key = (value, tuple(v.__class__ for _, v in value)) if value.__class__ is tuple else value
         try:
-            code = self._codes.get(value)
+            code = self._codes.get(key)
         except TypeError:  # an unhashable arg value (a list): a code of its own
             self._values.append(value)
             return len(self._values) - 1
         if code is None:
-            code = self._codes[value] = len(self._values)
+            code = self._codes[key] = len(self._values)
             self._values.append(value)
         return code
 

@@ -104,14 +104,15 @@ def test_adr0003_t20_a_log_compacted_in_blocks_reads_back_what_was_appended_in_a
             log.append("dma", "sip0", "cube0.pe0.dma0", None if i % 3 else "gemm", i, 4096, 0, t, t + 99,
                        {"src": "hbm", "shape": [64, 64]} if i % 5 == 0 else None)
             log.append_pairs("vector", "sip0", "cube0.pe0.vector", "gemm", None, 0, 2 * i, t, t + 1, None)
+            log.append("gemm", "sip0", "cube0.pe0.matrix", "gemm", i, 0, 1, t, t + 2, {"m": 64 if i % 2 else 64.0})
         return log
 
     plain, compacted = filled(10**9), filled(1000)
-    assert len(compacted._blocks) == 9 and not compacted._records
+    assert len(compacted._blocks) == 12 and not compacted._records
     assert compacted.to_json() == plain.to_json() and list(compacted) == list(plain)
     for summary in ("device_spans", "label_totals", "unit_usage", "program_ops"):
         assert list(getattr(compacted, summary)()) == list(getattr(plain, summary)()), summary
-    assert compacted.end_ps == plain.end_ps and len(compacted) == len(plain) == 9000
+    assert compacted.end_ps == plain.end_ps and len(compacted) == len(plain) == 12000
     assert [r.start for r in compacted.select(kind="dma", label="gemm")] == \
         [r.start for r in plain.select(kind="dma", label="gemm")]
 
