@@ -147,3 +147,32 @@ def direct_all_reduce(costs: Costs, p: int, nbytes: int, count: int) -> int:
                 t += costs.reduce(count)
         ends.append(t + costs.store(nbytes))
     return max(ends)
+
+
+def second_transfer_gap(costs: Costs, nbytes: int) -> int:
+    """How much later the second of two loads (or two stores) a member issues at one instant starts: it takes the
+    other DMA engine, and waits for the first to clear the TCM port and the HBM stack at the offsets both routes
+    reach them (equal for two loads, and for two stores): max(TCM read, HBM occupancy) of the piece."""
+    return max(costs.tcm_read(nbytes), ceil_div(nbytes * PS_PER_S, costs.hbm.bandwidth))
+
+
+def direct_pair(costs: Costs, kind: str, nbytes: int, count: int) -> int:
+    """direct's `kind` between two ranks, one piece each way (scatter and gather rooted at rank 0):
+
+    - all_gather: each member's own piece loads and goes out; rank 1 takes rank 0's piece first, so its two
+      stores are posted at one instant.
+    - reduce_scatter, scatter: the piece for the peer is the member's second load (its own piece's load is
+      issued first), so it leaves one gap late.
+    - gather: rank 1's piece goes straight to the root, which copies and stores it.
+    - all_to_all: the piece for the peer leaves one gap late; rank 1 takes the peer's piece first and only then
+      loads its own, which it stores.
+    """
+    load, store, message, copy = costs.load(nbytes), costs.store(nbytes), costs.message(nbytes), costs.copy(nbytes)
+    gap = second_transfer_gap(costs, nbytes)
+    return {
+        "all_gather": load + message + copy + gap + store,
+        "reduce_scatter": load + gap + message + copy + costs.reduce(count) + store,
+        "scatter": load + gap + message + copy + store,
+        "gather": load + message + copy + store,
+        "all_to_all": load + gap + message + copy + load + store,
+    }[kind]

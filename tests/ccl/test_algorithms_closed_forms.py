@@ -1,13 +1,14 @@
-"""ADR 0010: the gathers and reduce-scatters of ring and halving-doubling, and direct's all-reduce, take their
-closed forms on an idle machine, to the picosecond (derived from the topology, never read off a run).
+"""ADR 0010: the gathers and reduce-scatters of ring and halving-doubling, direct's all-reduce, and direct's other
+kinds between two ranks take their closed forms on an idle machine, to the picosecond (derived from the topology,
+never read off a run).
 
 As in `test_algorithms_fidelity.py`: members are PE 0 of each SIP's I/O
 cube, each piece is one IPCQ slot (one message), the ring runs on
 default.yaml's ring of four SIPs, and halving-doubling and direct on the same
 machine with a full mesh of links. Where a schedule's pieces queue on a
-member's TCM port behind its own loads and posted stores (direct's gathers,
-halving-doubling's reduce-scatter beyond two ranks) the time is not pinned
-(ADR 0010's table).
+member's TCM port and HBM behind its own loads and posted stores (direct's
+kinds other than all-reduce, and halving-doubling's reduce-scatter, beyond
+two ranks) the time is not pinned (ADR 0010's table).
 """
 
 from __future__ import annotations
@@ -17,20 +18,20 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from tests.ccl.closed_forms import (Costs, direct_all_reduce, halving_doubling_step, ring_all_gather,
+from tests.ccl.closed_forms import (Costs, direct_all_reduce, direct_pair, halving_doubling_step, ring_all_gather,
                                     ring_reduce_scatter)
 from tests.ccl.harness import config, device_tensor, member, region, run
 from tests.ccl.test_algorithms_fidelity import BIG_SLOTS, full_mesh  # noqa: F401  (a fixture)
 
 
 def collective_time(topology, algorithm: str, kind: str, p: int, in_count: int, out_count: int,
-                    buffer_kind: str) -> int:
+                    buffer_kind: str, **request) -> int:
     """`kind` over SIPs 0..p−1, each member reading `in_count` f32 and writing `out_count`."""
     session = Session(topology)
     inputs = [device_tensor(session, r, np.ones(in_count), "f32") for r in range(p)]
     outputs = [session.torch.empty(out_count, dtype="f32", device=f"ahbm:{r}") for r in range(p)]
     return run(session, kind, [member(r, r, region(i), region(o)) for r, (i, o) in enumerate(zip(inputs, outputs))],
-               config(algorithm, buffer_kind=buffer_kind, **BIG_SLOTS))
+               config(algorithm, buffer_kind=buffer_kind, **BIG_SLOTS), **request)
 
 
 @pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
@@ -78,3 +79,20 @@ def test_adr0010_t59_direct_all_reduce_takes_every_piece_in_rank_order(full_mesh
     costs = Costs(full_mesh, buffer_kind)
     assert collective_time(full_mesh, "direct", "all_reduce", p, nbytes // 4, nbytes // 4, buffer_kind) == \
         direct_all_reduce(costs, p, nbytes, nbytes // 4)
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "scatter", "gather", "all_to_all"])
+def test_adr0010_t61_directs_gathers_scatters_and_all_to_all_of_two_ranks_take_their_closed_forms(
+        full_mesh, buffer_kind, kind):  # noqa: F811
+    """`closed_forms.direct_pair`: one message each way, where a member's two loads (or two stores) issued at
+    one instant start max(TCM read, HBM occupancy) apart, on its two DMA engines."""
+    assert full_mesh.pe.dma.engines >= 2
+    nbytes = 16 * 1024
+    count = nbytes // 4
+    sizes = {"all_gather": (count, 2 * count), "reduce_scatter": (2 * count, count), "scatter": (2 * count, count),
+             "gather": (count, 2 * count), "all_to_all": (2 * count, 2 * count)}[kind]
+    request = {"op": "sum" if kind == "reduce_scatter" else None, **({"root": 0} if kind in ("scatter", "gather") else {})}
+    costs = Costs(full_mesh, buffer_kind)
+    assert collective_time(full_mesh, "direct", kind, 2, *sizes, buffer_kind, **request) == \
+        direct_pair(costs, kind, nbytes, count)

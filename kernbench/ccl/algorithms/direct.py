@@ -30,9 +30,11 @@ Closed forms. all_reduce, idle, one piece: member r takes the pieces in
 rank order, a peer q's arriving at T_load + place·s/B_TCM + T_x (place:
 r's position in q's sends, next rank first: a member's sends leave one TCM
 read apart), each copied out and, from the second on, added; then T_store;
-the call ends with the last member (ADR 0010 T59). The gathers are not
-pinned (their posted stores share the TCM port with the copies). Many
-pieces: no schedule beats the busiest directed link's
+the call ends with the last member (ADR 0010 T59). Every other kind is
+pinned for two ranks (T61: a member's two loads, or two stores, issued at
+one instant start max(TCM read, HBM occupancy) apart), not beyond (its
+posted stores contend with its copies and sends on the TCM port and HBM).
+Many pieces: no schedule beats the busiest directed link's
 bytes over its bandwidth — on a full mesh S per link for all_reduce; on
 default.yaml's ring of four SIPs 3·S on each clockwise link (the member's
 messages to its right neighbour and to the SIP opposite, and the left
