@@ -251,19 +251,26 @@ class _Block:
         import numpy as np  # here, not at import: `kernbench topo` and `--help` load the engine without numpy
 
         kind, device, unit, label, program, nbytes, flops, start, end, args = zip(*records)
-        codes = lambda values: np.fromiter(map(code, values), dtype=np.int32, count=len(values))  # noqa: E731
+
+        def codes(values) -> np.ndarray:
+            # One `code` call per distinct object (records share their strings and most args tuples).
+            ids = list(map(id, values))
+            table = {key: code(value) for key, value in dict(zip(ids, values)).items()}
+            return np.fromiter(map(table.__getitem__, ids), dtype=np.int32, count=len(ids))
+
         self.kind, self.device, self.unit, self.label = codes(kind), codes(device), codes(unit), codes(label)
         self.program = _integers([-1 if p is None else p for p in program], "program ids")  # ids are >= 0
         self.nbytes, self.flops = _integers(nbytes, "byte counts"), _integers(flops, "flop counts")
         self.start, self.end = _integers(start, "start times"), _integers(end, "end times")
-        flows, rests = [], []
-        for pairs in args:
-            if pairs and pairs[0][0] == "flow_id" and pairs[0][1].__class__ is int:
-                flows.append(pairs[0][1])
-                rests.append(pairs[1:])
-            else:
-                flows.append(-1)
-                rests.append(pairs)
+        flows, rests = [-1] * len(args), list(args)
+        shared_rests = {}  # the ids of a rest's pairs -> one rest tuple: a queue's records share their pairs
+        for index, pairs in enumerate(args):
+            if pairs and pairs[0][0] == "flow_id":
+                flow = pairs[0][1]
+                if flow.__class__ is int and flow >= 0:
+                    rest = pairs[1:]
+                    flows[index] = flow
+                    rests[index] = shared_rests.setdefault(tuple(map(id, rest)), rest)
         self.flow, self.args = np.array(flows, dtype=np.int64), codes(rests)
 
     def __len__(self) -> int:
@@ -285,7 +292,7 @@ def _integers(values, what: str) -> np.ndarray:
     import numpy as np
 
     column = np.array(values)
-    if column.dtype != np.int64 or any(v.__class__ is not int for v in values):
+    if column.dtype != np.int64:  # a float, a None or an int past 2**63 makes another dtype
         raise EngineUsageError(f"op log: {what} must be Python ints below 2**63, got {column.dtype} values")
     if what == "program ids" and (column < -1).any():
         raise EngineUsageError("op log: program ids must not be negative")
