@@ -176,3 +176,28 @@ def direct_pair(costs: Costs, kind: str, nbytes: int, count: int) -> int:
         "gather": load + message + copy + store,
         "all_to_all": load + gap + message + copy + load + store,
     }[kind]
+
+
+def halving_doubling_reduce_scatter(costs: Costs, p: int, nbytes: int, count: int) -> int:
+    """One slot column of halving-doubling's reduce_scatter (each rank's output `nbytes`, one piece), p = 2^k.
+
+    Step 0 trades p/2 pieces: piece j is loaded when piece j−1's send is posted (after the load of the kept
+    piece j−1, issued at the same instant: `second_transfer_gap` later), then sent; the member takes the
+    partner's piece j once both its kept piece and the message are in, copies it out and adds it. A later step
+    sends its p/2^(i+1) partials from TCM one TCM read apart, once the step before is taken, and takes them the
+    same way. The last reduce is followed by the store of the rank's own chunk.
+    """
+    load, message, copy, reduce = costs.load(nbytes), costs.message(nbytes), costs.copy(nbytes), costs.reduce(count)
+    gap = second_transfer_gap(costs, nbytes)
+    pieces, sent, t = p // 2, load, 0
+    for j in range(pieces):
+        if j:
+            sent += gap + load
+        t = max(t, sent + message) + copy + reduce
+    pieces //= 2
+    while pieces:
+        start = t
+        for j in range(pieces):
+            t = max(t, start + j * costs.tcm_read(nbytes) + message) + copy + reduce
+        pieces //= 2
+    return t + costs.store(nbytes)

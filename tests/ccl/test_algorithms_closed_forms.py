@@ -7,8 +7,8 @@ cube, each piece is one IPCQ slot (one message), the ring runs on
 default.yaml's ring of four SIPs, and halving-doubling and direct on the same
 machine with a full mesh of links. Where a schedule's pieces queue on a
 member's TCM port and HBM behind its own loads and posted stores (direct's
-kinds other than all-reduce, and halving-doubling's reduce-scatter, beyond
-two ranks) the time is not pinned (ADR 0010's table).
+kinds other than all-reduce beyond two ranks) the time is not pinned (ADR
+0010's table).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from tests.ccl.closed_forms import (Costs, direct_all_reduce, direct_pair, halving_doubling_step, ring_all_gather,
-                                    ring_reduce_scatter)
+from tests.ccl.closed_forms import (Costs, direct_all_reduce, direct_pair, halving_doubling_reduce_scatter,
+                                    halving_doubling_step, ring_all_gather, ring_reduce_scatter)
 from tests.ccl.harness import config, device_tensor, member, region, run
 from tests.ccl.test_algorithms_fidelity import BIG_SLOTS, full_mesh  # noqa: F401  (a fixture)
 
@@ -62,12 +62,19 @@ def test_adr0010_t58_halving_doubling_all_gather_doubles_one_message_per_step(fu
 
 
 @pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
-def test_adr0010_t60_halving_doubling_reduce_scatter_of_two_ranks_is_one_halving_step(full_mesh, buffer_kind):  # noqa: F811
-    """p = 2: one column, one step: T_load + T_x + T_copy + T_reduce + T_store of the half the partner keeps."""
-    half = 16 * 1024
+@pytest.mark.parametrize("p", [2, 4])
+@pytest.mark.parametrize("chunk_bytes", [4096, 8192])
+def test_adr0010_t60_halving_doubling_reduce_scatter_takes_its_closed_form(full_mesh, buffer_kind, p,  # noqa: F811
+                                                                           chunk_bytes):
+    """`closed_forms.halving_doubling_reduce_scatter`: p/2 pieces loaded and sent in turn in the first step, the
+    partials trading from TCM after it, then one store (two ranks: one halving step)."""
     costs = Costs(full_mesh, buffer_kind)
-    assert collective_time(full_mesh, "halving_doubling", "reduce_scatter", 2, 2 * half // 4, half // 4,
-                           buffer_kind) == halving_doubling_step(costs, half, half // 4)
+    count = chunk_bytes // 4
+    expected = halving_doubling_reduce_scatter(costs, p, chunk_bytes, count)
+    if p == 2:
+        assert expected == halving_doubling_step(costs, chunk_bytes, count)
+    assert collective_time(full_mesh, "halving_doubling", "reduce_scatter", p, p * count, count,
+                           buffer_kind) == expected
 
 
 @pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])

@@ -60,10 +60,12 @@ stream in rounds, each loaded when its round is posted.
 
 Both pay k message latencies (per column, for reduce_scatter) where the
 ring pays p−1, and move (p−1)/p·S per rank as the ring does. all_gather with
-a message per step takes Σ_{i<k} (T_load + T_x + T_copy + T_store)(c·2^i),
-and reduce_scatter of two ranks one halving step (ADR 0010 T58, T60); beyond
-two ranks reduce_scatter's is not pinned (a column's p/2 first-step pieces
-queue on the sender's TCM port behind their own loads).
+a message per step takes Σ_{i<k} (T_load + T_x + T_copy + T_store)(c·2^i)
+(ADR 0010 T58). reduce_scatter's column sends its p/2 first-step pieces in
+turn, each loaded once the one before is posted (after the kept piece's
+load issued with it, so one max(TCM read, HBM occupancy) later), takes each
+as T_copy + T_reduce once it is in, sends later steps' partials from TCM
+one TCM read apart, and ends with one store (T60).
 """
 from __future__ import annotations
 
