@@ -157,13 +157,12 @@ def second_transfer_gap(costs: Costs, nbytes: int) -> int:
 
 
 def direct_pair(costs: Costs, kind: str, nbytes: int, count: int) -> int:
-    """direct's `kind` between two ranks, one piece each way (scatter and gather rooted at rank 0):
+    """direct's all_gather, reduce_scatter or all_to_all between two ranks, one piece each way:
 
     - all_gather: each member's own piece loads and goes out; rank 1 takes rank 0's piece first, so its two
       stores are posted at one instant.
-    - reduce_scatter, scatter: the piece for the peer is the member's second load (its own piece's load is
-      issued first), so it leaves one gap late.
-    - gather: rank 1's piece goes straight to the root, which copies and stores it.
+    - reduce_scatter: the piece for the peer is the member's second load (its own piece's load is issued
+      first), so it leaves one gap late.
     - all_to_all: the piece for the peer leaves one gap late; rank 1 takes the peer's piece first and only then
       loads its own, which it stores.
     """
@@ -172,8 +171,6 @@ def direct_pair(costs: Costs, kind: str, nbytes: int, count: int) -> int:
     return {
         "all_gather": load + message + copy + gap + store,
         "reduce_scatter": load + gap + message + copy + costs.reduce(count) + store,
-        "scatter": load + gap + message + copy + store,
-        "gather": load + message + copy + store,
         "all_to_all": load + gap + message + copy + load + store,
     }[kind]
 
@@ -201,3 +198,110 @@ def halving_doubling_reduce_scatter(costs: Costs, p: int, nbytes: int, count: in
             t = max(t, start + j * costs.tcm_read(nbytes) + message) + copy + reduce
         pieces //= 2
     return t + costs.store(nbytes)
+
+
+class MemberPorts:
+    """One member's channels (its DMA engines, HBM stack, TCM port, IPCQ buffer, links), each with the time it
+    frees, under ADR 0003's cut-through law: a transfer starts when every hop is free as its first byte reaches
+    it, holds hop i from start + (latencies before i) for its own serialization time, and ends after the
+    route's latencies plus its slowest hop's time. Callers apply a schedule's transfers in the order the
+    engine makes them; a posted store is made after the program's next transfer issued at the same instant."""
+
+    def __init__(self, costs: Costs):
+        self.costs, self.free = costs, {}
+
+    def transfer(self, now: int, nbytes: int, hops: list[tuple[str, Hop]]) -> tuple[int, int]:
+        """Reserve `hops` (name, hop) from `now`; (start, end)."""
+        start, offset = now, 0
+        for name, hop in hops:
+            start = max(start, self.free.get(name, 0) - offset)
+            offset += hop.latency
+        offset = slowest = 0
+        for name, hop in hops:
+            held = ceil_div(nbytes * PS_PER_S, hop.bandwidth)
+            slowest = max(slowest, held)
+            self.free[name] = start + offset + held
+            offset += hop.latency
+        return start, start + offset + slowest
+
+    def _engine(self) -> str:
+        """The DMA engine that frees first (the lowest-numbered on a tie)."""
+        engines = self.costs.topology.pe.dma.engines
+        return f"dma{min(range(engines), key=lambda k: (self.free.get(f'dma{k}', 0), k))}"
+
+    def load(self, now: int, nbytes: int) -> int:
+        costs = self.costs
+        return self.transfer(now, nbytes, [(self._engine(), costs.dma), ("hbm", costs.hbm), ("tcm", costs.tcm)])[1]
+
+    def store(self, now: int, nbytes: int) -> int:
+        costs = self.costs
+        return self.transfer(now, nbytes, [(self._engine(), costs.dma), ("tcm", costs.tcm), ("hbm", costs.hbm)])[1]
+
+    def send(self, now: int, nbytes: int, peer: int) -> tuple[int, int]:
+        """A message's route out of this member (its TCM, the link to `peer`): (start, end of its last byte)."""
+        return self.transfer(now, nbytes, [("tcm", self.costs.tcm), (f"link{peer}", self.costs.link)])
+
+    def land(self, first_byte: int, network_end: int, nbytes: int, buffer_kind: str) -> int:
+        """A message's first byte reaches this member's slot: the buffer is booked; when the message is visible."""
+        booked = self.transfer(first_byte, nbytes, [(buffer_kind, self.costs.buffer)])[1]
+        return max(network_end + self.costs.buffer.latency, booked) + self.costs.overhead
+
+    def copy(self, now: int, nbytes: int, buffer_kind: str) -> int:
+        """Slot → TCM (a TCM slot is read and written through the TCM port alone)."""
+        costs = self.costs
+        hops = [("tcm", costs.tcm)] if buffer_kind == "tcm" else [(buffer_kind, costs.buffer), ("tcm", costs.tcm)]
+        return self.transfer(now, nbytes, hops)[1]
+
+
+def direct_gather(costs: Costs, p: int, nbytes: int, root: int, buffer_kind: str) -> int:
+    """direct's gather, one piece a rank: each sender loads and sends to the root, whose slot is booked as each
+    first byte lands (in rank order); the root takes the pieces in rank order — its own from its load, a peer's
+    copied out once in — posting a store after each. The root's last store ends the call."""
+    sender_ports = MemberPorts(costs)
+    loaded = sender_ports.load(0, nbytes)
+    start, network_end = sender_ports.send(loaded, nbytes, root)
+    first_byte = start + costs.tcm.latency + costs.link.latency
+    me = MemberPorts(costs)
+    t = me.load(0, nbytes)
+    posted, ends, arrivals = [], [], None
+
+    def reserve_posted() -> None:
+        while posted:
+            ends.append(me.store(posted.pop(0), nbytes))
+
+    for q in range(p):
+        if q == root:
+            posted.append(t)
+            continue
+        if arrivals is None:  # the senders' first bytes land before any copy can start
+            if t <= first_byte:
+                reserve_posted()
+            arrivals = {k: me.land(first_byte, network_end, nbytes, buffer_kind) for k in range(p) if k != root}
+        if arrivals[q] > t:  # the root waits: what it posted is made now
+            reserve_posted()
+            t = arrivals[q]
+        t_copied = me.copy(t, nbytes, buffer_kind)
+        reserve_posted()
+        posted.append(t_copied)
+        t = t_copied
+    reserve_posted()
+    return max(ends)
+
+
+def direct_scatter(costs: Costs, p: int, nbytes: int, root: int, buffer_kind: str) -> int:
+    """direct's scatter, one piece a rank: the root loads its own piece (first) and the next rank's (second, so
+    `second_transfer_gap` later), stores its own, and sends each peer's piece in rank order from the next
+    rank on, loading the following piece as each send starts; a receiver copies its piece out and stores it."""
+    me = MemberPorts(costs)
+    own = me.load(0, nbytes)
+    loaded = me.load(0, nbytes)
+    ends = [me.store(own, nbytes)]
+    for step in range(1, p):
+        peer = (root + step) % p
+        start, network_end = me.send(loaded, nbytes, peer)
+        receiver = MemberPorts(costs)
+        arrival = receiver.land(start + costs.tcm.latency + costs.link.latency, network_end, nbytes, buffer_kind)
+        ends.append(receiver.store(receiver.copy(arrival, nbytes, buffer_kind), nbytes))
+        if step < p - 1:
+            loaded = me.load(start, nbytes)
+    return max(ends)

@@ -1,14 +1,15 @@
-"""ADR 0010: the gathers and reduce-scatters of ring and halving-doubling, direct's all-reduce, and direct's other
-kinds between two ranks take their closed forms on an idle machine, to the picosecond (derived from the topology,
-never read off a run).
+"""ADR 0010: the gathers and reduce-scatters of ring and halving-doubling, direct's all-reduce, gather and
+scatter, and its all-gather, reduce-scatter and all-to-all between two ranks take their closed forms on an idle
+machine, to the picosecond (derived from the topology, never read off a run).
 
 As in `test_algorithms_fidelity.py`: members are PE 0 of each SIP's I/O
 cube, each piece is one IPCQ slot (one message), the ring runs on
 default.yaml's ring of four SIPs, and halving-doubling and direct on the same
 machine with a full mesh of links. Where a schedule's pieces queue on a
-member's TCM port and HBM behind its own loads and posted stores (direct's
-kinds other than all-reduce beyond two ranks) the time is not pinned (ADR
-0010's table).
+member's TCM port and HBM behind its own loads, posted stores and the
+messages landing in its slots (direct's all-gather, reduce-scatter and
+all-to-all beyond two ranks, where every member both sends and takes) the
+time is not pinned (ADR 0010's table).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from tests.ccl.closed_forms import (Costs, direct_all_reduce, direct_pair, halving_doubling_reduce_scatter,
-                                    halving_doubling_step, ring_all_gather, ring_reduce_scatter)
+from tests.ccl.closed_forms import (Costs, direct_all_reduce, direct_gather, direct_pair, direct_scatter,
+                                    halving_doubling_reduce_scatter, halving_doubling_step, ring_all_gather,
+                                    ring_reduce_scatter)
 from tests.ccl.harness import config, device_tensor, member, region, run
 from tests.ccl.test_algorithms_fidelity import BIG_SLOTS, full_mesh  # noqa: F401  (a fixture)
 
@@ -89,17 +91,35 @@ def test_adr0010_t59_direct_all_reduce_takes_every_piece_in_rank_order(full_mesh
 
 
 @pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
-@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "scatter", "gather", "all_to_all"])
-def test_adr0010_t61_directs_gathers_scatters_and_all_to_all_of_two_ranks_take_their_closed_forms(
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "all_to_all"])
+def test_adr0010_t61_directs_all_gather_reduce_scatter_and_all_to_all_of_two_ranks_take_their_closed_forms(
         full_mesh, buffer_kind, kind):  # noqa: F811
     """`closed_forms.direct_pair`: one message each way, where a member's two loads (or two stores) issued at
     one instant start max(TCM read, HBM occupancy) apart, on its two DMA engines."""
     assert full_mesh.pe.dma.engines >= 2
     nbytes = 16 * 1024
     count = nbytes // 4
-    sizes = {"all_gather": (count, 2 * count), "reduce_scatter": (2 * count, count), "scatter": (2 * count, count),
-             "gather": (count, 2 * count), "all_to_all": (2 * count, 2 * count)}[kind]
-    request = {"op": "sum" if kind == "reduce_scatter" else None, **({"root": 0} if kind in ("scatter", "gather") else {})}
+    sizes = {"all_gather": (count, 2 * count), "reduce_scatter": (2 * count, count),
+             "all_to_all": (2 * count, 2 * count)}[kind]
+    request = {"op": "sum" if kind == "reduce_scatter" else None}
     costs = Costs(full_mesh, buffer_kind)
     assert collective_time(full_mesh, "direct", kind, 2, *sizes, buffer_kind, **request) == \
         direct_pair(costs, kind, nbytes, count)
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram", "hbm"])
+@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("kind", ["gather", "scatter"])
+def test_adr0010_t62_directs_gather_and_scatter_take_their_closed_forms_at_any_root(
+        full_mesh, buffer_kind, p, kind):  # noqa: F811
+    """`closed_forms.direct_gather` / `direct_scatter`: ADR 0003's law applied to the root's channels in its
+    schedule's order (a posted store after the program's next transfer at the same instant), for the first and
+    the last rank as root."""
+    nbytes = 16 * 1024
+    count = nbytes // 4
+    closed_form = {"gather": direct_gather, "scatter": direct_scatter}[kind]
+    sizes = (count, p * count) if kind == "gather" else (p * count, count)
+    for root in sorted({0, p - 1}):
+        costs = Costs(full_mesh, buffer_kind)
+        assert collective_time(full_mesh, "direct", kind, p, *sizes, buffer_kind, op=None, root=root) == \
+            closed_form(costs, p, nbytes, root, buffer_kind), root

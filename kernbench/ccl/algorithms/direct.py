@@ -30,10 +30,13 @@ Closed forms. all_reduce, idle, one piece: member r takes the pieces in
 rank order, a peer q's arriving at T_load + place·s/B_TCM + T_x (place:
 r's position in q's sends, next rank first: a member's sends leave one TCM
 read apart), each copied out and, from the second on, added; then T_store;
-the call ends with the last member (ADR 0010 T59). Every other kind is
-pinned for two ranks (T61: a member's two loads, or two stores, issued at
-one instant start max(TCM read, HBM occupancy) apart), not beyond (its
-posted stores contend with its copies and sends on the TCM port and HBM).
+the call ends with the last member (ADR 0010 T59). gather and scatter are
+pinned at any size and root (T62: the reservation law on the root's
+channels, a posted store made after the program's next transfer at the
+same instant); all_gather, reduce_scatter and all_to_all for two ranks
+(T61: a member's two loads, or two stores, issued at one instant start
+max(TCM read, HBM occupancy) apart), not beyond (every member's posted
+stores contend with its copies, sends and landing messages).
 Many pieces: no schedule beats the busiest directed link's
 bytes over its bandwidth — on a full mesh S per link for all_reduce; on
 default.yaml's ring of four SIPs 3·S on each clockwise link (the member's
@@ -50,10 +53,9 @@ takes piece j from each in rank order. A member's message to a peer in
 round s is at most its s-th to it, so `rounds`' argument holds however
 unequal all_to_all's splits. gather's senders only send and its root only
 receives (no cycle of queues): each sender streams its pieces, the next
-loaded while one is sent, and the root posts its stores. Closed form (idle,
-dedicated links): about T_load + α + (the largest piece count any sender
-owes)·s/B_out + T_store, the root's link carrying all of scatter and
-gather.
+loaded while one is sent, and the root posts its stores. With many pieces
+the root's link carries all of scatter and gather: about T_load + α + (the
+largest piece count any sender owes)·s/B_out + T_store.
 """
 
 from __future__ import annotations
