@@ -14,7 +14,7 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from tests.ccl.closed_forms import Costs
+from tests.ccl.closed_forms import Costs, chain_broadcast, chain_reduce, ring_all_gather, ring_reduce_scatter
 from tests.ccl.test_distributed import ccl, restore_current_ccl, run_world  # noqa: F401 (autouse fixture)
 
 
@@ -79,3 +79,32 @@ def test_adr0012_t41_the_shipped_slots_are_the_machines_largest_and_small_slots_
     wire_ps = 4096 * 10**12 // topology.system.inter_sip.bandwidth_bytes_per_s
     overhead_bound = link_gb * wire_ps / (wire_ps + topology.ipcq.message_overhead_ps)
     assert eight_small < 0.6 * overhead_bound
+
+
+@pytest.mark.parametrize("buffer_kind", ["tcm", "sram"])
+@pytest.mark.parametrize("collective", ["all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "reduce"])
+def test_adr0012_t86_the_other_ring_collectives_through_the_api_take_their_closed_forms(collective, buffer_kind):
+    """ADR 0010 T57 (ring reduce_scatter and all_gather) and T40, T41 (the chains of broadcast and reduce), one
+    slot per rank's piece, through `torch.distributed` on four ranks: the API adds nothing."""
+    p, root = 4, 2
+    costs = Costs(load_topology("default"), buffer_kind)
+    nbytes = ccl()["defaults"]["slot_size"]
+    piece = nbytes // 2  # f16 elements
+    expected = {"all_gather_into_tensor": ring_all_gather(costs, p, nbytes),
+                "reduce_scatter_tensor": ring_reduce_scatter(costs, p, nbytes, piece),
+                "broadcast": chain_broadcast(costs, p, nbytes),
+                "reduce": chain_reduce(costs, p, nbytes, piece)}[collective]
+    session = Session("default", ccl=ccl("ring", world_size=p, buffer_kind=buffer_kind))
+
+    def fn(torch, rank):
+        dist, ones = torch.distributed, (lambda n: torch.full((n,), 1.0, dtype="f16"))
+        if collective == "all_gather_into_tensor":
+            dist.all_gather_into_tensor(torch.empty(p * piece, dtype="f16"), ones(piece))
+        elif collective == "reduce_scatter_tensor":
+            dist.reduce_scatter_tensor(torch.empty(piece, dtype="f16"), ones(p * piece))
+        else:
+            getattr(dist, collective)(ones(piece), root)
+
+    run_world(session, fn)
+    [row] = session.ctx.collectives
+    assert row["time_ps"] == expected
