@@ -8,14 +8,17 @@ dict stays tracked by the garbage collector for good, while one holding only
 strings, numbers and such tuples is untracked at its first collection.
 
 **Compacted in blocks.** A tuple record with its large integers costs 240
-to 350 bytes (an IPCQ record, with an args tuple of its own, the most), so a
-256-rank all-reduce's half a million ops held more than 100 MB. Every `BLOCK` records the list becomes one `_Block` of columns:
-numpy integers for the sizes and times, a code per distinct kind, device,
+to 350 bytes (an IPCQ record, with an args tuple of its own, the most), so
+a 256-rank all-reduce's half a million ops held more than 100 MB. Every
+`BLOCK` records the list becomes one `_Block` of columns: numpy integers
+for the sizes, start times and durations, a code per distinct kind, device,
 unit, label and args tuple, and a `flow_id` (the one arg that differs per
-message, first in an IPCQ record's args) in a column of its own: about 70
-bytes a record. Reading rebuilds each record's tuple as it was appended, so
-queries, reports and the canonical JSON are unchanged: args tuples are
-shared only where their values' types match too (1 and 1.0 are equal keys). Records are kept in
+message, first in an IPCQ record's args) in a column of its own, each
+column in the narrowest integer type that holds its block's values (the
+start times alone need 64 bits): about 36 bytes a record. Reading rebuilds
+each record's tuple as it was appended, so queries, reports and the
+canonical JSON are unchanged: args tuples are shared only where their
+values' types match too (1 and 1.0 are equal keys). Records are kept in
 append order, which the engine makes deterministic.
 """
 
@@ -131,7 +134,7 @@ class OpLog:
     @property
     def end_ps(self) -> int:
         """The latest end of any op, 0 for an empty log."""
-        return max([int(block.end.max()) for block in self._blocks] + [r[8] for r in self._records], default=0)
+        return max([block.end_ps() for block in self._blocks] + [r[8] for r in self._records], default=0)
 
     def select(self, kind=None, device=None, unit=None, label=None, program=_ANY, window=None) -> list[OpRecord]:
         """Records matching every given filter, in append order.
@@ -245,7 +248,7 @@ class _Block:
     rest of the tuple as its code, so a queue's records share one args code.
     """
 
-    __slots__ = ("kind", "device", "unit", "label", "program", "nbytes", "flops", "start", "end", "args", "flow")
+    __slots__ = ("kind", "device", "unit", "label", "program", "nbytes", "flops", "start", "duration", "args", "flow")
 
     def __init__(self, records: list[tuple], code):
         import numpy as np  # here, not at import: `kernbench topo` and `--help` load the engine without numpy
@@ -256,12 +259,14 @@ class _Block:
             # One `code` call per distinct object (records share their strings and most args tuples).
             ids = list(map(id, values))
             table = {key: code(value) for key, value in dict(zip(ids, values)).items()}
-            return np.fromiter(map(table.__getitem__, ids), dtype=np.int32, count=len(ids))
+            return _narrowest(np.fromiter(map(table.__getitem__, ids), dtype=np.int64, count=len(ids)))
 
         self.kind, self.device, self.unit, self.label = codes(kind), codes(device), codes(unit), codes(label)
-        self.program = _integers([-1 if p is None else p for p in program], "program ids")  # ids are >= 0
-        self.nbytes, self.flops = _integers(nbytes, "byte counts"), _integers(flops, "flop counts")
-        self.start, self.end = _integers(start, "start times"), _integers(end, "end times")
+        self.program = _narrowest(_integers([-1 if p is None else p for p in program], "program ids"))  # ids >= 0
+        self.nbytes = _narrowest(_integers(nbytes, "byte counts"))
+        self.flops = _narrowest(_integers(flops, "flop counts"))
+        self.start = _integers(start, "start times")
+        self.duration = _narrowest(_integers(end, "end times") - self.start)  # short next to the times themselves
         flows, rests = [-1] * len(args), list(args)
         shared_rests = {}  # the ids of a rest's pairs -> one rest tuple: a queue's records share their pairs
         for index, pairs in enumerate(args):
@@ -271,10 +276,13 @@ class _Block:
                     rest = pairs[1:]
                     flows[index] = flow
                     rests[index] = shared_rests.setdefault(tuple(map(id, rest)), rest)
-        self.flow, self.args = np.array(flows, dtype=np.int64), codes(rests)
+        self.flow, self.args = _narrowest(np.array(flows, dtype=np.int64)), codes(rests)
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def end_ps(self) -> int:
+        return int((self.start + self.duration).max())
 
     def tuples(self, values: list):
         """The records' tuples, equal to those appended."""
@@ -284,7 +292,7 @@ class _Block:
         programs = (None if p < 0 else p for p in self.program.tolist())
         return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
                    map(look, self.label.tolist()), programs, self.nbytes.tolist(), self.flops.tolist(),
-                   self.start.tolist(), self.end.tolist(), args)
+                   self.start.tolist(), (self.start + self.duration).tolist(), args)
 
 
 def _integers(values, what: str) -> np.ndarray:
@@ -296,4 +304,18 @@ def _integers(values, what: str) -> np.ndarray:
         raise EngineUsageError(f"op log: {what} must be Python ints below 2**63, got {column.dtype} values")
     if what == "program ids" and (column < -1).any():
         raise EngineUsageError("op log: program ids must not be negative")
+    return column
+
+
+def _narrowest(column):
+    """`column` in the narrowest of int16, int32 and int64 that holds its values (codes and sizes are small)."""
+    import numpy as np
+
+    if not column.size:
+        return column
+    low, high = int(column.min()), int(column.max())
+    for dtype in (np.int16, np.int32):
+        limits = np.iinfo(dtype)
+        if limits.min <= low and high <= limits.max:
+            return column.astype(dtype)
     return column

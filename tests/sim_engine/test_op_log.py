@@ -86,7 +86,7 @@ def test_adr0003_t19_same_model_gives_byte_identical_op_log():
     assert len(first) > 1000 and contended_model(seed=4) != first
 
 
-def test_adr0003_t20_a_log_compacted_in_blocks_reads_back_what_was_appended_in_a_third_of_the_memory(monkeypatch):
+def test_adr0003_t26_a_log_compacted_in_blocks_reads_back_what_was_appended_in_a_quarter_of_the_memory(monkeypatch):
     import tracemalloc
 
     from kernbench.sim_engine import op_log
@@ -125,10 +125,10 @@ def test_adr0003_t20_a_log_compacted_in_blocks_reads_back_what_was_appended_in_a
         finally:
             tracemalloc.stop()
         del kept
-    assert sizes[1] < sizes[0] / 2.5, sizes  # about 70 bytes a record instead of about 240
+    assert sizes[1] < sizes[0] / 4, sizes  # measured: about a fifth
 
 
-def test_adr0003_t20_a_record_the_columns_cannot_hold_is_one_line(monkeypatch):
+def test_adr0003_t27_a_record_the_columns_cannot_hold_is_one_line(monkeypatch):
     from kernbench.sim_engine import op_log
 
     monkeypatch.setattr(op_log, "BLOCK", 2)
