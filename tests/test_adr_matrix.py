@@ -1,7 +1,7 @@
 """Every ADR's test matrix is backed by tests, and every ADR test is listed.
 
 The matrix is the table in each `adr/NNNN-*.md` whose rows start with `| Tn |`
-and whose last column names the test node, e.g.
+and whose last column names the test node (or several, comma-separated), e.g.
 `tests/topology/test_loader.py::test_adr0002_t3_unknown_key_is_named`.
 """
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MATRIX_ROW = re.compile(r"^\|\s*(T\d+)\s*\|.*\|\s*`?([^|`]+::[^|`\s]+)`?\s*\|\s*$")
+MATRIX_ROW = re.compile(r"^\|\s*(T\d+)\s*\|.*\|\s*([^|]*::[^|]*?)\s*\|\s*$")
+TEST_NODE = re.compile(r"[^\s`,]+::[^\s`,]+")  # one or more in a row's last column, each in backticks
 ADR_TEST_NAME = re.compile(r"^test_adr(\d{4})_t(\d+)_")
 
 
@@ -27,7 +28,7 @@ def matrix_rows(record: Path) -> list[tuple[str, str]]:
     for line in record.read_text().splitlines():
         match = MATRIX_ROW.match(line.strip())
         if match:
-            rows.append((match.group(1), match.group(2).strip()))
+            rows.extend((match.group(1), node) for node in TEST_NODE.findall(match.group(2)))
     return rows
 
 
