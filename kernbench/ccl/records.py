@@ -14,7 +14,7 @@ gather. A barrier is a one-element all-reduce.
 
 from __future__ import annotations
 
-PS_PER_S = 10**12
+from kernbench.sim_engine.simtime import PS_PER_S
 
 _BUS_FACTORS = {
     "all_reduce": lambda n: 2 * (n - 1) / n,

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernbench.sim_engine import Channel, ExclusiveUnit
+from kernbench.sim_engine.simtime import PS_PER_S
 from kernbench.topology import Topology
-
-PS_PER_S = 10**12
 
 
 @dataclass(frozen=True)

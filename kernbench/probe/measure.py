@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 
 from kernbench.machine import Transfer
 from kernbench.probe.endpoints import ProbeEndpoint, ProbeError
-
-PS_PER_S = 10**12
+from kernbench.sim_engine.simtime import PS_PER_S
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ measured time, so 1.0 is a kernel running at the machine's limit.
 from __future__ import annotations
 
 from kernbench.report.natural_sort import natural_key
-
-PS_PER_S = 10**12
+from kernbench.sim_engine.simtime import PS_PER_S
 
 
 def kernel_rows(oplog, topology, collective_labels=frozenset()) -> list[dict]:
