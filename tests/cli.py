@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,3 +16,9 @@ def run_kernbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "kernbench", *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": path})
+
+
+def sigint_at_default() -> None:
+    """A child's `preexec_fn`: SIGINT at its default, as in a terminal, even when the tests run as a background
+    job (whose shell starts them with SIGINT ignored, which a server would inherit and never stop on Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-from tests.cli import REPO_ROOT
+from tests.cli import REPO_ROOT, sigint_at_default
 
 README = REPO_ROOT / "README.md"
 BLOCK = re.compile(r"^```(console|python)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -41,11 +41,8 @@ def environment() -> dict:
 def run_example(words: list[str], cwd) -> str:
     command = [sys.executable, "-m", "kernbench", *words[1:]]
     if words[1] == "web":
-        # SIGINT at its default in the child, as in a terminal, even when these tests run as a background job
-        # (whose shell starts them with SIGINT ignored, which the server would inherit and never stop on).
         child = subprocess.Popen(command + ["--port", "0"], cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=environment(),
-                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                 stderr=subprocess.PIPE, text=True, env=environment(), preexec_fn=sigint_at_default)
         first = child.stdout.readline()
         child.send_signal(signal.SIGINT)
         assert child.wait(timeout=20) == 0, child.stderr.read()

@@ -14,12 +14,12 @@ import csv
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from kernbench.sweep.command import main
+from tests.cli import sigint_at_default
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +96,7 @@ def sweep_process(*args: str, cwd: Path) -> subprocess.Popen:
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return subprocess.Popen([sys.executable, "-m", "kernbench.sweep", *args], cwd=cwd, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_at_default)
 
 
 def read_table(folder: Path) -> list[dict[str, str]]:

@@ -25,7 +25,7 @@ import pytest
 from kernbench.report import run_report
 from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
-from tests.cli import REPO_ROOT
+from tests.cli import REPO_ROOT, sigint_at_default
 from tests.web.cdp import Browser, find_browser
 
 def _rank(rank, torch):
@@ -59,12 +59,9 @@ def run_files(tmp_path_factory):
 def server(run_files):
     folder, report, trace, _ = run_files
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    # SIGINT at its default in the child, as in a terminal, even when the tests run as a background job (whose
-    # shell starts them with SIGINT ignored, which the server would inherit and never stop on Ctrl-C).
     child = subprocess.Popen([sys.executable, "-m", "kernbench", "web", str(report), str(trace), "--port", "0"],
                              cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": path},
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                             env={**os.environ, "PYTHONPATH": path}, preexec_fn=sigint_at_default)
     line = child.stdout.readline()  # `kernbench: serving http://127.0.0.1:PORT/ (Ctrl-C to stop)`
     if not line.startswith("kernbench: serving http://127.0.0.1:"):
         child.kill()
