@@ -262,7 +262,7 @@ class _Block:
             return _narrowest(np.fromiter(map(table.__getitem__, ids), dtype=np.int64, count=len(ids)))
 
         self.kind, self.device, self.unit, self.label = codes(kind), codes(device), codes(unit), codes(label)
-        self.program = _narrowest(_integers([-1 if p is None else p for p in program], "program ids"))  # ids >= 0
+        self.program = _narrowest(_program_ids(program))
         self.nbytes = _narrowest(_integers(nbytes, "byte counts"))
         self.flops = _narrowest(_integers(flops, "flop counts"))
         self.start = _integers(start, "start times")
@@ -296,13 +296,20 @@ class _Block:
 
 
 def _integers(values, what: str) -> np.ndarray:
-    """`values` as int64, where each is a Python int (and a program id not negative): else one line."""
+    """`values` as int64, or one line where they are not all ints below 2**63 (a float, a None or a larger int
+    gives numpy another dtype)."""
     import numpy as np
 
     column = np.array(values)
-    if column.dtype != np.int64:  # a float, a None or an int past 2**63 makes another dtype
+    if column.dtype != np.int64:
         raise EngineUsageError(f"op log: {what} must be Python ints below 2**63, got {column.dtype} values")
-    if what == "program ids" and (column < -1).any():
+    return column
+
+
+def _program_ids(programs) -> np.ndarray:
+    """Program ids with −1 standing for None, so an id itself must not be negative."""
+    column = _integers([-1 if p is None else p for p in programs], "program ids")
+    if (column < -1).any() or int((column == -1).sum()) != programs.count(None):
         raise EngineUsageError("op log: program ids must not be negative")
     return column
 

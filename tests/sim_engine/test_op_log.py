@@ -136,3 +136,7 @@ def test_adr0003_t27_a_record_the_columns_cannot_hold_is_one_line(monkeypatch):
     log.append("dma", "sip0", "pe0.dma0", None, None, 1, 0, 0, 10)
     with pytest.raises(EngineUsageError, match="op log: byte counts must be Python ints below 2\\*\\*63"):
         log.append("dma", "sip0", "pe0.dma0", None, None, 1.5, 0, 10, 20)
+    log = OpLog()
+    log.append("dma", "sip0", "pe0.dma0", None, None, 1, 0, 0, 10)
+    with pytest.raises(EngineUsageError, match="op log: program ids must not be negative"):
+        log.append("dma", "sip0", "pe0.dma0", None, -1, 1, 0, 10, 20)  # -1 would read back as None
