@@ -9,6 +9,7 @@ A path of hops costs Σ latency + ceil(bytes·10¹²/bandwidth) of its slowest h
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from kernbench.ccl.algorithms.wiring import tree_children
@@ -304,4 +305,353 @@ def direct_scatter(costs: Costs, p: int, nbytes: int, root: int, buffer_kind: st
         ends.append(receiver.store(receiver.copy(arrival, nbytes, buffer_kind), nbytes))
         if step < p - 1:
             loaded = me.load(start, nbytes)
+    return max(ends)
+
+
+def star_broadcast(costs: Costs, p: int, nbytes: int, buffer_kind: str) -> int:
+    """direct's (one-shot) broadcast of one piece, out of place: the root loads it and sends it to each peer in
+    turn from the next rank on (each send waits for the one before to clear its TCM port), then stores it;
+    each receiver copies the piece out of its slot once visible and stores it."""
+    root = MemberPorts(costs)
+    loaded = root.load(0, nbytes)
+    ends = []
+    for peer in range(1, p):
+        start, network_end = root.send(loaded, nbytes, peer)
+        receiver = MemberPorts(costs)
+        arrival = receiver.land(start + costs.tcm.latency + costs.link.latency, network_end, nbytes, buffer_kind)
+        ends.append(receiver.store(receiver.copy(arrival, nbytes, buffer_kind), nbytes))
+    ends.append(root.store(loaded, nbytes))
+    return max(ends)
+
+
+def star_reduce(costs: Costs, p: int, nbytes: int, count: int, root: int, buffer_kind: str) -> int:
+    """direct's (one-shot) reduce of one piece: every other member loads its piece and sends it to the root
+    (the messages land at one instant, booking the root's buffer in rank order); the root takes the p pieces
+    in rank order — its own loaded when its turn comes, a peer's copied out once visible — adding each from
+    the second on, then stores the sum."""
+    sender = MemberPorts(costs)
+    start, network_end = sender.send(sender.load(0, nbytes), nbytes, root)
+    first_byte = start + costs.tcm.latency + costs.link.latency
+    me = MemberPorts(costs)
+    t, arrivals = 0, None
+    for q in range(p):
+        if q == root:
+            t = me.load(t, nbytes)
+        else:
+            if arrivals is None:  # the landings are reserved after a root's own load at 0, before its copies
+                arrivals = {k: me.land(first_byte, network_end, nbytes, buffer_kind) for k in range(p) if k != root}
+            t = me.copy(max(t, arrivals[q]), nbytes, buffer_kind)
+        if q:
+            t += costs.reduce(count)
+    return me.store(t, nbytes)
+
+
+# ---- direct's all_gather, reduce_scatter and all_to_all beyond two ranks ----------------------------------------
+
+class Underivable(AssertionError):
+    """A schedule leaves a tie (or an overlap) that the sequential derivation below does not order."""
+
+
+class SlotsAndPorts(MemberPorts):
+    """`MemberPorts` of one member of a one-piece collective, with the messages landing in its IPCQ slots.
+
+    A message is `expect`ed at its receiver when it leaves, and books the receiver's buffer channel when its
+    first byte reaches the slot, in time order among the receiver's own reservations (`at`, called at the
+    instant of each). Its programs (`drive`) reserve in time order. Two reservations of one member at one
+    instant by different programs, or one at the instant a message lands, would be ordered by the engine's
+    event sequence, which this derivation does not model: it raises `Underivable` instead of guessing."""
+
+    def __init__(self, costs: Costs, buffer_kind: str, nbytes: int):
+        super().__init__(costs)
+        self.buffer_kind, self._nbytes = buffer_kind, nbytes
+        self.last = 0  # the instant of the member's latest reservation or landing
+        self.actor = None  # the program reserving now (set by `drive`)
+        self._last_actor = None
+        self.pending: list[tuple[int, int, int]] = []  # (first byte at the slot, network end, sender)
+        self.arrivals: dict[int, int] = {}
+        self._landed_at = None
+        self._first_bytes: dict[int, int] = {}
+
+    def expect(self, sender: int, start: int, network_end: int) -> None:
+        """`sender`'s message to this member left at `start`; its last byte leaves the network at `network_end`."""
+        first_byte = start + self.costs.tcm.latency + self.costs.link.latency
+        if first_byte <= self.last:
+            raise Underivable(f"a message lands at {first_byte} ps, not after the member's reservation at "
+                              f"{self.last} ps")
+        self.pending.append((first_byte, network_end, sender))
+        self.pending.sort()
+
+    def expected(self, sender: int) -> bool:
+        return sender in self.arrivals or any(who == sender for _, _, who in self.pending)
+
+    def _land_next(self) -> None:
+        first_byte, network_end, sender = self.pending.pop(0)
+        # Two landings at one instant: either order books the buffer the same, as long as neither message's
+        # arrival is set by its booking (then only its network end and the buffer latency count).
+        tied = first_byte == self._landed_at or (bool(self.pending) and self.pending[0][0] == first_byte)
+        self._landed_at = first_byte
+        self.last = max(self.last, first_byte)  # a reservation derived later must not come before it
+        arrival = self.land(first_byte, network_end, self._nbytes, self.buffer_kind)
+        if tied and arrival != network_end + self.costs.buffer.latency + self.costs.overhead:
+            raise Underivable("two messages land at one instant and the buffer's booking sets an arrival")
+        self.arrivals[sender] = arrival
+        self._first_bytes[sender] = first_byte
+
+    def at(self, now: int) -> None:
+        """The member reserves at `now`: the messages whose first byte reached its slot before land first."""
+        if now < self.last:
+            raise Underivable(f"a reservation at {now} ps derived after one at {self.last} ps")
+        if now == self._landed_at:
+            raise Underivable(f"a reservation at {now} ps, the instant a message lands")
+        if now == self.last and self._last_actor is not None and self._last_actor is not self.actor:
+            raise Underivable(f"two programs of one member reserve at {now} ps")
+        while self.pending and self.pending[0][0] <= now:
+            if self.pending[0][0] == now:
+                raise Underivable(f"a message lands at {now} ps, the instant of one of the member's reservations")
+            self._land_next()
+        self.last, self._last_actor = now, self.actor
+
+    def first_byte(self, sender: int) -> int:
+        """When `sender`'s message reaches this member's slot (it must have left)."""
+        if sender in self.arrivals:
+            return self._first_bytes[sender]
+        return next(first for first, _, who in self.pending if who == sender)
+
+    def arrival(self, sender: int) -> int:
+        """When `sender`'s message is visible (the landings up to it made, in time order)."""
+        while sender not in self.arrivals:
+            self._land_next()
+        return self.arrivals[sender]
+
+    def send_ready(self, now: int, peer: int) -> int:
+        """When a send to `peer` asked at `now` can start (its route's `ready`): the TCM port free, the link
+        free when the first byte reaches it. The send is reserved then."""
+        return max(now, self.free.get("tcm", 0), self.free.get(f"link{peer}", 0) - self.costs.tcm.latency)
+
+    # Each reservation of the member goes through `at` first.
+    def load(self, now: int, nbytes: int) -> int:
+        self.at(now)
+        return super().load(now, nbytes)
+
+    def store(self, now: int, nbytes: int) -> int:
+        self.at(now)
+        return super().store(now, nbytes)
+
+    def send(self, now: int, nbytes: int, peer: int) -> tuple[int, int]:
+        self.at(now)
+        return super().send(now, nbytes, peer)
+
+    def copy(self, now: int, nbytes: int, buffer_kind: str | None = None) -> int:
+        self.at(now)
+        return super().copy(now, nbytes, self.buffer_kind)
+
+
+def drive(members: list[SlotsAndPorts], programs: list[tuple[int, object]]) -> None:
+    """Run `programs`, (member index, generator), in time order: a program yields the instant it next reserves
+    at (it goes on then), or ("message", sender) to go on once that sender's message to its member has left.
+    At one instant programs run in list order (which `SlotsAndPorts.at` checks cannot matter)."""
+    heap = [(0, order, index, program) for order, (index, program) in enumerate(programs)]
+    heapq.heapify(heap)
+    waiting: list[tuple[int, int, object, int]] = []  # (member index, sender, program, order)
+    order = len(programs)
+    while heap or waiting:
+        if not heap:
+            raise Underivable("programs wait for messages that never leave")
+        now, _, index, program = heapq.heappop(heap)
+        members[index].actor = program
+        try:
+            wake = next(program)
+        except StopIteration:
+            wake = None
+        order += 1
+        if isinstance(wake, tuple):
+            waiting.append((index, wake[1], program, order))
+        elif wake is not None:
+            if wake < now:
+                raise Underivable(f"a program goes back from {now} to {wake} ps")
+            heapq.heappush(heap, (wake, order, index, program))
+        for entry in list(waiting):
+            if members[entry[0]].expected(entry[1]):
+                waiting.remove(entry)
+                heapq.heappush(heap, (now, entry[3], entry[0], entry[2]))
+
+
+def _others(rank: int, p: int) -> list[int]:
+    """direct's send order: the next rank first."""
+    return [(rank + step) % p for step in range(1, p)]
+
+
+def _visible(me: SlotsAndPorts, sender: int, t: int, make_posted):
+    """Steps of a take waiting for `sender`'s piece from `t`: its posted stores are made as it starts to wait
+    (for a message not left yet, or not landed); returns max(t, when the piece is visible)."""
+    if not me.expected(sender):
+        make_posted()
+        yield "message", sender
+    if me.first_byte(sender) > t:
+        make_posted()
+        yield me.first_byte(sender)
+    visible = me.arrival(sender)
+    if visible > t:
+        make_posted()
+        yield visible
+        return visible
+    return t
+
+
+def _take_in_rank_order(me: SlotsAndPorts, rank: int, p: int, nbytes: int, own, ends: list[int]):
+    """direct's take of one round for all_gather and all_to_all: the p pieces in rank order, each store posted.
+
+    A peer's piece is copied out of its slot once it is visible; `own(t)` takes the member's own piece at `t`
+    (a load issued then, or one started earlier), returning when it is in TCM, whether its store is still to
+    be posted, and whether the program issued a transfer or waits. A posted store is made at its instant
+    after the program's next transfer issued at that instant (the copy of a piece already visible, or the own
+    piece's load), else as the program starts to wait; taking an own piece already in TCM does neither."""
+    posted: list[int] = []
+    t = 0
+
+    def make_posted() -> None:  # each at the instant it was posted
+        while posted:
+            ends.append(me.store(posted.pop(0), nbytes))
+
+    for q in range(p):
+        if q == rank:
+            ready, store, moved = own(t)
+            if moved:  # the own piece's load was issued, or the program waits for it
+                make_posted()
+            if ready > t:
+                yield ready
+            t = ready
+            if store:
+                posted.append(t)
+            continue
+        t = yield from _visible(me, q, t, make_posted)
+        copied = me.copy(t, nbytes)
+        make_posted()
+        yield copied
+        posted.append(copied)
+        t = copied
+    make_posted()
+
+
+def _send_in_turn(me: SlotsAndPorts, members: list[SlotsAndPorts], rank: int, nbytes: int, peers: list[int],
+                  now: int, load_next: bool, ready: int | None = None):
+    """Steps of a send program at `now` sending to `peers` in turn, each send reserved when its route is
+    ready (`ready`: the first one's, asked for earlier). `load_next`: the next peer's piece is loaded as each
+    send is reserved and its send asked for once it is in; else the next send is asked for at once."""
+    for k, peer in enumerate(peers):
+        if ready is None:
+            ready = me.send_ready(now, peer)
+        if ready > now:
+            yield ready
+        start, network_end = me.send(ready, nbytes, peer)
+        members[peer].expect(rank, start, network_end)
+        now, ready = ready, None
+        if k < len(peers) - 1:
+            if load_next:
+                loaded = me.load(now, nbytes)
+                yield loaded
+                now = loaded
+            else:
+                ready = me.send_ready(now, peers[k + 1])
+
+
+def direct_all_gather(costs: Costs, p: int, nbytes: int, buffer_kind: str) -> int:
+    """direct's all_gather, one piece a rank, each step ADR 0003's reservation law on the member's channels.
+
+    Sends: each member loads its piece (a started load) and, once it is in, sends it to the others next rank
+    first, each send starting when its route is ready (the one before has cleared the TCM port). Rank 0 takes
+    its own piece first, so it posts that piece's store as the load ends: the store is made after the first
+    send (its send program woke on the load before the store was started) and before the second.
+    Takes: `_take_in_rank_order`, the own piece from its load. The call ends with the last store."""
+    members = [SlotsAndPorts(costs, buffer_kind, nbytes) for _ in range(p)]
+    loaded, ends = {}, []
+
+    def sends(r, me):
+        loaded[r] = me.load(0, nbytes)
+        yield loaded[r]
+        peers = _others(r, p)
+        if r:
+            yield from _send_in_turn(me, members, r, nbytes, peers, loaded[r], False)
+            return
+        start, network_end = me.send(loaded[0], nbytes, peers[0])
+        members[peers[0]].expect(0, start, network_end)
+        ready = me.send_ready(loaded[0], peers[1]) if p > 2 else None  # asked for before the store is made
+        ends.append(me.store(loaded[0], nbytes))
+        yield from _send_in_turn(me, members, 0, nbytes, peers[1:], loaded[0], False, ready)
+
+    def takes(r, me):
+        return _take_in_rank_order(me, r, p, nbytes, lambda t: (max(t, loaded[r]), r != 0, loaded[r] > t), ends)
+
+    drive(members, [(r, sends(r, me)) for r, me in enumerate(members)]
+          + [(r, takes(r, me)) for r, me in enumerate(members)])
+    return max(ends)
+
+
+def direct_reduce_scatter(costs: Costs, p: int, nbytes: int, count: int, buffer_kind: str) -> int:
+    """direct's reduce_scatter, one piece a rank (each rank's output `nbytes`).
+
+    Sends: the member's own chunk is loaded by a started load, issued first; the send program loads the next
+    rank's chunk at the same instant (so on the other DMA engine, after the first load clears the HBM stack)
+    and sends it once in, loading the following peer's chunk as each send is reserved, and so on.
+    Takes: from its own chunk's load, the p chunks in rank order — a peer's copied out of its slot once
+    visible — adding each from the second on (T_reduce on the vector unit); then the store of the sum."""
+    members = [SlotsAndPorts(costs, buffer_kind, nbytes) for _ in range(p)]
+    loaded, ends = {}, []
+
+    def sends(r, me):
+        loaded[r] = me.load(0, nbytes)
+        first = me.load(0, nbytes)
+        yield first
+        yield from _send_in_turn(me, members, r, nbytes, _others(r, p), first, True)
+
+    def takes(r, me):
+        t = loaded[r]
+        yield t
+        for q in range(p):
+            if q != r:
+                t = yield from _visible(me, q, t, lambda: None)
+                t = me.copy(t, nbytes)
+                yield t
+            if q:
+                t += costs.reduce(count)
+                yield t
+        ends.append(me.store(t, nbytes))
+
+    drive(members, [(r, sends(r, me)) for r, me in enumerate(members)]
+          + [(r, takes(r, me)) for r, me in enumerate(members)])
+    return max(ends)
+
+
+def direct_all_to_all(costs: Costs, p: int, nbytes: int, buffer_kind: str) -> int:
+    """direct's all_to_all, `nbytes` from each rank to each rank.
+
+    Sends: the send program loads the piece for the next rank, sends it once in, loads the following peer's
+    piece as each send is reserved, and so on. Rank 0 takes its own piece first: the program loads it at
+    once, before the send program's first load (which so takes the other engine, `second_transfer_gap`
+    later), and posts its store when it is in. Takes: `_take_in_rank_order`, the own piece loaded when its
+    turn comes (rank 0's done as above)."""
+    members = [SlotsAndPorts(costs, buffer_kind, nbytes) for _ in range(p)]
+    ends, own_loaded = [], {}
+
+    def sends(r, me):
+        if r == 0:
+            own_loaded[0] = me.load(0, nbytes)
+        first = me.load(0, nbytes)
+        if r == 0:
+            if not own_loaded[0] < first:
+                raise Underivable("rank 0's own store is not made before its first send")
+            yield own_loaded[0]
+            ends.append(me.store(own_loaded[0], nbytes))
+        yield first
+        yield from _send_in_turn(me, members, r, nbytes, _others(r, p), first, True)
+
+    def takes(r, me):
+        def own(t):
+            if r == 0:
+                return max(t, own_loaded[0]), False, own_loaded[0] > t
+            return me.load(t, nbytes), True, True
+        return _take_in_rank_order(me, r, p, nbytes, own, ends)
+
+    drive(members, [(r, sends(r, me)) for r, me in enumerate(members)]
+          + [(r, takes(r, me)) for r, me in enumerate(members)])
     return max(ends)

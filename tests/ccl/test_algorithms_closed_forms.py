@@ -5,11 +5,10 @@ machine, to the picosecond (derived from the topology, never read off a run).
 As in `test_algorithms_fidelity.py`: members are PE 0 of each SIP's I/O
 cube, each piece is one IPCQ slot (one message), the ring runs on
 default.yaml's ring of four SIPs, and halving-doubling and direct on the same
-machine with a full mesh of links. Where a schedule's pieces queue on a
-member's TCM port and HBM behind its own loads, posted stores and the
-messages landing in its slots (direct's all-gather, reduce-scatter and
-all-to-all beyond two ranks, where every member both sends and takes) the
-time is not pinned (ADR 0010's table).
+machine with a full mesh of links. direct's all-gather, reduce-scatter and
+all-to-all beyond two ranks, where every member's pieces queue on its TCM
+port and HBM behind its own loads, posted stores and the messages landing
+in its slots, are pinned in `test_direct_closed_forms.py`.
 """
 
 from __future__ import annotations

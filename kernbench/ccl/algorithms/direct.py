@@ -35,8 +35,9 @@ pinned at any size and root (T62: the reservation law on the root's
 channels, a posted store made after the program's next transfer at the
 same instant); all_gather, reduce_scatter and all_to_all for two ranks
 (T61: a member's two loads, or two stores, issued at one instant start
-max(TCM read, HBM occupancy) apart), not beyond (every member's posted
-stores contend with its copies, sends and landing messages).
+max(TCM read, HBM occupancy) apart) and for three and four (T63–T65: the
+same law on every member's channels, where its posted stores contend with
+its copies, sends and landing messages).
 Many pieces: no schedule beats the busiest directed link's
 bytes over its bandwidth — on a full mesh S per link for all_reduce; on
 default.yaml's ring of four SIPs 3·S on each clockwise link (the member's

@@ -10,9 +10,10 @@ does not depend on arrival order; `send` streams member 0's input into
 member 1's output. Pieces are
 pipelined: piece j+1 is under way while piece j is consumed. They declare
 wiring `full` (`@uses_wiring`), so they run whichever wiring the module's
-own collectives use. Closed form on an idle machine with dedicated links,
-for S bytes in m pieces of s bytes: about α + m·s/B per destination of the
-root's link, the root's links serving destinations one after another.
+own collectives use. Closed forms, one piece on an idle machine (ADR 0010
+T66, T67): broadcast's k-th peer in line has it visible T_load + k·(TCM
+read) + T_x after the start, the root's sends sharing its TCM port; reduce
+is the root's rank-order fold of the p−1 messages, which land together.
 """
 
 from __future__ import annotations
