@@ -114,9 +114,20 @@ def tree_down(costs: Costs, p: int, nbytes: int, t: int, place: int = 0, *, stor
 
 
 def ring_reduce_scatter(costs: Costs, p: int, nbytes: int, count: int) -> int:
-    """The ring all-reduce's first half: p−1 steps of a message, its copy-out and a reduce, then the store."""
-    return costs.load(nbytes) + (p - 1) * (costs.message(nbytes) + costs.copy(nbytes) + costs.reduce(count)) \
-        + costs.store(nbytes)
+    """The ring all-reduce's first half: p−1 steps of a message, its copy-out and a reduce, then the store.
+
+    The first piece's own half is loaded as the first send leaves, so the first step waits for the longer of
+    the message and that load (the load binds only where the link outpaces the DMA engine: the NoC between
+    PE ranks); later steps' loads, started a step ahead, stay hidden while T_load ≤ T_x + T_copy + T_reduce.
+    """
+    message, load, step = costs.message(nbytes), costs.load(nbytes), costs.copy(nbytes) + costs.reduce(count)
+    return load + max(message, load) + step + (p - 2) * (message + step) + costs.store(nbytes)
+
+
+def ring_all_reduce(costs: Costs, p: int, nbytes: int, count: int) -> int:
+    """reduce-scatter, whose store of the reduced chunk is posted, then the all-gather's p−1 steps of a
+    message and its copy-out; the last store ends the call."""
+    return ring_reduce_scatter(costs, p, nbytes, count) + (p - 1) * (costs.message(nbytes) + costs.copy(nbytes))
 
 
 def ring_all_gather(costs: Costs, p: int, nbytes: int) -> int:
@@ -126,9 +137,14 @@ def ring_all_gather(costs: Costs, p: int, nbytes: int) -> int:
 
 
 def halving_doubling_step(costs: Costs, nbytes: int, count: int | None = None) -> int:
-    """One step trading `nbytes` with the partner in one message: load, send, copy out, (reduce,) store."""
+    """One step trading `nbytes` with the partner in one message: load, send, copy out, (reduce,) store.
+
+    A reducing step loads the half it keeps as the send leaves: the partner's half is copied out once both
+    are in (the load binds only where the link outpaces the DMA engine)."""
+    load, message = costs.load(nbytes), costs.message(nbytes)
+    arrival = message if count is None else max(message, load)
     reduce = 0 if count is None else costs.reduce(count)
-    return costs.load(nbytes) + costs.message(nbytes) + costs.copy(nbytes) + reduce + costs.store(nbytes)
+    return load + arrival + costs.copy(nbytes) + reduce + costs.store(nbytes)
 
 
 def direct_all_reduce(costs: Costs, p: int, nbytes: int, count: int) -> int:

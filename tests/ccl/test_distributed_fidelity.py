@@ -4,7 +4,8 @@ The API adds no simulated time of its own: a rank's tensor (default
 placement: cube 0, PE 0 of its SIP, as `closed_forms.py` assumes) is the
 member's region, and the run report's row times the algorithm alone, from
 the last rank's arrival to the end. On default.yaml's 4-SIP ring every ring
-neighbour is one link away.
+neighbour is one link away. PE ranks (one worker, a world above the SIP
+count) take the same forms with the on-package NoC hop as their link.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from tests.ccl.closed_forms import Costs, chain_broadcast, chain_reduce, ring_all_gather, ring_reduce_scatter
+from kernbench.topology.loader import resolve_topology_path
+from tests.ccl.closed_forms import (Costs, Hop, chain_broadcast, chain_reduce, direct_all_reduce, halving_doubling_step,
+                                   ring_all_gather, ring_all_reduce, ring_reduce_scatter, tree_down, tree_ready)
 from tests.ccl.test_distributed import ccl, restore_current_ccl, run_world  # noqa: F401 (autouse fixture)
 
 
@@ -42,8 +45,9 @@ def test_adr0012_t39_a_ring_all_reduce_through_the_api_takes_its_closed_form(p, 
     costs = Costs(topology, buffer_kind)
     chunk_bytes = ccl()["defaults"]["slot_size"]
     chunk = chunk_bytes // 2  # f16 elements
-    expected = (costs.load(chunk_bytes) + 2 * (p - 1) * (costs.message(chunk_bytes) + costs.copy(chunk_bytes))
-                + (p - 1) * costs.reduce(chunk) + costs.store(chunk_bytes))
+    expected = ring_all_reduce(costs, p, chunk_bytes, chunk)
+    assert expected == (costs.load(chunk_bytes) + 2 * (p - 1) * (costs.message(chunk_bytes) + costs.copy(chunk_bytes))
+                        + (p - 1) * costs.reduce(chunk) + costs.store(chunk_bytes))  # the load hides behind the link
     row = all_reduce_row(p, p * chunk, "f16", timing_only=timing_only, buffer_kind=buffer_kind)
     assert row["time_ps"] == expected
 
@@ -107,4 +111,71 @@ def test_adr0012_t86_the_other_ring_collectives_through_the_api_take_their_close
 
     run_world(session, fn)
     [row] = session.ctx.collectives
+    assert row["time_ps"] == expected
+
+
+@pytest.fixture(scope="module")
+def two_cubes(tmp_path_factory):
+    """single_sip.yaml cut to two cubes side by side with one PE each: two PE ranks, each on its own cube's HBM,
+    one NoC hop apart."""
+    text = resolve_topology_path("single_sip").read_text()
+    for old, new in [("cube_mesh: {w: 2, h: 2}", "cube_mesh: {w: 2, h: 1}"),
+                     ("corners: [nw, ne, sw, se], pe_per_corner: 2", "corners: [nw], pe_per_corner: 1")]:
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path_factory.mktemp("topology") / "two_cubes.yaml"
+    path.write_text(text)
+    return path
+
+
+PE_RANK_CASES = [("all_reduce", algorithm) for algorithm in ["ring", "direct", "tree", "halving_doubling"]] + [
+    (collective, "ring") for collective in ["all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "reduce"]]
+
+
+@pytest.mark.parametrize("nbytes", [1000, 4096])
+@pytest.mark.parametrize("collective, algorithm", PE_RANK_CASES)
+def test_adr0012_t87_pe_ranks_take_the_closed_forms_with_the_noc_hop_as_their_link(two_cubes, collective, algorithm,
+                                                                                    nbytes):
+    """Two PE ranks, each rank's buffer `nbytes` per piece (all_reduce: two pieces, the ring's chunks), through
+    `torch.distributed` from one worker: ADR 0010's forms (T18, T20, T21, T57, T59, T40, T41) with the NoC hop
+    in place of the inter-SIP link. The `sram` buffer keeps the messages off the TCM port and HBM stack the
+    members' own loads and stores use. The NoC (1024 GB/s) outpaces the DMA engine (256 GB/s), so a ring or
+    halving step waits for the load of the half it keeps, which a link of 100 GB/s hides."""
+    p, root = 2, 1
+    costs = Costs(load_topology(two_cubes), "sram")
+    noc = costs.topology.sip.noc
+    costs.link = Hop(noc.link_bandwidth_bytes_per_s, noc.hop_latency_ps)
+    assert costs.load(nbytes) > costs.message(nbytes)  # what makes these differ from the SIP path's forms
+    piece = nbytes // 2  # f16 elements
+    expected = {
+        ("all_reduce", "ring"): lambda: ring_all_reduce(costs, p, nbytes, piece),
+        ("all_reduce", "direct"): lambda: direct_all_reduce(costs, p, 2 * nbytes, 2 * piece),
+        ("all_reduce", "tree"): lambda: tree_down(costs, p, 2 * nbytes, tree_ready(costs, p, 2 * nbytes, 2 * piece)),
+        ("all_reduce", "halving_doubling"): lambda: (halving_doubling_step(costs, nbytes, piece)
+                                                     + halving_doubling_step(costs, nbytes)),
+        ("all_gather_into_tensor", "ring"): lambda: ring_all_gather(costs, p, nbytes),
+        ("reduce_scatter_tensor", "ring"): lambda: ring_reduce_scatter(costs, p, nbytes, piece),
+        ("broadcast", "ring"): lambda: chain_broadcast(costs, p, nbytes),
+        ("reduce", "ring"): lambda: chain_reduce(costs, p, nbytes, piece),
+    }[collective, algorithm]()
+    session = Session(two_cubes, ccl=ccl(algorithm, world_size=p, buffer_kind="sram"))
+
+    def fn(torch, rank):
+        dist, policy = torch.distributed, torch.distributed.pe_rank_policy()
+
+        def ones(elements):  # `elements` per rank: chunk r of the last dimension is PE rank r's buffer
+            return torch.full((1, p * elements), 1.0, dtype="f16", dp=policy)
+
+        if collective == "all_reduce":
+            dist.all_reduce(ones(p * piece))
+        elif collective == "all_gather_into_tensor":
+            dist.all_gather_into_tensor(torch.empty(1, p * p * piece, dtype="f16", dp=policy), ones(piece))
+        elif collective == "reduce_scatter_tensor":
+            dist.reduce_scatter_tensor(torch.empty(1, p * piece, dtype="f16", dp=policy), ones(p * piece))
+        else:
+            getattr(dist, collective)(ones(piece), root)
+
+    run_world(session, fn)
+    [row] = session.ctx.collectives
+    assert row["ranks"] == [0, 1] and row["algorithm"] == algorithm
     assert row["time_ps"] == expected
