@@ -28,6 +28,7 @@ import numpy as np
 from kernbench.ccl.algorithms.chunking import pieces, split
 from kernbench.ccl.algorithms.support import runnable
 from kernbench.ccl.algorithms.wiring import known_wirings, lookup_wiring
+from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
@@ -65,14 +66,15 @@ FALLBACK = {
 class Region:
     """Where one member's data lives: elements `indices` (flat, logical order) of `allocation` viewed as `dtype`.
 
-    `indices` is an array, or a `range` for a contiguous run (a whole tensor:
-    no index array as large as the tensor is ever built). Compared by
+    `indices` is an array, a `range` for a contiguous run (a whole tensor:
+    no index array as large as the tensor is ever built), or `Blocks` of
+    such runs (a channel's share of an all-gather's output). Compared by
     identity: an in-place collective passes the same object as input and output.
     """
 
     allocation: Allocation
     dtype: np.dtype
-    indices: np.ndarray | range
+    indices: np.ndarray | range | Blocks
 
     @property
     def count(self) -> int:
@@ -203,29 +205,62 @@ def _launch(machine: Machine, request: CollectiveRequest) -> None:
 
 def channel_requests(machine: Machine, request: CollectiveRequest) -> list[CollectiveRequest]:
     """The request cut into its `channels` (config key, default 1): channel k takes elements split(0, n, c)[k]
-    of every member's input and output and runs on a PE of its own near its data (`_channel_pes`), so each
-    channel has engines and queues of its own and shares memories and links with the rest.
+    of every member's n-element piece (`CHANNEL_CUTS`) and runs on a PE of its own near its data
+    (`_channel_pes`), so each channel has engines and queues of its own and shares memories and links with the
+    rest.
 
     Only kinds that split elementwise over members on SIPs of their own are cut (`splits_into_channels`).
     """
     wanted = request.config.get("channels", 1)
-    count = request.members[0].input.count
-    if wanted <= 1 or not splits_into_channels(request) or count < 2:
+    if wanted <= 1 or not splits_into_channels(request):
         return [request]
-    topology = machine.topology
+    cut = CHANNEL_CUTS[request.kind]
+    count = cut.count(request.members[0])
+    if count < 2:
+        return [request]
+    topology, p = machine.topology, len(request.members)
     ranges = split(0, count, min(wanted, topology.pes_per_sip, count))
     per_member = [_channel_pes(topology, m, ranges) for m in request.members]
     channels = []
     for k, (a, b) in enumerate(ranges):
-        members = []
-        for m, places in zip(request.members, per_member):
-            source = _part(m.input, a, b)
-            # A region the kind does not write (a non-root's reduce output of another size) is passed whole.
-            target = (source if m.output is m.input else
-                      _part(m.output, a, b) if m.output.count == count else m.output)
-            members.append(Member(m.rank, m.sip, *places[k], source, target))
+        members = [Member(m.rank, m.sip, *places[k], *cut.parts(m, a, b, count, p))
+                   for m, places in zip(request.members, per_member)]
         channels.append(replace(request, members=tuple(members)))
     return channels
+
+
+@dataclass(frozen=True)
+class ChannelCut:
+    """How a kind's call splits over channels: `count(member)`, the n elements of a member's piece that the
+    channels share out, and `parts(member, a, b, n, p)`, the member's (input, output) in channel [a, b)."""
+
+    count: Callable[[Member], int]
+    parts: Callable[[Member, int, int, int, int], tuple[Region, Region]]
+
+
+def _elementwise_parts(m: Member, a: int, b: int, count: int, p: int) -> tuple[Region, Region]:
+    """Positions [a, b) of input and output; a region the kind does not write (a non-root's reduce output of
+    another size) is passed whole."""
+    source = _part(m.input, a, b)
+    target = source if m.output is m.input else _part(m.output, a, b) if m.output.count == count else m.output
+    return source, target
+
+
+def _strided(region: Region, a: int, b: int, count: int, p: int) -> Region:
+    """Positions [a, b) of each of the p pieces of `count` elements that `region` holds in rank order."""
+    return Region(region.allocation, region.dtype, Blocks(region.indices[r * count + a:r * count + b]
+                                                          for r in range(p)))
+
+
+CHANNEL_CUTS = {
+    **dict.fromkeys(("all_reduce", "broadcast", "reduce"), ChannelCut(lambda m: m.input.count, _elementwise_parts)),
+    # Rank r's piece lands at piece r of every output: a channel gathers the same slice of each.
+    "all_gather": ChannelCut(lambda m: m.input.count,
+                             lambda m, a, b, n, p: (_part(m.input, a, b), _strided(m.output, a, b, n, p))),
+    # Piece r of every input is reduced into rank r's output: a channel reduces the same slice of each.
+    "reduce_scatter": ChannelCut(lambda m: m.output.count,
+                                 lambda m, a, b, n, p: (_strided(m.input, a, b, n, p), _part(m.output, a, b))),
+}
 
 
 def _channel_pes(topology, member: Member, ranges) -> list[tuple[int, int]]:

@@ -44,8 +44,9 @@ from kernbench.sim_engine.simtime import PS_PER_S
 
 AUTO = "auto"
 # Kinds a collective can cut into independent element ranges, one per channel (each channel runs the
-# whole algorithm on its range). all_gather and reduce_scatter would need strided regions: one channel.
-CHANNEL_KINDS = ("all_reduce", "broadcast", "reduce")
+# whole algorithm on its range; all_gather's output and reduce_scatter's input as the same range of every
+# rank's piece: `collective.CHANNEL_CUTS`).
+CHANNEL_KINDS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter")
 # A file that sets no `max_channels` gets one channel; no `channel_min_kib`, the shipped file's.
 DEFAULT_CHANNEL_MIN_KIB = 128
 

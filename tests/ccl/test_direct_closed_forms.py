@@ -39,6 +39,14 @@ BUFFER_KINDS = ["tcm", "sram", "hbm"]
 SIZES = [1000, 4096, 16 * 1024, 64 * 1024]
 
 
+def every_case(test):
+    """`test` over every buffer kind, p = 2, 3, 4 and every size."""
+    for mark in (pytest.mark.parametrize("buffer_kind", BUFFER_KINDS), pytest.mark.parametrize("p", [2, 3, 4]),
+                 pytest.mark.parametrize("nbytes", SIZES)):
+        test = mark(test)
+    return test
+
+
 def direct_time(topology, kind: str, p: int, nbytes: int, buffer_kind: str) -> int:
     """direct's `kind` over SIPs 0..p−1 with `nbytes` of f32 from each rank to each rank (all_gather: its
     piece to all; reduce_scatter: rank k's output piece from every rank)."""
@@ -49,14 +57,16 @@ def direct_time(topology, kind: str, p: int, nbytes: int, buffer_kind: str) -> i
                            op="sum" if kind == "reduce_scatter" else None)
 
 
-def check_two_ranks(costs: Costs, kind: str, p: int, nbytes: int, expected: int) -> None:
+def assert_direct_form(topology, kind: str, p: int, nbytes: int, buffer_kind: str, form) -> None:
+    """direct's `kind` takes `form(costs)`; for two ranks that is T61's `direct_pair` too."""
+    costs = Costs(topology, buffer_kind)
+    expected = form(costs)
     if p == 2:
         assert expected == direct_pair(costs, kind, nbytes, nbytes // 4)
+    assert direct_time(topology, kind, p, nbytes, buffer_kind) == expected
 
 
-@pytest.mark.parametrize("buffer_kind", BUFFER_KINDS)
-@pytest.mark.parametrize("p", [2, 3, 4])
-@pytest.mark.parametrize("nbytes", SIZES)
+@every_case
 def test_adr0010_t63_direct_all_gather_beyond_two_ranks_takes_its_closed_form(
         full_mesh, buffer_kind, p, nbytes):  # noqa: F811
     """Each member loads its piece and, once it is in, sends it to the others next rank first, each send
@@ -67,15 +77,11 @@ def test_adr0010_t63_direct_all_gather_beyond_two_ranks_takes_its_closed_form(
     each piece's store; a posted store is made after the member's next copy when that piece is already
     visible, else at once, each on the DMA engine that frees first, through the TCM port and the HBM stack
     the copies (and, with an `hbm` buffer, the slots) also use. The call ends with the last store."""
-    costs = Costs(full_mesh, buffer_kind)
-    expected = direct_all_gather(costs, p, nbytes, buffer_kind)
-    check_two_ranks(costs, "all_gather", p, nbytes, expected)
-    assert direct_time(full_mesh, "all_gather", p, nbytes, buffer_kind) == expected
+    assert_direct_form(full_mesh, "all_gather", p, nbytes, buffer_kind,
+                       lambda costs: direct_all_gather(costs, p, nbytes, buffer_kind))
 
 
-@pytest.mark.parametrize("buffer_kind", BUFFER_KINDS)
-@pytest.mark.parametrize("p", [2, 3, 4])
-@pytest.mark.parametrize("nbytes", SIZES)
+@every_case
 def test_adr0010_t64_direct_reduce_scatter_beyond_two_ranks_takes_its_closed_form(
         full_mesh, buffer_kind, p, nbytes):  # noqa: F811
     """A member's own chunk loads from the start; its send program loads the next rank's chunk at the same
@@ -86,15 +92,11 @@ def test_adr0010_t64_direct_reduce_scatter_beyond_two_ranks_takes_its_closed_for
     ends with the last member's store. With 64 KiB pieces and four ranks a member's third load is still
     running when its first messages land: the form orders those landings among its reservations the same
     way."""
-    costs = Costs(full_mesh, buffer_kind)
-    expected = direct_reduce_scatter(costs, p, nbytes, nbytes // 4, buffer_kind)
-    check_two_ranks(costs, "reduce_scatter", p, nbytes, expected)
-    assert direct_time(full_mesh, "reduce_scatter", p, nbytes, buffer_kind) == expected
+    assert_direct_form(full_mesh, "reduce_scatter", p, nbytes, buffer_kind,
+                       lambda costs: direct_reduce_scatter(costs, p, nbytes, nbytes // 4, buffer_kind))
 
 
-@pytest.mark.parametrize("buffer_kind", BUFFER_KINDS)
-@pytest.mark.parametrize("p", [2, 3, 4])
-@pytest.mark.parametrize("nbytes", SIZES)
+@every_case
 def test_adr0010_t65_direct_all_to_all_beyond_two_ranks_takes_its_closed_form(
         full_mesh, buffer_kind, p, nbytes):  # noqa: F811
     """A member's send program loads the piece for the next rank, sends it once in and loads the following
@@ -104,15 +106,11 @@ def test_adr0010_t65_direct_all_to_all_beyond_two_ranks_takes_its_closed_form(
     its own loaded when its turn comes, a peer's copied out of its slot once visible — posting each store,
     made after the member's next load or copy at that instant, else at once. The call ends with the last
     store."""
-    costs = Costs(full_mesh, buffer_kind)
-    expected = direct_all_to_all(costs, p, nbytes, buffer_kind)
-    check_two_ranks(costs, "all_to_all", p, nbytes, expected)
-    assert direct_time(full_mesh, "all_to_all", p, nbytes, buffer_kind) == expected
+    assert_direct_form(full_mesh, "all_to_all", p, nbytes, buffer_kind,
+                       lambda costs: direct_all_to_all(costs, p, nbytes, buffer_kind))
 
 
-@pytest.mark.parametrize("buffer_kind", BUFFER_KINDS)
-@pytest.mark.parametrize("p", [2, 3, 4])
-@pytest.mark.parametrize("nbytes", SIZES)
+@every_case
 def test_adr0010_t66_directs_star_broadcast_takes_its_closed_form_at_any_root(
         full_mesh, buffer_kind, p, nbytes):  # noqa: F811
     """The root loads the piece and sends it to each peer in turn, one TCM read apart, then stores it (its
@@ -127,9 +125,7 @@ def test_adr0010_t66_directs_star_broadcast_takes_its_closed_form_at_any_root(
                                op=None, root=root) == expected, root
 
 
-@pytest.mark.parametrize("buffer_kind", BUFFER_KINDS)
-@pytest.mark.parametrize("p", [2, 3, 4])
-@pytest.mark.parametrize("nbytes", SIZES)
+@every_case
 def test_adr0010_t67_directs_star_reduce_takes_its_closed_form_at_any_root(
         full_mesh, buffer_kind, p, nbytes):  # noqa: F811
     """Every other member loads its piece and sends it to the root, where the p−1 messages land at one
