@@ -181,7 +181,7 @@ class IpcQueue:
             yield from self._credit_steps()
         self._free_slots -= 1
         network = self._network
-        ready = network.ready(engine._now)  # every hop free when the chunk's first byte reaches it
+        ready = network.ready(engine._now, nbytes)  # every hop free for the chunk when its first byte reaches it
         if ready > engine._now:
             yield ready
         start, network_end = network.transfer(engine, nbytes)

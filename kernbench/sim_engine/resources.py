@@ -5,8 +5,11 @@ Processes run in simulated-time order, so reservations arrive in time order
 number, `free_at`: a reservation made at `now` starts at `max(now, free_at)`
 and pushes `free_at` forward. That is O(1) per op and gives exact closed
 forms; the price is FIFO service (a long transfer delays a short one behind
-it; callers that want interleaving split their transfers into chunks). See
-adr/0003-engine.md for the comparison with fair sharing.
+it; callers that want interleaving split their transfers into chunks). A
+channel also keeps the gaps a multi-hop transfer held back by another hop
+left before its `free_at`, and a later transfer that fits one takes it
+(never moving an earlier booking). See adr/0003-engine.md for both, and for
+the comparison with fair sharing.
 
 These functions reserve and compute; they do not block. The caller then
 sleeps until the returned end (`Engine.sleep_until`), or uses the
@@ -83,7 +86,7 @@ class Channel(_Resource):
     `bytes_moved` counts the bytes of every reservation.
     """
 
-    __slots__ = ("bandwidth_bytes_per_s", "latency_ps", "bytes_moved")
+    __slots__ = ("bandwidth_bytes_per_s", "latency_ps", "bytes_moved", "gaps")
 
     def __init__(self, engine, name: str, bandwidth_bytes_per_s: int, latency_ps: int, device: str = "sip0"):
         super().__init__(engine, name, device)
@@ -93,6 +96,33 @@ class Channel(_Resource):
         self.bandwidth_bytes_per_s = bandwidth
         self.latency_ps = as_ps(latency_ps, f"channel {name}: latency_ps")
         self.bytes_moved = 0
+        # Idle stretches before `free_at`, [start, end) in time order: left when a transfer whose start waits on
+        # another hop of its route was booked here later than `free_at`. A later transfer that fits uses one.
+        self.gaps: list[list[int]] = []
+
+    def earliest(self, at: int, occupancy: int) -> int:
+        """The earliest time >= `at` from which this channel is free for `occupancy` ps."""
+        gaps = self.gaps
+        if gaps:
+            now = self.engine._now
+            while gaps and gaps[0][1] <= now:
+                del gaps[0]
+            for gap_start, gap_end in gaps:
+                begin = gap_start if gap_start > at else at
+                if begin + occupancy <= gap_end:
+                    return begin
+        return self.free_at if self.free_at > at else at
+
+    def hold(self, begin: int, occupancy: int) -> None:
+        """Book [begin, begin + occupancy) inside the gap `earliest` found it in; what is left of the gap either
+        side stays one."""
+        end = begin + occupancy
+        for index, (gap_start, gap_end) in enumerate(self.gaps):
+            if gap_start <= begin and end <= gap_end:
+                self.gaps[index:index + 1] = [gap for gap in ([gap_start, begin], [end, gap_end]) if gap[1] > gap[0]]
+                break
+        self.busy_ps += occupancy
+        self.ops += 1
 
     def serialization_ps(self, nbytes: int) -> int:
         """ceil(nbytes / bandwidth) in ps, in exact integer arithmetic."""
@@ -110,8 +140,10 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
     before hop i:
 
     - hop i is held over `[start + off_i, start + off_i + occ_i]`;
-    - `start` is the earliest time >= now at which every hop is free when the
-      data reaches it: `max(now, max_i(free_at_i - off_i))`;
+    - `start` is the earliest time >= now at which every hop is free for
+      `occ_i` when the data reaches it: `max(now, max_i(free_at_i - off_i))`
+      where no hop has a gap, else the least start that fits each hop's
+      gaps or follows its last booking;
     - `end = start + sum of latencies + occ` (the last byte's arrival).
 
     On one idle channel this is `now + latency + ceil(B * 10**12 / bandwidth)`;
@@ -123,34 +155,54 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
         nbytes = as_ps(nbytes, "transfer size in bytes")
     now = engine._now
     scaled = nbytes * PS_PER_S
-    if len(route) == 1:
-        # The common case (one HBM stack, one link), without the loops.
-        channel = route[0]
-        start = channel.free_at if channel.free_at > now else now
-        occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
-        channel.free_at = start + occupancy
-        channel.busy_ps += occupancy
-        channel.bytes_moved += nbytes
-        channel.ops += 1
-        return start, start + channel.latency_ps + occupancy
-    start = now
-    offset = 0
+    holds, offset, slowest = [], 0, 0
     for channel in route:
+        occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
+        slowest = max(slowest, occupancy)
+        holds.append((channel, offset, occupancy))
+        offset += channel.latency_ps
+    start = _earliest_start(holds, now)
+    _hold_all(holds, start, nbytes, now)
+    return start, start + offset + slowest
+
+
+def _earliest_start(holds, now: int) -> int:
+    """The earliest start >= now at which every hop (channel, offset, occupancy) is free for its occupancy
+    when the data reaches it: each hop pushes the start to its own earliest fit until none does. Where no
+    hop has a gap, that is one pass: max(now, free_at - offset) over the hops."""
+    start, gapped = now, False
+    for channel, offset, _ in holds:
+        if channel.gaps:
+            gapped = True
         if channel.free_at - offset > start:
             start = channel.free_at - offset
-        offset += channel.latency_ps
-    offset = 0
-    slowest = 0
-    for channel in route:
-        occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
-        if occupancy > slowest:
-            slowest = occupancy
-        channel.free_at = start + offset + occupancy
-        channel.busy_ps += occupancy
+    if not gapped:
+        return start
+    start, moved = now, True
+    while moved:
+        moved = False
+        for channel, offset, occupancy in holds:
+            begin = channel.earliest(start + offset, occupancy)
+            if begin - offset > start:
+                start, moved = begin - offset, True
+    return start
+
+
+def _hold_all(holds, start: int, nbytes: int, now: int) -> None:
+    """Book every hop from `start` at its offset; a booking at or after the hop's `free_at` (the usual case)
+    inline, a gap's use by `Channel.hold`."""
+    for channel, offset, occupancy in holds:
+        begin = start + offset
+        free_at = channel.free_at
+        if begin < free_at:
+            channel.hold(begin, occupancy)
+        else:
+            if begin > free_at and begin > now:
+                channel.gaps.append([free_at if free_at > now else now, begin])
+            channel.free_at = begin + occupancy
+            channel.busy_ps += occupancy
+            channel.ops += 1
         channel.bytes_moved += nbytes
-        channel.ops += 1
-        offset += channel.latency_ps
-    return start, start + offset + slowest
 
 
 class Route:
@@ -180,13 +232,11 @@ class Route:
         self.latency_ps = offset
         self._sizes: dict[int, tuple] = {}
 
-    def ready(self, now: int) -> int:
-        """The earliest time >= now at which every hop is free when the data reaches it (a transfer's start)."""
-        start = now
-        for channel, offset in self._hops:
-            if channel.free_at - offset > start:
-                start = channel.free_at - offset
-        return start
+    def ready(self, now: int, nbytes: int = 0) -> int:
+        """The earliest time >= now at which every hop is free for `nbytes` when the data reaches it (a
+        transfer's start)."""
+        holds, _ = self._sizes.get(nbytes) or self._costs(nbytes)
+        return _earliest_start(holds, now)
 
     def transfer(self, engine, nbytes: int) -> tuple[int, int]:
         """Reserve a cut-through transfer of `nbytes` at `engine.now`, as `transfer` does; return `(start, end)`."""
@@ -196,20 +246,9 @@ class Route:
         if costs is None:
             costs = self._costs(nbytes)
         holds, slowest = costs
-        start = engine._now
-        if len(holds) == 1:  # one hop (an HBM stack, a TCM port): transfer()'s own shortcut
-            channel, frees, occupancy = holds[0]
-            if channel.free_at > start:
-                start = channel.free_at
-        else:
-            for channel, offset in self._hops:
-                if channel.free_at - offset > start:
-                    start = channel.free_at - offset
-        for channel, frees, occupancy in holds:
-            channel.free_at = start + frees
-            channel.busy_ps += occupancy
-            channel.bytes_moved += nbytes
-            channel.ops += 1
+        now = engine._now
+        start = _earliest_start(holds, now)
+        _hold_all(holds, start, nbytes, now)
         return start, start + self.latency_ps + slowest
 
     def _costs(self, nbytes: int) -> tuple:
@@ -221,7 +260,7 @@ class Route:
         for channel, offset in self._hops:
             occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
             slowest = max(slowest, occupancy)
-            holds.append((channel, offset + occupancy, occupancy))
+            holds.append((channel, offset, occupancy))
         if len(self._sizes) >= self._SIZES_KEPT:
             self._sizes.clear()
         costs = self._sizes[nbytes] = (tuple(holds), slowest)

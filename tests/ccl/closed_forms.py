@@ -219,27 +219,59 @@ def halving_doubling_reduce_scatter(costs: Costs, p: int, nbytes: int, count: in
 
 class MemberPorts:
     """One member's channels (its DMA engines, HBM stack, TCM port, IPCQ buffer, links), each with the time it
-    frees, under ADR 0003's cut-through law: a transfer starts when every hop is free as its first byte reaches
-    it, holds hop i from start + (latencies before i) for its own serialization time, and ends after the
-    route's latencies plus its slowest hop's time. Callers apply a schedule's transfers in the order the
-    engine makes them; a posted store is made after the program's next transfer issued at the same instant."""
+    frees and the idle gaps before it, under ADR 0003's cut-through law: a transfer starts when every hop is
+    free for its own serialization time as its first byte reaches it — after the hop's last booking, or inside
+    a gap an earlier transfer left there — holds hop i from start + (latencies before i) for that time, and
+    ends after the route's latencies plus its slowest hop's time. Callers apply a schedule's transfers in the
+    order the engine makes them; a posted store is made after the program's next transfer issued at the same
+    instant."""
 
     def __init__(self, costs: Costs):
-        self.costs, self.free = costs, {}
+        self.costs, self.free, self.gaps = costs, {}, {}
+
+    def _fits(self, name: str, at: int, held: int, now: int) -> int:
+        """The first instant >= `at` from which `name` is idle for `held` ps (gaps ending by `now` are gone)."""
+        for gap_start, gap_end in self.gaps.get(name, []):
+            if gap_end > now and max(gap_start, at) + held <= gap_end:
+                return max(gap_start, at)
+        return max(at, self.free.get(name, 0))
+
+    def _book(self, name: str, begin: int, held: int, now: int) -> None:
+        gaps, free = self.gaps.setdefault(name, []), self.free.get(name, 0)
+        if begin < free:  # inside a gap: what is left of it either side stays
+            gap = next(g for g in gaps if g[0] <= begin and begin + held <= g[1])
+            gaps[gaps.index(gap):gaps.index(gap) + 1] = [g for g in ((gap[0], begin), (begin + held, gap[1]))
+                                                         if g[1] > g[0]]
+            return
+        if begin > max(free, now):
+            gaps.append((max(free, now), begin))
+        self.free[name] = begin + held
+
+    @staticmethod
+    def _route(nbytes: int, hops: list[tuple[str, Hop]]) -> list[tuple[str, int, int]]:
+        """(name, latencies before the hop, its serialization time) per hop."""
+        route, offset = [], 0
+        for name, hop in hops:
+            route.append((name, offset, ceil_div(nbytes * PS_PER_S, hop.bandwidth)))
+            offset += hop.latency
+        return route
+
+    def ready(self, now: int, nbytes: int, hops: list[tuple[str, Hop]]) -> int:
+        """When a transfer of `nbytes` over `hops` asked for at `now` would start (nothing is booked)."""
+        route, start = self._route(nbytes, hops), now
+        while True:  # every hop in turn may push the start later; stop when none does
+            later = max(self._fits(name, start + off, held, now) - off for name, off, held in route)
+            if later <= start:
+                return start
+            start = later
 
     def transfer(self, now: int, nbytes: int, hops: list[tuple[str, Hop]]) -> tuple[int, int]:
         """Reserve `hops` (name, hop) from `now`; (start, end)."""
-        start, offset = now, 0
-        for name, hop in hops:
-            start = max(start, self.free.get(name, 0) - offset)
-            offset += hop.latency
-        offset = slowest = 0
-        for name, hop in hops:
-            held = ceil_div(nbytes * PS_PER_S, hop.bandwidth)
-            slowest = max(slowest, held)
-            self.free[name] = start + offset + held
-            offset += hop.latency
-        return start, start + offset + slowest
+        start = self.ready(now, nbytes, hops)
+        route = self._route(nbytes, hops)
+        for name, off, held in route:
+            self._book(name, start + off, held, now)
+        return start, start + sum(hop.latency for _, hop in hops) + max(held for _, _, held in route)
 
     def _engine(self) -> str:
         """The DMA engine that frees first (the lowest-numbered on a tie)."""
@@ -254,9 +286,13 @@ class MemberPorts:
         costs = self.costs
         return self.transfer(now, nbytes, [(self._engine(), costs.dma), ("tcm", costs.tcm), ("hbm", costs.hbm)])[1]
 
+    def send_hops(self, peer: int) -> list[tuple[str, Hop]]:
+        """A message's route out of this member: its TCM, the link to `peer`."""
+        return [("tcm", self.costs.tcm), (f"link{peer}", self.costs.link)]
+
     def send(self, now: int, nbytes: int, peer: int) -> tuple[int, int]:
-        """A message's route out of this member (its TCM, the link to `peer`): (start, end of its last byte)."""
-        return self.transfer(now, nbytes, [("tcm", self.costs.tcm), (f"link{peer}", self.costs.link)])
+        """A message's start and the end of its last byte."""
+        return self.transfer(now, nbytes, self.send_hops(peer))
 
     def land(self, first_byte: int, network_end: int, nbytes: int, buffer_kind: str) -> int:
         """A message's first byte reaches this member's slot: the buffer is booked; when the message is visible."""
@@ -440,9 +476,9 @@ class SlotsAndPorts(MemberPorts):
         return self.arrivals[sender]
 
     def send_ready(self, now: int, peer: int) -> int:
-        """When a send to `peer` asked at `now` can start (its route's `ready`): the TCM port free, the link
-        free when the first byte reaches it. The send is reserved then."""
-        return max(now, self.free.get("tcm", 0), self.free.get(f"link{peer}", 0) - self.costs.tcm.latency)
+        """When a send to `peer` asked at `now` can start (its route's `ready`): the TCM port and the link free
+        for the piece when its first byte reaches each. The send is reserved then."""
+        return self.ready(now, self._nbytes, self.send_hops(peer))
 
     # Each reservation of the member goes through `at` first.
     def load(self, now: int, nbytes: int) -> int:

@@ -58,7 +58,7 @@ def contend(session: Session, tensors) -> None:
         engine.sleep(400_000)
         pe, allocation = machine.pe(1, 0, 0), tensors[1]._allocation
         count = allocation.nbytes // 4
-        for k in range(6):
+        for k in range(12):
             first = 300 * k % (count - 400)
             store_elements(machine, pe, allocation, slice(first, first + 400), np.zeros(400, np.float32),
                            label="racer", program=0, data=True)

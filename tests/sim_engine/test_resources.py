@@ -71,10 +71,36 @@ def test_adr0003_t14_multi_hop_route_is_cut_through(eng):
 
     # A second transfer over the same route queues behind the bottleneck hop, one occ later.
     assert transfer(eng, hops, nbytes) == (occ, occ + total_latency + occ)
-    # A transfer over only the fast last hop uses the bandwidth the slow route left it.
+    # A transfer over only the fast last hop uses the bandwidth the slow route left it: the second transfer
+    # reaches that hop occ + 2300 in, so the hop idles from the first one's end there until then (T28).
     fast = serialization(nbytes, 64 * 10**9)
-    last_free = occ + 2_300 + fast
-    assert transfer(eng, hops[2:], nbytes) == (last_free, last_free + 300 + fast)
+    first_free = 2_300 + fast
+    assert transfer(eng, hops[2:], nbytes) == (first_free, first_free + 300 + fast)
+
+
+def test_adr0003_t28_a_transfer_held_back_by_one_hop_leaves_a_gap_that_a_later_transfer_fills(eng):
+    """A transfer whose start waits on a busy hop books its other hops later than they free; the idle stretch
+    is a gap. A later reservation that fits there — on every hop of its route, at its own offsets — takes it;
+    one that does not goes after the hop's last booking; no earlier booking moves."""
+    port = Channel(eng, "tcm", 10**12, 0)  # 1 byte per ps, no latency: the link is reached at the start
+    link = Channel(eng, "link", 10**12, 100)
+    assert transfer(eng, [port], 5_000) == (0, 5_000)  # the port is busy until 5000
+    # Held back by the port, the transfer holds the link over [5000, 6000); the link idles over [0, 5000).
+    assert transfer(eng, [port, link], 1_000) == (5_000, 5_000 + 100 + 1_000)
+    assert link.free_at == 6_000
+    # 2000 bytes of link time fit in the gap: they go now, ahead of the earlier booking, which is unchanged.
+    assert transfer(eng, [link], 2_000) == (0, 100 + 2_000)
+    # 3200 do not fit in what is left of it, [2000, 5000): they go after the last booking.
+    assert transfer(eng, [link], 3_200) == (6_000, 6_000 + 100 + 3_200)
+    # 2900 do, leaving [4900, 5000).
+    assert transfer(eng, [link], 2_900) == (2_000, 2_000 + 100 + 2_900)
+    # Through a hop of 50 ps before the link, 100 bytes fit that last gap if they start at 4850 (reaching the
+    # link at 4900); 101 do not, and wait for the link's last booking to end, at 9200.
+    noc = Channel(eng, "noc", 10**12, 50)
+    assert transfer(eng, [noc, link], 100) == (4_850, 4_850 + 150 + 100)
+    assert transfer(eng, [noc, link], 101) == (9_150, 9_150 + 150 + 101)
+    assert link.busy_ps == 1_000 + 2_000 + 3_200 + 2_900 + 100 + 101
+    assert link.free_at == 9_200 + 101
 
 
 def test_adr0003_t15_exclusive_unit_runs_one_op_at_a_time_and_tracks_busy_time(eng):
@@ -117,3 +143,49 @@ def test_channel_serves_transfers_first_come_first_served(issues, bandwidth, lat
         start = max(at, free)
         free = start + serialization(nbytes, bandwidth)
         assert got[i] == (start, free + latency)
+
+
+def _earliest_start(booked: dict, route, now: int) -> int:
+    """The least start >= now at which every hop (name, offset, hold) is clear of `booked` intervals, found by
+    trying `now` and every instant a booked interval ends (less the hop's offset): the oracle for T29."""
+    def clear(start: int) -> bool:
+        return all(start + offset + hold <= begin or end <= start + offset
+                   for name, offset, hold in route for begin, end in booked[name])
+
+    candidates = sorted({now} | {end - offset for name, offset, _ in route for _, end in booked[name]
+                                 if end - offset > now})
+    return next(start for start in candidates if clear(start))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True),
+                          st.integers(1, 3_000)), min_size=1, max_size=12),
+       st.lists(st.integers(1, 4), min_size=3, max_size=3), st.lists(st.integers(0, 300), min_size=3, max_size=3))
+def test_adr0003_t29_every_transfer_starts_at_the_first_instant_each_hop_is_clear(calls, rates, latencies):
+    """Transfers issued over time on routes through three channels: each starts at the least instant >= its issue
+    at which every hop is clear for its own serialization time when the data reaches it (after a booking or
+    in a gap), bookings of a channel never overlap, and an earlier booking never moves."""
+    eng = Engine()
+    channels = [Channel(eng, f"c{k}", rates[k] * 10**12, latencies[k]) for k in range(3)]
+    booked = {f"c{k}": [] for k in range(3)}
+    got, expected = [], []
+
+    def issuer():
+        for delay, hops, nbytes in calls:
+            eng.sleep(delay)
+            route, offset = [], 0
+            for k in hops:
+                route.append((f"c{k}", offset, serialization(nbytes, channels[k].bandwidth_bytes_per_s)))
+                offset += channels[k].latency_ps
+            start = _earliest_start(booked, route, eng.now)
+            for name, hop_offset, hold in route:
+                booked[name].append((start + hop_offset, start + hop_offset + hold))
+            expected.append((start, start + offset + max(hold for _, _, hold in route)))
+            got.append(transfer(eng, [channels[k] for k in hops], nbytes))
+
+    eng.spawn(issuer)
+    eng.run()
+    assert got == expected
+    for name, intervals in booked.items():
+        ordered = sorted(intervals)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(ordered, ordered[1:])), name
