@@ -15,6 +15,13 @@ the host's launch cost, which scatters (26-129 us) with no trend in size.
 The last two lines are `geomean_abs_error_ge_1MiB: X` and
 `max_abs_error_ge_1MiB: Y`, as percentages.
 
+`--held-out` first holds the same machine description against collectives
+no parameter was set from: all_gather, reduce_scatter and broadcast measured
+on 4 x H100 with the same NVLink 4 / NVSwitch fabric
+(`anchors/nccl_collectives_h100x4_nv18.json`, taken by
+`anchors/measure_nccl.py`), printing per collective
+`held_out_<collective>_geomean_abs_error_ge_1MiB: X`.
+
 Run as `python benchmarks/fidelity_nccl.py` from the repository root
 (about a minute: the 512 MiB case is ~200,000 simulated messages).
 """
@@ -26,6 +33,7 @@ import os
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = "1"
 
+import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
@@ -34,14 +42,25 @@ from pathlib import Path  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 
 ANCHOR = Path(__file__).resolve().parent / "anchors" / "nccl_allreduce_h200x4_nv18.json"
+HELD_OUT = Path(__file__).resolve().parent / "anchors" / "nccl_collectives_h100x4_nv18.json"
 SCORED_FROM_BYTES = 1 << 20
 # Each rank's tensor is spread over this many PEs of its SIP (evenly over its cubes), as a GPU interleaves
 # a buffer's addresses over every memory stack.
 SPREAD_PES = 32
 
 
-def simulate(nbytes: int) -> tuple[int, str]:
-    """One all-reduce of `nbytes` of fp16 per rank on h200x4; (its simulated time in ps, what ran)."""
+# One call of each collective on `n` fp16 elements in nccl-tests' sense (the whole buffer: all_gather's
+# output, reduce_scatter's input), tensors made by `empty(count)`, over 4 ranks.
+CALLS = {
+    "all_reduce": lambda dist, empty, n: dist.all_reduce(empty(n)),
+    "all_gather": lambda dist, empty, n: dist.all_gather_into_tensor(empty(n), empty(n // 4)),
+    "reduce_scatter": lambda dist, empty, n: dist.reduce_scatter_tensor(empty(n // 4), empty(n)),
+    "broadcast": lambda dist, empty, n: dist.broadcast(empty(n), 0),
+}
+
+
+def simulate(nbytes: int, collective: str = "all_reduce") -> tuple[int, str]:
+    """One `collective` of `nbytes` of fp16 on h200x4's 4 ranks; (its simulated time in ps, what ran)."""
     session = Session("h200x4", timing_only=True)
     torch = session.torch
     n = nbytes // 2
@@ -50,13 +69,12 @@ def simulate(nbytes: int) -> tuple[int, str]:
         dist = torch.distributed
         dist.init_process_group(backend="ahbm")
         cubes = session.ctx.topology.cubes_per_sip
-        pes = SPREAD_PES if n % SPREAD_PES == 0 else 1
+        pes = SPREAD_PES if n % (4 * SPREAD_PES) == 0 else 1
         spread = torch.DPPolicy(num_cubes=min(cubes, pes), num_pes=pes)
 
         def worker(rank):
             torch.ahbm.set_device(rank)
-            x = torch.empty(n, dtype=torch.float16, dp=spread)
-            dist.all_reduce(x)
+            CALLS[collective](dist, lambda count: torch.empty(count, dtype=torch.float16, dp=spread), n)
             torch.ahbm.synchronize()
 
         torch.multiprocessing.spawn(worker, nprocs=4)
@@ -68,7 +86,35 @@ def simulate(nbytes: int) -> tuple[int, str]:
     return record["time_ps"], ran
 
 
+def held_out() -> None:
+    """The other collectives, measured on 4 x H100 (the same NVLink/NVSwitch fabric; its all-reduce is within
+    3% of the anchor's from 8 MiB up) and never used to set a parameter: per size >= 1 MiB and per collective
+    the error, then its geomean."""
+    rows = json.loads(HELD_OUT.read_text())["rows"]
+    print(f"{'collective':>14} {'bytes':>11} {'NCCL us':>10} {'kernbench us':>13} {'error':>8}  ran")
+    for collective in ("all_gather", "reduce_scatter", "broadcast"):
+        errors = []
+        for point in rows:
+            if point["collective"] != collective or point["bytes"] < SCORED_FROM_BYTES:
+                continue
+            simulated_ps, ran = simulate(point["bytes"], collective)
+            error = (simulated_ps / 1e6 - point["time_us"]) / point["time_us"]
+            errors.append(abs(error))
+            print(f"{collective:>14} {point['bytes']:>11,} {point['time_us']:>10.1f} {simulated_ps / 1e6:>13.1f} "
+                  f"{error:>+8.1%}  {ran}", flush=True)
+        print(f"held_out_{collective}_geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
+
+
+def geomean(errors: list[float]) -> float:
+    return math.exp(sum(math.log(max(e, 1e-6)) for e in errors) / len(errors))
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--held-out", action="store_true",
+                        help="first the other collectives of the held-out measurement (a few minutes more)")
+    if parser.parse_args().held_out:
+        held_out()
     anchor = json.loads(ANCHOR.read_text())
     print(f"{'bytes':>11} {'NCCL us':>10} {'kernbench us':>13} {'error':>8}  ran")
     errors = []
@@ -82,8 +128,7 @@ def main() -> int:
             errors.append(abs(error))
         print(f"{nbytes:>11,} {measured_us:>10.1f} {simulated_us:>13.1f} {error:>+8.1%}  {ran}"
               + ("" if scored else "   (not scored: launch-bound)"), flush=True)
-    geomean = math.exp(sum(math.log(max(e, 1e-6)) for e in errors) / len(errors))
-    print(f"geomean_abs_error_ge_1MiB: {geomean:.1%}")
+    print(f"geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
     print(f"max_abs_error_ge_1MiB: {max(errors):.1%}")
     return 0
 

@@ -171,3 +171,17 @@ def test_adr0010_t56_the_h200x4_machine_predicts_nccls_all_reduce_within_15_perc
         simulated_ps, ran = simulate(nbytes)
         assert ran.startswith("ring x"), ran
         assert abs(simulated_ps / 1e6 - measured[nbytes]) <= 0.15 * measured[nbytes], (nbytes, simulated_ps)
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter", "broadcast"])
+def test_adr0010_t71_the_h200x4_machine_predicts_held_out_collectives_within_15_percent_at_32_mib(collective):
+    """`fidelity_nccl.py --held-out` at one size: collectives no parameter was set from, measured on 4 x H100
+    with the same NVLink fabric (benchmarks/anchors/README.md), against the unchanged h200x4.yaml and ccl.yaml."""
+    from benchmarks.fidelity_nccl import HELD_OUT, simulate
+
+    nbytes = 32 << 20
+    [measured] = [point["time_us"] for point in json.loads(HELD_OUT.read_text())["rows"]
+                  if point["collective"] == collective and point["bytes"] == nbytes]
+    simulated_ps, ran = simulate(nbytes, collective)
+    assert ran.startswith("ring x"), ran
+    assert abs(simulated_ps / 1e6 - measured) <= 0.15 * measured, (collective, simulated_ps, measured)
