@@ -232,7 +232,7 @@ class Route:
         self.latency_ps = offset
         self._sizes: dict[int, tuple] = {}
 
-    def ready(self, now: int, nbytes: int = 0) -> int:
+    def ready(self, now: int, nbytes: int) -> int:
         """The earliest time >= now at which every hop is free for `nbytes` when the data reaches it (a
         transfer's start)."""
         holds, _ = self._sizes.get(nbytes) or self._costs(nbytes)
