@@ -1,5 +1,5 @@
-"""ADR 0010: direct's all_gather, reduce_scatter and all_to_all beyond two ranks, and its star broadcast and
-reduce at any root, take their closed forms on an idle machine, to the picosecond.
+"""ADR 0010: direct's all_gather, reduce_scatter and all_to_all beyond two ranks, its star broadcast and reduce
+at any root, and every module's send take their closed forms on an idle machine, to the picosecond.
 
 `test_algorithms_closed_forms.py` pins the first three for two ranks
 (T61): beyond two, every member both sends and takes, so its posted stores,
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ccl.closed_forms import (Costs, direct_all_gather, direct_all_to_all, direct_pair, direct_reduce_scatter,
-                                   star_broadcast, star_reduce)
+from tests.ccl.closed_forms import (Costs, chain_broadcast, direct_all_gather, direct_all_to_all, direct_pair,
+                                   direct_reduce_scatter, star_broadcast, star_reduce)
 from tests.ccl.test_algorithms_closed_forms import collective_time
 from tests.ccl.test_algorithms_fidelity import full_mesh  # noqa: F401  (a fixture)
 
@@ -138,3 +138,17 @@ def test_adr0010_t67_directs_star_reduce_takes_its_closed_form_at_any_root(
     for root in sorted({0, p - 1}):
         assert collective_time(full_mesh, "direct", "reduce", p, count, count, buffer_kind, op="sum",
                                root=root) == star_reduce(costs, p, nbytes, count, root, buffer_kind), root
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "direct", "halving_doubling"])
+@pytest.mark.parametrize("buffer_kind", BUFFER_KINDS)
+@pytest.mark.parametrize("nbytes", SIZES)
+def test_adr0010_t72_send_is_one_load_message_copy_and_store_under_every_algorithm(
+        full_mesh, algorithm, buffer_kind, nbytes):  # noqa: F811
+    """`send` (every module's, `rooted.send`) of one piece: member 0 loads it and sends it, member 1 copies it
+    out of its slot and stores it: T_load + T_x + T_copy + T_store, the two-rank chain of T40."""
+    costs = Costs(full_mesh, buffer_kind)
+    count = nbytes // 4
+    assert collective_time(full_mesh, algorithm, "send", 2, count, count, buffer_kind, op=None) == \
+        chain_broadcast(costs, 2, nbytes) == \
+        costs.load(nbytes) + costs.message(nbytes) + costs.copy(nbytes) + costs.store(nbytes)
