@@ -15,7 +15,9 @@ rank's tensor has the factories' default placement, on PE 0 of cube 0):
   a transfer over a route is cut-through, starts when every hop is free as
   the data reaches it, holds each hop for its own serialization time and
   ends after the route's latencies plus the slowest hop's time; the vector
-  unit is reserved exclusively;
+  unit is reserved exclusively (the gaps a transfer held back by one hop
+  leaves on another, ADR 0003, are not modelled: the equal simulated times
+  asserted per row show these rings leave none that a later transfer fits);
 - the PE (kernbench/machine/pe.py, placed_dma.py, machine.py): a load is a
   DMA through the least busy of the PE's DMA engines, HBM then TCM; a store
   the reverse; a reduction takes ceil(n / lanes) cycles of the vector unit;
