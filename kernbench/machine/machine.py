@@ -25,6 +25,7 @@ import numpy as np
 
 from kernbench.machine.data_executor import Access, DataHazard, HazardDetector, Region
 from kernbench.machine.endpoints import Endpoint
+from kernbench.machine.l2 import L2Tags, read_tag
 from kernbench.machine.memory import DeviceMemory
 from kernbench.machine.pe import PeUnits, build_pe_units
 from kernbench.sim_engine import Channel, ExclusiveUnit, OpLog, Route
@@ -71,6 +72,7 @@ class Machine:
         self._paths: dict[tuple[Endpoint | None, Endpoint], _Path] = {}
         self._paths_by_id: dict[tuple[int, int], tuple[_Path, Endpoint | None, Endpoint]] = {}
         self._pes: dict[tuple[int, int, int], PeUnits] = {}
+        self._l2_tags: dict[int, L2Tags] = {}
 
     def pe(self, sip: int, cube: int, pe: int) -> PeUnits:
         """The engines of one PE (created on first use, so idle PEs cost nothing)."""
@@ -235,6 +237,10 @@ class Machine:
                        dma_engine: Channel | None, owner) -> tuple[int, "_Effect"]:
         """`issue_dma` between the endpoints of `path` (from `dma_path`), its device given."""
         engine = self.engine
+        if path.l2 is not None and src_region is not None:  # a read of HBM on a SIP with an L2
+            hit, tags = path.l2
+            if tags.read(read_tag(src_region), nbytes):
+                path = hit
         route = path.through.get(dma_engine)
         if route is None:
             route = path.through[dma_engine] = Route(path.route if dma_engine is None else [dma_engine, *path.route])
@@ -258,11 +264,37 @@ class Machine:
         objects, so their ids cannot be reused while it is kept."""
         path = self._paths.get((src, dst))
         if path is None:
-            path = self._paths[src, dst] = _Path(self.route(src, dst), src, dst)
+            path = self._paths[src, dst] = self._new_path(src, dst)
         if len(self._paths_by_id) >= _PATHS_BY_ID_KEPT:
             self._paths_by_id.clear()
         self._paths_by_id[id(src), id(dst)] = (path, src, dst)
         return path
+
+    def _new_path(self, src: Endpoint | None, dst: Endpoint) -> "_Path":
+        """A read of HBM into a PE's TCM on a SIP with an L2 passes through it (a miss, which the L2 then
+        holds) or comes from it (a hit: `_Path.l2`); every other pair takes its route."""
+        route = self.route(src, dst)
+        spec = self.topology.sip.l2
+        if spec is None or src is None or src.kind != "hbm" or dst.kind != "tcm" or src.sip != dst.sip:
+            return _Path(route, src, dst)
+        l2 = self._l2_channel(src.sip, spec)
+        path = _Path([*route[:-1], l2, route[-1]], src, dst)
+        hit = _Path([l2, route[-1]], src, dst)
+        hit.pairs = (("src", l2.name), ("dst", str(dst)))
+        tags = self._l2_tags.get(src.sip)
+        if tags is None:
+            tags = self._l2_tags[src.sip] = L2Tags(spec.capacity_bytes)
+        path.l2 = (hit, tags)
+        return path
+
+    def _l2_channel(self, sip: int, spec) -> Channel:
+        name = f"sip{sip}.l2"
+        channel = self.channels.get(name)
+        if channel is None:
+            channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
+            self.channels[name] = channel
+            self._channel_kind[name] = "l2"
+        return channel
 
     def _read_at_start(self, call: tuple) -> None:
         self._read(*call)
@@ -307,12 +339,13 @@ class _Path:
     """A resolved (src, dst) pair: its route, the op-log args of its DMAs, and the `Route` it makes behind
     each DMA engine that has used it (built once, not per transfer)."""
 
-    __slots__ = ("route", "pairs", "through")
+    __slots__ = ("route", "pairs", "through", "l2")
 
     def __init__(self, route: list[Channel], src: Endpoint | None, dst: Endpoint):
         self.route = route
         self.pairs = (("src", str(src) if src else "generated"), ("dst", str(dst)))  # every DMA's op-log args
         self.through: dict[Channel | None, Route] = {}  # by DMA engine (None: none)
+        self.l2: tuple[_Path, L2Tags] | None = None  # a read that hits the SIP's L2 takes the first path
 
 
 class _Effect:

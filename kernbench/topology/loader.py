@@ -105,6 +105,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
                 hop_latency_ps=values["sip.noc.hop_latency_ns"],
                 link_bandwidth_bytes_per_s=values["sip.noc.link_bandwidth_gb_per_s"],
             ),
+            l2=None if values["sip.l2.capacity_kib"] is None else _memory(values, "sip.l2", "capacity_kib"),
         ),
         cube=CubeSpec(
             hbm=_memory(values, "cube.hbm", "capacity_gib"),

@@ -90,6 +90,11 @@ SCHEMA: tuple[Field, ...] = (
     Field("sip.cube_mesh.h", Count(maximum=MAX_MESH_SIDE), "cubes down the SIP's mesh"),
     Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),
     Field("sip.noc.link_bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of one NoC link, each direction"),
+    # An L2 shared by every PE of the SIP (a GPU's), between its PEs and HBM: left out, there is none.
+    Field("sip.l2.capacity_kib", Quantity(KIB), "capacity of the SIP's L2 (none when left out)", default=None),
+    Field("sip.l2.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of the SIP's L2, all PEs together",
+          default=None),
+    Field("sip.l2.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of an L2 hit", default=None),
     *_memory("cube.hbm", Quantity(GIB), "HBM stack"),
     *_memory("cube.sram", Quantity(KIB), "cube-shared SRAM"),
     Field("cube.pe_layout.corners", DistinctChoices(CORNERS), "corners of a cube that hold PEs"),
@@ -133,7 +138,18 @@ def _ipcq_fits_in_tcm(values: Mapping[str, Any]) -> str | None:
     )
 
 
-RULES: tuple[Rule, ...] = (Rule("ipcq.max_slot_kib", _ipcq_fits_in_tcm),)
+L2_KEYS = ("capacity_kib", "bandwidth_gb_per_s", "latency_ns")
+
+
+def _l2_whole(values: Mapping[str, Any]) -> str | None:
+    given = [key for key in L2_KEYS if values[f"sip.l2.{key}"] is not None]
+    if not given or len(given) == len(L2_KEYS):
+        return None
+    missing = ", ".join(key for key in L2_KEYS if key not in given)
+    return f"an L2 needs all of {', '.join(L2_KEYS)}; missing {missing} (leave sip.l2 out for no L2)"
+
+
+RULES: tuple[Rule, ...] = (Rule("ipcq.max_slot_kib", _ipcq_fits_in_tcm), Rule("sip.l2", _l2_whole))
 
 
 def _tree(fields: tuple[Field, ...]) -> dict[str, Any]:
@@ -178,7 +194,7 @@ def _check_section(tree: dict[str, Any], data: Any, path: KeyPath, document: Doc
             )
     for key, entry in tree.items():
         if key not in data:
-            if isinstance(entry, Field) and entry.default is not REQUIRED:
+            if _optional(entry):
                 continue
             if isinstance(entry, Field):
                 what = f"{entry.kind.expected} ({entry.meaning})"
@@ -186,8 +202,8 @@ def _check_section(tree: dict[str, Any], data: Any, path: KeyPath, document: Doc
                 what = f"a mapping with keys {', '.join(entry)}"
             raise document.error(path + (key,), f"missing key; expected {what}")
     for key, entry in tree.items():
-        if isinstance(entry, Field) and key not in data:
-            values[entry.path] = entry.default
+        if key not in data:
+            _take_defaults(entry, values)
         elif isinstance(entry, Field):
             try:
                 values[entry.path] = entry.kind.normalize(data[key], path + (key,), document)
@@ -196,3 +212,18 @@ def _check_section(tree: dict[str, Any], data: Any, path: KeyPath, document: Doc
                 raise TopologyError(f"{error} ({entry.meaning})") from None
         else:
             _check_section(entry, data[key], path + (key,), document, values)
+
+
+def _optional(entry) -> bool:
+    """A key that may be left out: a field with a default, or a section of nothing but such fields."""
+    if isinstance(entry, Field):
+        return entry.default is not REQUIRED
+    return all(_optional(child) for child in entry.values())
+
+
+def _take_defaults(entry, values: dict) -> None:
+    if isinstance(entry, Field):
+        values[entry.path] = entry.default
+    else:
+        for child in entry.values():
+            _take_defaults(child, values)

@@ -68,6 +68,7 @@ class NocSpec:
 class SipSpec:
     cube_mesh: MeshSpec
     noc: NocSpec
+    l2: "MemorySpec | None" = None  # shared by the SIP's PEs between them and HBM; None: no L2
 
 
 @dataclass(frozen=True, slots=True)

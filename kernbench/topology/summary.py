@@ -99,6 +99,12 @@ def format_summary(topology: Topology) -> str:
                 format_bandwidth(hbm.bandwidth_bytes_per_s * t.cubes_per_sip * t.n_sips),
                 "",
             ),
+            *([(
+                "L2 per SIP",
+                format_bytes(t.sip.l2.capacity_bytes),
+                format_bandwidth(t.sip.l2.bandwidth_bytes_per_s),
+                format_time(t.sip.l2.latency_ps),
+            )] if t.sip.l2 is not None else []),
             (
                 "SRAM per cube",
                 format_bytes(sram.capacity_bytes),

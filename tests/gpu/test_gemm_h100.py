@@ -7,10 +7,9 @@ only (a few minutes of host CPU), runs the same kernel file with real
 Triton on the GPU with the same grid and block sizes (do_bench's median),
 and compares: error = (simulated - measured) / measured, |error| <= 0.15.
 
-Known to fail, strictly: the cost model has no L2 and no asynchronous
-copies (adr/0008-cost-model.md, "A GEMM fidelity check against a real
-H100", gives the figures and the terms). When those terms exist this test
-passes, and the strict xfail makes that a failure until the marker goes.
+It failed (+3.46) until the topology had an L2 (`sip.l2`) and channels
+kept the gaps a held-back transfer leaves (ADR 0003); adr/0008-cost-model.md,
+"A GEMM fidelity check against a real H100", gives the figures.
 """
 
 from __future__ import annotations
@@ -35,10 +34,6 @@ _spec.loader.exec_module(gemm_h100)
 SIZE = 4096
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ADR 0008 T13: the model charges every tile load to HBM (no L2: on the H100 90% of them hit L2) and "
-    "blocks a program on each load (no asynchronous copies / software pipelining), so it predicts ~4.5x the "
-    "measured time; see adr/0008, 'A GEMM fidelity check against a real H100'"))
 def test_adr0008_t13_h100_topology_predicts_the_library_gemm_within_15_percent():
     """ADR 0008 T13: simulated and measured 4096^3 fp16 library GEMM agree within 15% on an H100."""
     simulated_s = gemm_h100.simulate(SIZE)["ps"] / 1e12
