@@ -69,7 +69,8 @@ def simulate(nbytes: int, collective: str = "all_reduce") -> tuple[int, str]:
         dist = torch.distributed
         dist.init_process_group(backend="ahbm")
         cubes = session.ctx.topology.cubes_per_sip
-        pes = SPREAD_PES if n % (4 * SPREAD_PES) == 0 else 1
+        smallest = n if collective in ("all_reduce", "broadcast") else n // 4  # a rank's piece of a gather
+        pes = SPREAD_PES if smallest % SPREAD_PES == 0 else 1
         spread = torch.DPPolicy(num_cubes=min(cubes, pes), num_pes=pes)
 
         def worker(rank):

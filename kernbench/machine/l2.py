@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import numpy as np
-
 from kernbench.machine.data_executor import Region
 
 
@@ -29,8 +27,8 @@ def read_tag(region: Region) -> tuple[int, int, int]:
     base, itemsize, elements = region.allocation.base, region.itemsize, region.elements
     if isinstance(elements, slice):
         return base + elements.start * itemsize, base + (elements.stop - 1) * itemsize, elements.stop - elements.start
-    flat = elements.reshape(-1) if isinstance(elements, np.ndarray) else elements
-    return base + int(flat[0]) * itemsize, base + int(flat[-1]) * itemsize, len(flat)
+    flat = elements.reshape(-1)
+    return base + int(flat[0]) * itemsize, base + int(flat[-1]) * itemsize, flat.size
 
 
 class L2Tags:

@@ -90,13 +90,16 @@ class Machine:
         return [self._pes[key] for key in sorted(self._pes)]
 
     # ---- channels and routes ----------------------------------------------------------
-    def _link_channel(self, link: Link, device: str) -> Channel:
-        channel = self.channels.get(link.name)
+    def _channel(self, name: str, kind: str, bandwidth_bytes_per_s: int, latency_ps: int, device: str) -> Channel:
+        """The channel named `name`, made (and its kind recorded) on first use."""
+        channel = self.channels.get(name)
         if channel is None:
-            channel = Channel(self.engine, link.name, link.bandwidth_bytes_per_s, link.latency_ps, device=device)
-            self.channels[link.name] = channel
-            self._channel_kind[link.name] = link.kind
+            channel = self.channels[name] = Channel(self.engine, name, bandwidth_bytes_per_s, latency_ps, device=device)
+            self._channel_kind[name] = kind
         return channel
+
+    def _link_channel(self, link: Link, device: str) -> Channel:
+        return self._channel(link.name, link.kind, link.bandwidth_bytes_per_s, link.latency_ps, device)
 
     def ipcq_engine(self, sip: int, cube: int, pe: int) -> Channel | None:
         """The channel of one PE's IPCQ engine, which every message it sends crosses first (so its queues
@@ -104,12 +107,7 @@ class Machine:
         rate = self.topology.ipcq.engine_bandwidth_bytes_per_s
         if rate is None:
             return None
-        name = f"sip{sip}.cube{cube}.pe{pe}.ipcq_engine"
-        channel = self.channels.get(name)
-        if channel is None:
-            channel = self.channels[name] = Channel(self.engine, name, rate, 0, device=f"sip{sip}")
-            self._channel_kind[name] = "ipcq_engine"
-        return channel
+        return self._channel(f"sip{sip}.cube{cube}.pe{pe}.ipcq_engine", "ipcq_engine", rate, 0, f"sip{sip}")
 
     def hbm_channel(self, sip: int, cube: int) -> Channel:
         return self._memory_channel("hbm", sip, cube, self.topology.cube.hbm)
@@ -119,13 +117,8 @@ class Machine:
         return self._memory_channel("sram", sip, cube, self.topology.cube.sram)
 
     def _memory_channel(self, kind: str, sip: int, cube: int, spec) -> Channel:
-        name = f"sip{sip}.cube{cube}.{kind}"
-        channel = self.channels.get(name)
-        if channel is None:
-            channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
-            self.channels[name] = channel
-            self._channel_kind[name] = kind
-        return channel
+        return self._channel(f"sip{sip}.cube{cube}.{kind}", kind, spec.bandwidth_bytes_per_s, spec.latency_ps,
+                             f"sip{sip}")
 
     def _noc(self, sip: int, src_cube: int, dst_cube: int) -> list[Channel]:
         return [self._link_channel(link, f"sip{sip}")
@@ -277,7 +270,7 @@ class Machine:
         spec = self.topology.sip.l2
         if spec is None or src is None or src.kind != "hbm" or dst.kind != "tcm" or src.sip != dst.sip:
             return _Path(route, src, dst)
-        l2 = self._l2_channel(src.sip, spec)
+        l2 = self._channel(f"sip{src.sip}.l2", "l2", spec.bandwidth_bytes_per_s, spec.latency_ps, f"sip{src.sip}")
         path = _Path([*route[:-1], l2, route[-1]], src, dst)
         hit = _Path([l2, route[-1]], src, dst)
         hit.pairs = (("src", l2.name), ("dst", str(dst)))
@@ -286,15 +279,6 @@ class Machine:
             tags = self._l2_tags[src.sip] = L2Tags(spec.capacity_bytes)
         path.l2 = (hit, tags)
         return path
-
-    def _l2_channel(self, sip: int, spec) -> Channel:
-        name = f"sip{sip}.l2"
-        channel = self.channels.get(name)
-        if channel is None:
-            channel = Channel(self.engine, name, spec.bandwidth_bytes_per_s, spec.latency_ps, device=f"sip{sip}")
-            self.channels[name] = channel
-            self._channel_kind[name] = "l2"
-        return channel
 
     def _read_at_start(self, call: tuple) -> None:
         self._read(*call)

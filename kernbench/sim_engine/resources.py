@@ -154,6 +154,15 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
     if nbytes.__class__ is not int or nbytes < 0:
         nbytes = as_ps(nbytes, "transfer size in bytes")
     now = engine._now
+    holds, latency, slowest = _holds(route, nbytes)
+    start = _earliest_start(holds, now)
+    _hold_all(holds, start, nbytes, now)
+    return start, start + latency + slowest
+
+
+def _holds(route: Sequence[Channel], nbytes: int) -> tuple[tuple, int, int]:
+    """Per hop (channel, latencies before it, its serialization time), the route's latency, and the slowest
+    hop's time."""
     scaled = nbytes * PS_PER_S
     holds, offset, slowest = [], 0, 0
     for channel in route:
@@ -161,9 +170,7 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
         slowest = max(slowest, occupancy)
         holds.append((channel, offset, occupancy))
         offset += channel.latency_ps
-    start = _earliest_start(holds, now)
-    _hold_all(holds, start, nbytes, now)
-    return start, start + offset + slowest
+    return tuple(holds), offset, slowest
 
 
 def _earliest_start(holds, now: int) -> int:
@@ -212,11 +219,11 @@ class Route:
 
     What does not change between its transfers is worked out once: each hop's latency offset, and per
     transfer size (they come in a few: a collective's pieces, a kernel's tiles) each hop's serialization
-    time and how long after `start` it frees, so a transfer costs no bigint division and no pass to sum
-    latencies. Sizes are remembered up to a bound, then forgotten all at once.
+    time, so a transfer costs no bigint division and no pass to sum latencies. Sizes are remembered up
+    to a bound, then forgotten all at once.
     """
 
-    __slots__ = ("channels", "latency_ps", "_hops", "_sizes")
+    __slots__ = ("channels", "latency_ps", "_sizes")
 
     _SIZES_KEPT = 64
 
@@ -224,46 +231,36 @@ class Route:
         if not channels:
             raise EngineUsageError("a Route needs at least one channel")
         self.channels = tuple(channels)
-        hops, offset = [], 0
-        for channel in self.channels:
-            hops.append((channel, offset))
-            offset += channel.latency_ps
-        self._hops = tuple(hops)
-        self.latency_ps = offset
+        self.latency_ps = sum(channel.latency_ps for channel in self.channels)
         self._sizes: dict[int, tuple] = {}
 
     def ready(self, now: int, nbytes: int) -> int:
         """The earliest time >= now at which every hop is free for `nbytes` when the data reaches it (a
         transfer's start)."""
-        holds, _ = self._sizes.get(nbytes) or self._costs(nbytes)
-        return _earliest_start(holds, now)
+        return _earliest_start(self._costs_of(nbytes)[0], now)
 
     def transfer(self, engine, nbytes: int) -> tuple[int, int]:
         """Reserve a cut-through transfer of `nbytes` at `engine.now`, as `transfer` does; return `(start, end)`."""
-        if nbytes.__class__ is not int:
-            nbytes = as_ps(nbytes, "transfer size in bytes")
-        costs = self._sizes.get(nbytes)
-        if costs is None:
-            costs = self._costs(nbytes)
-        holds, slowest = costs
+        holds, slowest = self._costs_of(nbytes)
         now = engine._now
         start = _earliest_start(holds, now)
         _hold_all(holds, start, nbytes, now)
         return start, start + self.latency_ps + slowest
 
-    def _costs(self, nbytes: int) -> tuple:
-        """Per hop (channel, when after the start it frees, its serialization time), and the slowest time."""
+    def _costs_of(self, nbytes: int) -> tuple:
+        """Per hop (channel, latencies before it, its serialization time), and the slowest time: remembered
+        for a size seen before."""
+        if nbytes.__class__ is not int:
+            nbytes = as_ps(nbytes, "transfer size in bytes")
+        costs = self._sizes.get(nbytes)
+        if costs is not None:
+            return costs
         if nbytes < 0:
             nbytes = as_ps(nbytes, "transfer size in bytes")  # raises, naming the value
-        scaled = nbytes * PS_PER_S
-        holds, slowest = [], 0
-        for channel, offset in self._hops:
-            occupancy = -(-scaled // channel.bandwidth_bytes_per_s)
-            slowest = max(slowest, occupancy)
-            holds.append((channel, offset, occupancy))
+        holds, _, slowest = _holds(self.channels, nbytes)
         if len(self._sizes) >= self._SIZES_KEPT:
             self._sizes.clear()
-        costs = self._sizes[nbytes] = (tuple(holds), slowest)
+        costs = self._sizes[nbytes] = (holds, slowest)
         return costs
 
 

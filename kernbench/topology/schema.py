@@ -138,15 +138,14 @@ def _ipcq_fits_in_tcm(values: Mapping[str, Any]) -> str | None:
     )
 
 
-L2_KEYS = ("capacity_kib", "bandwidth_gb_per_s", "latency_ns")
-
-
 def _l2_whole(values: Mapping[str, Any]) -> str | None:
-    given = [key for key in L2_KEYS if values[f"sip.l2.{key}"] is not None]
-    if not given or len(given) == len(L2_KEYS):
+    keys = [field.path for field in SCHEMA if field.path.startswith("sip.l2.")]
+    missing = [path for path in keys if values[path] is None]
+    if len(missing) in (0, len(keys)):
         return None
-    missing = ", ".join(key for key in L2_KEYS if key not in given)
-    return f"an L2 needs all of {', '.join(L2_KEYS)}; missing {missing} (leave sip.l2 out for no L2)"
+    names = ", ".join(path.rsplit(".", 1)[1] for path in keys)
+    return (f"an L2 needs all of {names}; missing {', '.join(path.rsplit('.', 1)[1] for path in missing)} "
+            "(leave sip.l2 out for no L2)")
 
 
 RULES: tuple[Rule, ...] = (Rule("ipcq.max_slot_kib", _ipcq_fits_in_tcm), Rule("sip.l2", _l2_whole))

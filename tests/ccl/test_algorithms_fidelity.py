@@ -16,20 +16,17 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from kernbench.topology.loader import resolve_topology_path
 from tests.ccl.closed_forms import Costs, chain_broadcast, chain_reduce, tree_down, tree_ready
 from tests.ccl.harness import config, device_tensor, member, region, run
+from tests.derived_topology import derived_topology
 
 BIG_SLOTS = {"slot_size": 64 * 1024, "n_slots": 8}
 
 
 @pytest.fixture(scope="module")
 def full_mesh(tmp_path_factory):
-    text = resolve_topology_path("default").read_text()
-    assert "shape: ring" in text
-    path = tmp_path_factory.mktemp("topology") / "full_mesh.yaml"
-    path.write_text(text.replace("shape: ring", "shape: full_mesh"))
-    return load_topology(path)
+    return load_topology(derived_topology(tmp_path_factory.mktemp("topology"), "default",
+                                          [("shape: ring", "shape: full_mesh")], "full_mesh.yaml"))
 
 
 def all_reduce_time(topology, algorithm: str, p: int, count: int, **cfg) -> int:

@@ -15,10 +15,10 @@ import pytest
 
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from kernbench.topology.loader import resolve_topology_path
 from tests.ccl.closed_forms import (Costs, Hop, chain_broadcast, chain_reduce, direct_all_reduce, halving_doubling_step,
                                    ring_all_gather, ring_all_reduce, ring_reduce_scatter, tree_down, tree_ready)
 from tests.ccl.test_distributed import ccl, restore_current_ccl, run_world  # noqa: F401 (autouse fixture)
+from tests.derived_topology import derived_topology
 
 
 def all_reduce_row(p: int, count: int, dtype: str, *, timing_only: bool, **defaults) -> dict:
@@ -118,14 +118,10 @@ def test_adr0012_t86_the_other_ring_collectives_through_the_api_take_their_close
 def two_cubes(tmp_path_factory):
     """single_sip.yaml cut to two cubes side by side with one PE each: two PE ranks, each on its own cube's HBM,
     one NoC hop apart."""
-    text = resolve_topology_path("single_sip").read_text()
-    for old, new in [("cube_mesh: {w: 2, h: 2}", "cube_mesh: {w: 2, h: 1}"),
-                     ("corners: [nw, ne, sw, se], pe_per_corner: 2", "corners: [nw], pe_per_corner: 1")]:
-        assert old in text
-        text = text.replace(old, new)
-    path = tmp_path_factory.mktemp("topology") / "two_cubes.yaml"
-    path.write_text(text)
-    return path
+    return derived_topology(tmp_path_factory.mktemp("topology"), "single_sip",
+                            [("cube_mesh: {w: 2, h: 2}", "cube_mesh: {w: 2, h: 1}"),
+                             ("corners: [nw, ne, sw, se], pe_per_corner: 2", "corners: [nw], pe_per_corner: 1")],
+                            "two_cubes.yaml")
 
 
 PE_RANK_CASES = [("all_reduce", algorithm) for algorithm in ["ring", "direct", "tree", "halving_doubling"]] + [

@@ -16,25 +16,19 @@ import numpy as np
 from kernbench.machine.placed_dma import load_elements, store_elements
 from kernbench.session import Session
 from kernbench.topology import load_topology
-from kernbench.topology.loader import resolve_topology_path
-from tests.runtime_api.closed_forms import PS_PER_S, ceil_div
+from tests.ccl.closed_forms import Hop, path_ps
+from tests.topology.test_l2_keys import with_l2
 
-NOC = "  noc: {hop_latency_ns: 10, link_bandwidth_gb_per_s: 1024}\n"
 TILE = 16 * 1024  # bytes: f32 elements 4096
 
 
 def test_adr0008_t14_the_l2_serves_bytes_it_holds_and_drops_the_least_recently_used(tmp_path):
-    path = tmp_path / "l2.yaml"
-    path.write_text(resolve_topology_path("default").read_text().replace(
-        NOC, NOC + "  l2: {capacity_kib: 48, bandwidth_gb_per_s: 4000, latency_ns: 40}\n"))
+    path = with_l2(tmp_path, "  l2: {capacity_kib: 48, bandwidth_gb_per_s: 4000, latency_ns: 40}\n")
     topology = load_topology(path)
-    hbm, l2, tcm, dma = topology.cube.hbm, topology.sip.l2, topology.pe.tcm, topology.pe.dma
-
-    def path_ps(hops) -> int:
-        return sum(getattr(hop, "latency_ps", 0) for hop in hops) + ceil_div(  # a DMA engine has none
-            TILE * PS_PER_S, min(hop.bandwidth_bytes_per_s for hop in hops))
-
-    miss, hit, store = path_ps([dma, hbm, l2, tcm]), path_ps([dma, l2, tcm]), path_ps([dma, tcm, hbm])
+    hbm, l2, tcm = (Hop(memory.bandwidth_bytes_per_s, memory.latency_ps)
+                    for memory in (topology.cube.hbm, topology.sip.l2, topology.pe.tcm))
+    dma = Hop(topology.pe.dma.bandwidth_bytes_per_s, 0)
+    miss, hit, store = (path_ps(TILE, hops) for hops in ([dma, hbm, l2, tcm], [dma, l2, tcm], [dma, tcm, hbm]))
     assert hit < miss
     session = Session(path, timing_only=True)
     machine, engine = session.ctx.machine, session.engine

@@ -6,17 +6,14 @@ import pytest
 
 from kernbench.topology import load_topology
 from kernbench.topology.errors import TopologyError
-from kernbench.topology.loader import resolve_topology_path
+from tests.derived_topology import derived_topology
 
 NOC = "  noc: {hop_latency_ns: 10, link_bandwidth_gb_per_s: 1024}\n"
 
 
 def with_l2(tmp_path, l2: str):
-    text = resolve_topology_path("default").read_text()
-    assert NOC in text
-    path = tmp_path / "l2.yaml"
-    path.write_text(text.replace(NOC, NOC + l2))
-    return path
+    """default.yaml with the `sip.l2` line `l2` after its NoC."""
+    return derived_topology(tmp_path, "default", [(NOC, NOC + l2)], "l2.yaml")
 
 
 def test_adr0002_t43_sip_l2_is_all_or_nothing(tmp_path):
