@@ -264,6 +264,10 @@ def lanes_per_cube(placement, indices: np.ndarray | slice, replica: int) -> list
             if cube is not None:
                 return [(cube, _ALL, count)]
         indices = np.arange(indices.start, indices.stop, dtype=np.int64)
+    else:
+        cube = _layout(placement).run_holding(replica, int(indices.min()), int(indices.max()))
+        if cube is not None:
+            return [(cube, _ALL, count)]
     coords = np.unravel_index(indices, placement.shape) if len(placement.shape) > 1 else (indices,)
     cube = _box_holding(boxes, [int(axis.min()) for axis in coords], [int(axis.max()) for axis in coords])
     if cube is not None:
@@ -308,20 +312,36 @@ def _run_bounds(shape, first: int, stop: int):
 
 
 class _Layout:
-    """What DMAs ask of one placement, worked out once: its replica count and each replica's cube boxes."""
+    """What DMAs ask of one placement, worked out once: its replica count, each replica's cube boxes, and
+    which of those boxes are one run of flat indices."""
 
-    __slots__ = ("placement", "replicas", "_boxes")
+    __slots__ = ("placement", "replicas", "_boxes", "_runs")
 
     def __init__(self, placement):
         self.placement = placement  # held, so the id it is kept under stays its own
         self.replicas = placement.replicas
         self._boxes: dict[int, list] = {}
+        self._runs: dict[int, list] = {}
 
     def boxes(self, replica: int) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:
         boxes = self._boxes.get(replica)
         if boxes is None:
             boxes = self._boxes[replica] = _boxes_of(self.placement, replica)
         return boxes
+
+    def run_holding(self, replica: int, lowest: int, highest: int) -> int | None:
+        """The cube of `replica` whose box is one flat run holding every index from `lowest` to `highest`, else
+        None: two reductions settle an index array inside a row-wise box, where unravelling it would take the
+        index array apart per axis. A replica's boxes are disjoint, so it is the cube `_box_holding` finds."""
+        runs = self._runs.get(replica)
+        if runs is None:
+            shape = self.placement.shape
+            runs = self._runs[replica] = [(cube, *run) for cube, starts, stops in self.boxes(replica)
+                                          if (run := _flat_run(shape, starts, stops)) is not None]
+        for cube, first, stop in runs:
+            if first <= lowest and highest < stop:
+                return cube
+        return None
 
 
 _LAYOUTS_KEPT = 1024
@@ -337,6 +357,21 @@ def _layout(placement) -> _Layout:
             _layouts.clear()
         layout = _layouts[id(placement)] = _Layout(placement)
     return layout
+
+
+def _flat_run(shape, starts, stops) -> tuple[int, int] | None:
+    """[first, stop) of the flat (row-major) indices of the box, when they are one run: every axis before
+    the first one wider than 1 has extent 1 and every axis after it is whole. Else None."""
+    axis = next((a for a, (start, stop) in enumerate(zip(starts, stops)) if stop - start > 1), len(shape) - 1)
+    if any(starts[a] != 0 or stops[a] != shape[a] for a in range(axis + 1, len(shape))):
+        return None
+    first = 0
+    for extent, start in zip(shape, starts):
+        first = first * extent + start
+    inner = 1
+    for extent in shape[axis + 1:]:
+        inner *= extent
+    return first, first + (stops[axis] - starts[axis]) * inner
 
 
 def _boxes_of(placement, replica: int) -> list[tuple[int, tuple[int, ...], tuple[int, ...]]]:

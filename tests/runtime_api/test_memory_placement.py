@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kernbench.machine.placed_dma import lanes_per_cube
 from kernbench.policy import DPPolicy, PlacementError
 from kernbench.policy.placement import MODES
 from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, host_to_cube_path, staircase_copy_ps
@@ -54,6 +55,43 @@ def test_adr0004_t4_every_replica_covers_the_tensor_exactly_once_per_pe_copy(cub
                 coverage[shard.index] += 1
         assert (coverage == copies_per_replica).all()
     assert placement.replicas == (num_cubes if cube == "replicate" else 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), cube=st.sampled_from(MODES), pe=st.sampled_from(MODES), num_cubes=st.sampled_from([1, 2, 4]),
+       pes_each=st.sampled_from([1, 2]), shape=st.sampled_from([(8,), (8, 8), (4, 8), (2, 4, 8), (4, 2, 4)]))
+def test_adr0004_t11_dmas_group_the_elements_they_move_by_the_cube_that_holds_them(data, cube, pe, num_cubes,
+                                                                                   pes_each, shape):
+    """`lanes_per_cube` (every DMA's split into one transfer per cube) against `Placement.owners`, element by
+    element: blocks, runs and scattered indices, inside one box or across boxes, of every replica."""
+    try:
+        placement = DPPolicy(cube=cube, pe=pe, num_cubes=num_cubes, num_pes=num_cubes * pes_each).place(shape, 4, 8)
+    except PlacementError:
+        assume(False)  # a shape that does not split is T3's case
+    size = int(np.prod(shape))
+    kind = data.draw(st.sampled_from(["run", "block", "scattered"]))
+    if kind == "run":
+        first = data.draw(st.integers(0, size - 1))
+        indices = slice(first, data.draw(st.integers(first + 1, size)))
+        flat = np.arange(indices.start, indices.stop)
+    elif kind == "block":  # a row-major box of the tensor, as a kernel's tile addresses it
+        low = [data.draw(st.integers(0, extent - 1)) for extent in shape]
+        high = [data.draw(st.integers(lo + 1, extent)) for lo, extent in zip(low, shape)]
+        flat = np.ravel_multi_index(np.meshgrid(*[np.arange(lo, hi) for lo, hi in zip(low, high)], indexing="ij"),
+                                    shape).reshape(-1)
+        indices = flat
+    else:
+        flat = np.asarray(data.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=12)), dtype=np.int64)
+        indices = flat
+    replica = data.draw(st.integers(0, placement.replicas - 1))
+    cube_of_element = np.array([placement.shards[o].cube for o in placement.owners(flat, replica)])
+    seen = np.zeros(flat.size, dtype=int)
+    for cube_index, lanes, count in lanes_per_cube(placement, indices, replica):
+        lanes = np.arange(flat.size)[lanes]
+        assert count == lanes.size > 0
+        assert (cube_of_element[lanes] == cube_index).all()
+        seen[lanes] += 1
+    assert (seen == 1).all()
 
 
 def test_adr0004_t5_out_of_memory_names_tensor_size_and_free_space_and_frees_nothing(session):
