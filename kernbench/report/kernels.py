@@ -24,42 +24,74 @@ from kernbench.sim_engine.simtime import PS_PER_S
 
 
 def kernel_rows(oplog, topology, collective_labels=frozenset()) -> list[dict]:
-    """One dict per kernel launch (see the module docstring), in start order, ties by device and name."""
-    by_kernel: dict[tuple[str, str], list[tuple]] = {}
-    for kind, device, label, program, nbytes, flops, start, end, dtype in oplog.program_ops():
-        if label in collective_labels:
-            continue
-        by_kernel.setdefault((device, label), []).append((start, end, kind, nbytes, flops, program, dtype))
+    """One dict per kernel launch (see the module docstring), in start order, ties by device and name.
+
+    Read from the log's columns (`OpLog.columns`): the records are grouped
+    by kernel and cut into launches by sorting, so the report costs a few
+    array passes however many ops the run did.
+    """
+    import numpy as np  # here, not at import: `kernbench --help` loads the report without numpy
+
+    columns = oplog.columns()
+    values = columns.values
+    kernel_label = np.array([value.__class__ is str and value not in collective_labels for value in values],
+                            dtype=bool)
+    kept = np.flatnonzero((columns.program >= 0) & kernel_label[columns.label]) if values else ()
+    if not len(kept):
+        return []
+    order = kept[np.lexsort((kept, columns.start[kept], columns.label[kept], columns.device[kept]))]
+    device, label = columns.device[order], columns.label[order]
+    start, end = columns.start[order], columns.end[order]
+    kernels = np.flatnonzero(np.r_[True, (device[1:] != device[:-1]) | (label[1:] != label[:-1])])
+    # A launch ends where its kernel's next record starts after every record so far has ended: the end running
+    # over the whole kernel is the launch's own, since an earlier launch ended before this one began.
+    covered = np.concatenate([np.maximum.accumulate(part) for part in np.split(end, kernels[1:])])
+    cuts = np.union1d(kernels, np.flatnonzero(start[1:] > covered[:-1]) + 1)
+    is_dma = np.isin(columns.kind[order], [code for code, value in enumerate(values) if value == "dma"])
+    flops = columns.flops[order]
+    launch_ends = np.maximum.reduceat(end, cuts)
+    launch_bytes = np.add.reduceat(np.where(is_dma, columns.nbytes[order], 0), cuts)
+    launch_flops = np.add.reduceat(flops, cuts)
+    dtype_of_args, dtype_names = _dtypes(values)
+    dtypes, programs = dtype_of_args[columns.args[order]], columns.program[order]
     rows = []
-    for (device, label), records in by_kernel.items():
-        records.sort(key=lambda record: record[0])
-        launch: list[tuple] = []
-        cover_end = 0
-        for record in records:
-            if launch and record[0] > cover_end:
-                rows.append(_row(topology, device, label, launch))
-                launch = []
-            cover_end = max(cover_end, record[1]) if launch else record[1]
-            launch.append(record)
-        rows.append(_row(topology, device, label, launch))
+    for index, (first, stop) in enumerate(zip(cuts, np.r_[cuts[1:], len(order)])):
+        with_dtype = np.flatnonzero(dtypes[first:stop] >= 0)
+        matrix = with_dtype[flops[first:stop][with_dtype] > 0]  # the matrix ops' dtype, else any op's
+        chosen = matrix if len(matrix) else with_dtype
+        dtype = dtype_names[dtypes[first + chosen[0]]] if len(chosen) else None
+        rows.append(_row(topology, values[device[first]], values[label[first]], int(start[first]),
+                         int(launch_ends[index]), int(launch_bytes[index]), int(launch_flops[index]), dtype,
+                         len(np.unique(programs[first:stop]))))
     rows.sort(key=lambda row: (row["start_ps"], natural_key(row["device"]), row["kernel"]))
     return rows
 
 
-def _row(topology, device: str, label: str, records: list[tuple]) -> dict:
-    start = min(record[0] for record in records)
-    end = max(record[1] for record in records)
-    nbytes = sum(record[3] for record in records if record[2] == "dma")
-    flops = sum(record[4] for record in records)
-    matrix_dtypes = [record[6] for record in records if record[4] and record[6]]
-    dtype = matrix_dtypes[0] if matrix_dtypes else next((record[6] for record in records if record[6]), None)
+def _dtypes(values: list) -> tuple["np.ndarray", list[str]]:
+    """For each code of the log, the index in the returned names of the "dtype" its args name (a non-empty
+    string, the first such pair), else −1."""
+    import numpy as np
+
+    names: dict[str, int] = {}
+    out = np.full(len(values), -1, dtype=np.int64)
+    for code, value in enumerate(values):
+        if value.__class__ is tuple:
+            for key, item in value:
+                if key == "dtype":
+                    if item and item.__class__ is str:
+                        out[code] = names.setdefault(item, len(names))
+                    break
+    return out, list(names)
+
+
+def _row(topology, device: str, label: str, start: int, end: int, nbytes: int, flops: int, dtype, programs: int):
     time_ps = end - start
     hbm = topology.cube.hbm.bandwidth_bytes_per_s * topology.cubes_per_sip
     memory_ps = -(-nbytes * PS_PER_S // hbm)
     compute_ps = -(-flops * PS_PER_S // topology.sip_peak_flops(dtype)) if flops and dtype else 0
     roofline_ps = max(memory_ps, compute_ps)
     return {
-        "kernel": label, "device": device, "programs": len({record[5] for record in records}),
+        "kernel": label, "device": device, "programs": programs,
         "start_ps": start, "end_ps": end, "time_ps": time_ps, "bytes": nbytes, "flops": flops, "dtype": dtype,
         "gb_per_s": nbytes / time_ps * 1e3 if time_ps else 0.0,
         "tflop_per_s": flops / time_ps if time_ps else 0.0,

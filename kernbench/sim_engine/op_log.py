@@ -53,6 +53,26 @@ class OpRecord(NamedTuple):
     args: dict | None
 
 
+class Columns(NamedTuple):
+    """The op log as columns (`OpLog.columns`): one int64 array per field, a row per record in append order.
+
+    `kind`, `device`, `label` and `args` are codes, `values[code]` being what
+    was appended (a string, None, or an args tuple of (key, value) pairs
+    without its `flow_id`); `program` is −1 where it was None.
+    """
+
+    kind: "np.ndarray"
+    device: "np.ndarray"
+    label: "np.ndarray"
+    program: "np.ndarray"
+    nbytes: "np.ndarray"
+    flops: "np.ndarray"
+    start: "np.ndarray"
+    end: "np.ndarray"
+    args: "np.ndarray"
+    values: list
+
+
 class UnitUsage(NamedTuple):
     """Per (device, unit): op count, busy time (union of op intervals) and busy / horizon."""
 
@@ -190,33 +210,37 @@ class OpLog:
 
     def device_spans(self) -> dict[str, tuple[int, int, int]]:
         """Per device, in order of first appearance: (earliest start, latest end, ops)."""
-        spans: dict[str, list[int]] = {}
-        for _, device, _, _, _, _, _, start, end, _ in self._stored():
-            span = spans.get(device)
-            if span is None:
-                spans[device] = [start, end, 1]
-                continue
-            if start < span[0]:
-                span[0] = start
-            if end > span[1]:
-                span[1] = end
-            span[2] += 1
-        return {device: tuple(span) for device, span in spans.items()}
+        import numpy as np
 
-    def program_ops(self):
-        """(kind, device, label, program, nbytes, flops, start, end, dtype) of each op with a label and a
-        program, in append order: what a kernel's programs did, read without an `OpRecord` or dict per op.
-        """
-        for kind, device, _, label, program, nbytes, flops, start, end, pairs in self._stored():
-            if program is None or label is None:
-                continue
-            dtype = None
-            if pairs:
-                for key, value in pairs:
-                    if key == "dtype":
-                        dtype = value
-                        break
-            yield kind, device, label, program, nbytes, flops, start, end, dtype
+        columns = self.columns()
+        if not len(columns.start):
+            return {}
+        order = np.argsort(columns.device, kind="stable")
+        device = columns.device[order]
+        firsts = np.flatnonzero(np.r_[True, device[1:] != device[:-1]])
+        starts = np.minimum.reduceat(columns.start[order], firsts)
+        ends = np.maximum.reduceat(columns.end[order], firsts)
+        counts = np.diff(np.r_[firsts, len(device)])
+        appearance = np.argsort(order[firsts], kind="stable")  # each device's first record, in log order
+        return {columns.values[int(device[firsts[i]])]: (int(starts[i]), int(ends[i]), int(counts[i]))
+                for i in appearance}
+
+    def columns(self) -> "Columns":
+        """Every record as numpy columns, oldest first, for readers that summarize the whole log (the report)
+        without a tuple per record: see `Columns`."""
+        import numpy as np
+
+        blocks = [*self._blocks, _Block(self._records, self._code)] if self._records else self._blocks
+        if not blocks:
+            empty = np.zeros(0, dtype=np.int64)
+            return Columns(*([empty] * 9), self._values)
+
+        def column(field: str):
+            return np.concatenate([getattr(block, field).astype(np.int64) for block in blocks])
+
+        start = column("start")
+        return Columns(column("kind"), column("device"), column("label"), column("program"), column("nbytes"),
+                       column("flops"), start, start + column("duration"), column("args"), self._values)
 
     def label_totals(self) -> dict[str | None, LabelTotals]:
         """Per label, in order of first appearance: ops, bytes, flops and summed durations."""

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from kernbench.report import format_report, run_report
 from kernbench.session import Session
 from kernbench.topology import load_topology
@@ -72,3 +75,62 @@ def test_adr0019_t10_each_kernel_launch_is_a_row_with_its_bandwidth_against_the_
         assert row["of_roofline"] == row["roofline_ps"] / row["time_ps"]
     text = format_report(run_report(session.ctx))
     assert "kernels (achieved against the SIP's roofline" in text and text.count("  add_kernel ") == len(sizes)
+
+
+def launches_one_record_at_a_time(oplog, topology, collective_labels) -> list[tuple]:
+    """The module docstring's rule read literally, record by record: the oracle for T30."""
+    by_kernel: dict = {}
+    for r in oplog:
+        if r.program is None or r.label is None or r.label in collective_labels:
+            continue
+        dtype = (r.args or {}).get("dtype")
+        by_kernel.setdefault((r.device, r.label), []).append((r.start, r.end, r.kind, r.nbytes, r.flops, r.program,
+                                                              dtype))
+    rows = []
+    for (device, label), records in by_kernel.items():
+        records.sort(key=lambda record: record[0])
+        launches, cover_end = [], None
+        for record in records:
+            if cover_end is None or record[0] > cover_end:
+                launches.append([])
+                cover_end = record[1]
+            cover_end = max(cover_end, record[1])
+            launches[-1].append(record)
+        for launch in launches:
+            dtypes = [rec[6] for rec in launch if rec[4] and rec[6]] or [rec[6] for rec in launch if rec[6]]
+            rows.append((min(rec[0] for rec in launch), counted(device), label, device,
+                         max(rec[1] for rec in launch), sum(rec[3] for rec in launch if rec[2] == "dma"),
+                         sum(rec[4] for rec in launch), dtypes[0] if dtypes else None,
+                         len({rec[5] for rec in launch})))
+    return [(row[3], row[2], row[0], row[4], row[5], row[6], row[7], row[8]) for row in sorted(rows)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(st.tuples(
+    st.sampled_from(["dma", "gemm", "vector", "ipcq_send"]), st.sampled_from(["sip0", "sip0", "sip10"]),
+    st.sampled_from([None, "add_kernel", "matmul_kernel", "matmul_kernel", "all_reduce#0"]),
+    st.one_of(st.none(), st.integers(0, 5)), st.integers(0, 4096), st.sampled_from([0, 0, 128]),
+    st.integers(0, 12).map(lambda tick: 10 * tick), st.sampled_from([0, 10, 20, 35]),  # ends often touch starts
+    st.sampled_from([None, "f16", "f32", ""])), max_size=60), block=st.sampled_from([7, 1 << 16]))
+@example(records=[("dma", "sip0", "matmul_kernel", 0, 64, 0, 0, 10, "f32"),  # a launch's dtype is its matrix ops'
+                  ("gemm", "sip0", "matmul_kernel", 1, 0, 128, 5, 10, "f16"),
+                  ("dma", "sip0", "matmul_kernel", 0, 64, 0, 20, 5, "")],  # apart: a second launch, no dtype
+         block=7)
+def test_adr0019_t30_kernel_rows_read_from_columns_equal_the_launch_rule_applied_record_by_record(records, block):
+    """Launches of kernels on several devices, back to back, overlapping and apart, with collectives' and
+    programless records mixed in, part of the log compacted into columns: every row as the rule gives it."""
+    from kernbench.sim_engine import op_log
+    from kernbench.report.kernels import kernel_rows
+
+    topology = load_topology("default")
+    saved, op_log.BLOCK = op_log.BLOCK, block
+    try:
+        log = op_log.OpLog()
+        for kind, device, label, program, nbytes, flops, start, length, dtype in records:
+            log.append(kind, device, f"{device}.unit", label, program, nbytes, flops, start, start + length,
+                       None if dtype is None else {"op": "x", "dtype": dtype})
+    finally:
+        op_log.BLOCK = saved
+    rows = kernel_rows(log, topology, {"all_reduce#0"})
+    assert [(row["device"], row["kernel"], row["start_ps"], row["end_ps"], row["bytes"], row["flops"], row["dtype"],
+             row["programs"]) for row in rows] == launches_one_record_at_a_time(log, topology, {"all_reduce#0"})
