@@ -1,9 +1,12 @@
 """A probe: simulated transfers between two endpoints, each beside the closed form the links give.
 
 The probe builds a `Session` (timing only: no bytes are kept), finds the
-route with `Machine.route` — plus the driving PE's DMA engine in front when
-a PE moves the bytes — and runs `Transfer`s on it with the machine's own
-DMA primitive, one size after another, so each starts on idle links. What
+route a DMA takes (`Machine.dma_path`) — plus the driving PE's DMA engine in
+front when a PE moves the bytes — and runs `Transfer`s on it with the
+machine's own DMA primitive, one size after another, so each starts on idle
+links. On a SIP with an L2 (`sip.l2`) a read of HBM into a PE passes through
+it; a probe's transfers name no tensor bytes, so the L2 holds nothing for
+them and every one is a miss (ADR 0008). What
 it reports for each is the simulated time next to the closed form of ADR
 0003's cut-through transfer:
 
@@ -78,7 +81,7 @@ def probe(topology, src: ProbeEndpoint, dst: ProbeEndpoint, sizes: list[int],
     machine = session.ctx.machine
     driver = src.pe or dst.pe
     engines = list(machine.pe(*driver).dma_engines) if driver else [None]
-    route = machine.route(src.memory, dst.memory)
+    route = machine.dma_path(src.memory, dst.memory).route  # as a DMA goes: through a SIP's L2 on a read of HBM
     names = {id(channel): name for name, channel in machine.channels.items()}
     hops = [Hop(names[id(channel)], machine.channel_kind(names[id(channel)]), channel.bandwidth_bytes_per_s,
                 channel.latency_ps) for channel in ([engines[0]] if driver else []) + list(route)]

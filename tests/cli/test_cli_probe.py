@@ -83,3 +83,25 @@ def test_adr0019_t8_probe_names_endpoints_it_cannot_use_in_one_line_and_plots(tm
     out = capsys.readouterr().out
     assert (tmp_path / "bw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "sip0->sip1" in out and "sip1.cube1.sram" in out
+
+
+def test_adr0019_t31_a_probe_of_a_read_into_a_pe_on_a_sip_with_an_l2_crosses_the_l2_as_a_dma_does():
+    """h100.yaml's SIP has an L2: a PE's read of HBM passes through it (ADR 0008), and the probe lists it and
+    times it, alone and with contention; the reverse direction (a write) goes around it."""
+    from kernbench.probe import parse_endpoint, probe
+
+    topology = load_topology("h100")
+    pe, hbm, l2 = topology.pe, topology.cube.hbm, topology.sip.l2
+    read = probe(topology, parse_endpoint("sip0.cube0", topology), parse_endpoint("sip0.cube0.pe0", topology),
+                 [1 << 16, 1 << 22], [2])
+    assert [hop.kind for hop in read.route] == ["dma", "hbm", "l2", "tcm"]
+    latency = hbm.latency_ps + l2.latency_ps + pe.tcm.latency_ps
+    slowest = min(pe.dma.bandwidth_bytes_per_s, hbm.bandwidth_bytes_per_s, l2.bandwidth_bytes_per_s,
+                  pe.tcm.bandwidth_bytes_per_s)
+    assert read.latency_ps == read.predicted_latency_ps == latency
+    for row in read.sizes:
+        assert row["time_ps"] == row["predicted_ps"] == latency + ceil_div(row["bytes"] * PS_PER_S, slowest)
+    assert all(row["time_ps"] == row["predicted_ps"] for row in read.contention)
+    write = probe(topology, parse_endpoint("sip0.cube0.pe0", topology), parse_endpoint("sip0.cube0", topology),
+                  [1 << 16], [])
+    assert [hop.kind for hop in write.route] == ["dma", "tcm", "hbm"]
