@@ -15,8 +15,10 @@ converts them, so no later `float()` can overflow.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,7 +125,30 @@ def parse_document(text: str, source: str) -> Document:
 
     So is a document that expands past `MAX_VALUES` values, and a number
     whose magnitude is above `LARGEST_NUMBER`.
+
+    PyYAML's pure-Python reader takes milliseconds for a shipped file, and
+    every `Session` reads a topology and a ccl.yaml: a process building
+    many (a test suite, a sweep, a probe) would spend more time reading
+    YAML than simulating. So the data of the last `PARSED_KEPT` texts read
+    from each source is kept, and each caller gets a copy of its own to
+    change; a text that fails is read again, and fails again, every time.
     """
+    kept = _parsed.get((source, text))
+    if kept is None:
+        kept = _parse(text, source)
+        if len(_parsed) >= PARSED_KEPT:
+            del _parsed[next(iter(_parsed))]  # the oldest
+        _parsed[source, text] = kept
+    data, lines = kept
+    return Document(source, copy.deepcopy(data), lines)
+
+
+PARSED_KEPT = 64
+_parsed: dict[tuple[str, str], tuple[Any, Mapping[KeyPath, int]]] = {}
+
+
+def _parse(text: str, source: str) -> tuple[Any, Mapping[KeyPath, int]]:
+    """`parse_document`'s reading itself: the plain data and the (read-only) line of each key path."""
     try:
         # The reader checks for unprintable characters already in the constructor.
         loader = _BoundedLoader(text)
@@ -142,7 +167,7 @@ def parse_document(text: str, source: str) -> Document:
     except RecursionError:
         # PyYAML composes recursively; thousands of nested brackets exhaust the stack.
         raise TopologyError(f"{source}: YAML syntax error: nested too deeply; expected a topology mapping") from None
-    return Document(source, data, lines)
+    return data, MappingProxyType(lines)
 
 
 def _syntax_message(error: yaml.YAMLError, text: str, source: str) -> str:

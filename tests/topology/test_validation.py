@@ -277,3 +277,26 @@ def test_adr0002_t22_queries_outside_the_machine_are_topology_errors():
         topology.pe_peak_flops("f64")
     with pytest.raises(TopologyError, match="PE index"):
         topology.cube.pe_layout.corner_of(topology.pes_per_cube)
+
+
+def test_adr0002_t44_a_text_is_read_once_and_each_caller_gets_its_own_copy(tmp_path):
+    from kernbench.topology import document
+
+    first = document.parse_document(DEFAULT_TEXT, "kept.yaml")
+    first.data["pe"]["vector_unit"]["lanes"] = 1  # a caller changing its copy
+    again = document.parse_document(DEFAULT_TEXT, "kept.yaml")
+    assert again.data["pe"]["vector_unit"]["lanes"] == 64 and again.data is not first.data
+    assert again.lines[("pe", "vector_unit", "lanes")] == line_containing(DEFAULT_TEXT, "vector_unit: {lanes")
+    assert ("kept.yaml", DEFAULT_TEXT) in document._parsed  # read once, kept
+
+    path = tmp_path / "edited.yaml"
+    path.write_text(DEFAULT_TEXT)
+    assert load_topology(path).pe.vector_unit.lanes == 64
+    path.write_text(edited("vector_unit: {lanes: 64}", "vector_unit: {lanes: 32}"))
+    assert load_topology(path).pe.vector_unit.lanes == 32  # the same path, another text: read anew
+
+    bad = "system: [unclosed\n"
+    for _ in range(2):
+        with pytest.raises(TopologyError, match="bad.yaml:.*YAML syntax error"):
+            document.parse_document(bad, "bad.yaml")
+    assert ("bad.yaml", bad) not in document._parsed
