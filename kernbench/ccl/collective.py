@@ -32,7 +32,7 @@ from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
-from kernbench.ccl.tuner import AUTO, plan, slots_within, splits_into_channels
+from kernbench.ccl.tuner import AUTO, plan, slots_within
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
 from kernbench.machine.ipcq import IpcqSettings
@@ -174,7 +174,7 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
 def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
     """`request` with the tuner's choice in its config (the kind's shipped fallback where no candidate runs it)."""
     config = request.config
-    choice = plan(machine, request, SHIPPED_ALGORITHMS)
+    choice = plan(machine, request, SHIPPED_ALGORITHMS, splits_into_channels(request))
     if choice is None:
         name = FALLBACK[request.kind]
         entry = {"module": SHIPPED_ALGORITHMS[name], "wiring": SHIPPED_WIRINGS[name]}
@@ -261,6 +261,12 @@ CHANNEL_CUTS = {
     "reduce_scatter": ChannelCut(lambda m: m.output.count,
                                  lambda m, a, b, n, p: (_strided(m.input, a, b, n, p), _part(m.output, a, b))),
 }
+
+
+def splits_into_channels(request: CollectiveRequest) -> bool:
+    """Whether the call can run on several channels: a kind `CHANNEL_CUTS` cuts, each member on a SIP of its
+    own."""
+    return request.kind in CHANNEL_CUTS and len({m.sip for m in request.members}) == len(request.members)
 
 
 def _channel_pes(topology, member: Member, ranges) -> list[tuple[int, int]]:

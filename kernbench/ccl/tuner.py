@@ -21,10 +21,11 @@ run by algorithm a on c channels:
 Channels follow a rule rather than the model, as NCCL's do: a collective
 opens as many channels as give each channel's chunk (S / (p·c)) at least
 `channel_min_kib`, at most `max_channels` and the PEs of a SIP, since a
-channel is a PE taken from compute. Only kinds that split elementwise
-(all-reduce, broadcast, reduce) over members on SIPs of their own run on
-several channels (`splits_into_channels`). The slots are the largest the
-topology and ccl.yaml allow: fewer messages for the same bytes.
+channel is a PE taken from compute. Only calls of a kind that cuts into
+element ranges (`collective.CHANNEL_CUTS`), with members on SIPs of their
+own, run on several channels; the caller says whether a call does
+(`splits`). The slots are the largest the topology and ccl.yaml allow:
+fewer messages for the same bytes.
 
 The candidates are the shipped algorithms listed in ccl.yaml's
 `algorithms` (a user's module has no model here) that run the kind natively
@@ -43,10 +44,6 @@ from kernbench.machine.endpoints import tcm
 from kernbench.sim_engine.simtime import PS_PER_S
 
 AUTO = "auto"
-# Kinds a collective can cut into independent element ranges, one per channel (each channel runs the
-# whole algorithm on its range; all_gather's output and reduce_scatter's input as the same range of every
-# rank's piece: `collective.CHANNEL_CUTS`).
-CHANNEL_KINDS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter")
 # A file that sets no `max_channels` gets one channel; no `channel_min_kib`, the shipped file's.
 DEFAULT_CHANNEL_MIN_KIB = 128
 
@@ -92,17 +89,18 @@ class Plan:
     predicted_ps: int
 
 
-def plan(machine, request, shipped: dict[str, str]) -> Plan | None:
+def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None:
     """The cheapest candidate for `request` (whose config says `algorithm: auto`) under the model above; None
     where no candidate runs the kind at the group's size (the caller runs the kind's fallback).
 
     `shipped` maps shipped algorithm names to their modules; a candidate is
     an entry of the config's `candidates` whose module is one of them.
+    `splits`: whether the call can run on several channels.
     """
     config, kind, p = request.config, request.kind, len(request.members)
     n_slots, slot = slots_within(machine.topology, config)
     nbytes = _bytes_per_rank(request)
-    channels = channel_count(machine, request, nbytes, config)
+    channels = channel_count(machine, request, nbytes, config) if splits else 1
     alpha, pe_rate, link_rate = _route_terms(machine, request)
     piece = min(slot, max(1, nbytes // (p * channels)))
     best = None
@@ -126,21 +124,12 @@ def slots_within(topology, config: dict) -> tuple[int, int]:
 
 
 def channel_count(machine, request, nbytes: int, config: dict) -> int:
-    """Channels for the call: enough that each channel's chunk holds `channel_min_kib`, at most `max_channels`
-    (1 when the file sets none), the PEs of a SIP and the elements; 1 where the kind or the members cannot be
-    split (`splits_into_channels`)."""
-    if not splits_into_channels(request):
-        return 1
+    """Channels for a call that can split: enough that each channel's chunk holds `channel_min_kib`, at most
+    `max_channels` (1 when the file sets none), the PEs of a SIP and the elements."""
     p = len(request.members)
     wanted = nbytes // (p * config.get("channel_min_kib", DEFAULT_CHANNEL_MIN_KIB) * 1024)
     limit = min(config.get("max_channels", 1), machine.topology.pes_per_sip, request.members[0].input.count)
     return max(1, min(wanted, limit))
-
-
-def splits_into_channels(request) -> bool:
-    """Whether the call can run on several channels: an elementwise kind, each member on a SIP of its own."""
-    sips = {m.sip for m in request.members}
-    return request.kind in CHANNEL_KINDS and len(sips) == len(request.members)
 
 
 def _bytes_per_rank(request) -> int:

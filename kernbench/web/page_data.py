@@ -159,16 +159,21 @@ def report_timeline(report: dict) -> dict | None:
     """Kernel launches per device and collectives, from a report alone (no trace given)."""
     rows: dict[str, list] = {}
     labels: dict[str, int] = {}
-    for row in report.get("kernels", []):
-        label = labels.setdefault(row["kernel"], len(labels))
-        rows.setdefault(f"{row['device']} kernels", []).append([row["start_ps"], row["end_ps"], label])
-    for row in report.get("collectives", []):
-        label = labels.setdefault(row["label"], len(labels))
-        rows.setdefault("collectives", []).append([row["start_ps"], row["end_ps"], label])
+    for section, name_key, row_of in _REPORT_ROWS:
+        for row in report.get(section, []):
+            label = labels.setdefault(row[name_key], len(labels))
+            rows.setdefault(row_of(row), []).append([row["start_ps"], row["end_ps"], label])
     if not rows:
         return None
     count = sum(len(ops) for ops in rows.values())
     return _timeline(list(rows.items()), list(labels), count, count)
+
+
+# What a report alone puts on the timeline: (its section, the key naming an op, the row an op goes on).
+_REPORT_ROWS = (
+    ("kernels", "kernel", lambda row: f"{row['device']} kernels"),
+    ("collectives", "label", lambda row: "collectives"),
+)
 
 
 def _timeline(named: list[tuple[str, list]], labels: list[str], total: int, kept: int) -> dict:
