@@ -64,15 +64,25 @@ def _entry(path: Path, shown: str) -> tuple[str, str]:
         return description, f"cannot read its options: {type(error).__name__}: {error}"
 
 
+# The narrowest column a description is wrapped into beside the names; below it (a folder's long paths on a
+# narrow terminal) each description goes under its name instead. Words, paths above all, are never cut.
+MIN_DESCRIPTION_WIDTH = 30
+
+
 def _format(rows: list[tuple[str, str, tuple[str, str]]], width: int) -> str:
     number_width = max(len(number) for number, _, _ in rows)
     name_width = max(len(name) for _, name, _ in rows)
-    indent = " " * (2 + number_width + 2 + name_width + 2)
+    beside = width - (2 + number_width + 2 + name_width + 2) >= MIN_DESCRIPTION_WIDTH
+    indent = " " * (2 + number_width + 2 + name_width + 2 if beside else 6)
     lines = []
     for number, name, (description, options) in rows:
         head = f"  {number:>{number_width}}  {name:<{name_width}}  "
-        lines += textwrap.wrap(description, width, initial_indent=head, subsequent_indent=indent) or [head.rstrip()]
+        if not beside:
+            lines.append(head.rstrip())
+            head = indent
+        lines += textwrap.wrap(description, width, initial_indent=head, subsequent_indent=indent,
+                               break_long_words=False) or [head.rstrip()]
         if options:
             lines += textwrap.wrap(options, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                                   break_on_hyphens=False)
+                                   break_on_hyphens=False, break_long_words=False)  # a path stays whole
     return "\n".join(lines)

@@ -138,3 +138,20 @@ def test_adr0019_t18_a_double_dash_separates_the_benches_options_as_in_any_comma
         ''')
     assert main(["run", str(bench), "--timing-only", "--", "--size", "16"]) == 0
     assert "argv ['--size', '16']" in capsys.readouterr().out
+
+
+def test_adr0019_t32_list_of_a_folder_with_long_paths_keeps_every_word_whole(tmp_path, monkeypatch, capsys):
+    """On a terminal too narrow for a description beside a long path, the description goes under it; neither
+    a word nor a path is cut, so the module a bench lacks and the path that failed read whole."""
+    from kernbench.cli import main
+
+    folder = tmp_path / ("a_folder_with_a_long_name_" * 3)
+    folder.mkdir()
+    write_bench(folder, "broken.py", '"""Fails to import."""\nimport no_such_module_here\n\ndef run(torch):\n    pass\n')
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["list", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(f"    {folder / 'broken.py'}")  # the name alone on its line
+    assert lines[at + 1] == "      Fails to import."
+    words = " ".join(lines[at + 2:]).split()
+    assert f"{folder / 'broken.py'}:2:" in words and "'no_such_module_here'" in words
