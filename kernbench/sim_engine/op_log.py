@@ -279,11 +279,12 @@ class _Block:
 
         kind, device, unit, label, program, nbytes, flops, start, end, args = zip(*records)
 
-        def codes(values) -> np.ndarray:
-            # One `code` call per distinct object (records share their strings and most args tuples).
-            ids = list(map(id, values))
-            table = {key: code(value) for key, value in dict(zip(ids, values)).items()}
-            return _narrowest(np.fromiter(map(table.__getitem__, ids), dtype=np.int64, count=len(ids)))
+        def codes(values, by_identity: bool = False) -> np.ndarray:
+            # One `code` call per distinct value: strings (and None) by value, whose hash Python keeps; args
+            # tuples by identity, since records share most of them and hashing one walks its pairs.
+            keys = list(map(id, values)) if by_identity else values
+            table = {key: code(value) for key, value in dict(zip(keys, values)).items()}
+            return _narrowest(np.fromiter(map(table.__getitem__, keys), dtype=np.int64, count=len(keys)))
 
         self.kind, self.device, self.unit, self.label = codes(kind), codes(device), codes(unit), codes(label)
         self.program = _narrowest(_program_ids(program))
@@ -293,14 +294,16 @@ class _Block:
         self.duration = _narrowest(_integers(end, "end times") - self.start)  # short next to the times themselves
         flows, rests = [-1] * len(args), list(args)
         shared_rests = {}  # the ids of a rest's pairs -> one rest tuple: a queue's records share their pairs
-        for index, pairs in enumerate(args):
-            if pairs and pairs[0][0] == "flow_id":
-                flow = pairs[0][1]
-                if flow.__class__ is int and flow >= 0:
+        ids = list(map(id, args))
+        with_flow = {key for key, pairs in dict(zip(ids, args)).items() if _carries_flow(pairs)}
+        if with_flow:  # messages' records, each with an args tuple of its own; the rest share a few
+            for index, key in enumerate(ids):
+                if key in with_flow:
+                    pairs = args[index]
                     rest = pairs[1:]
-                    flows[index] = flow
+                    flows[index] = pairs[0][1]
                     rests[index] = shared_rests.setdefault(tuple(map(id, rest)), rest)
-        self.flow, self.args = _narrowest(np.array(flows, dtype=np.int64)), codes(rests)
+        self.flow, self.args = _narrowest(np.array(flows, dtype=np.int64)), codes(rests, by_identity=True)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -317,6 +320,11 @@ class _Block:
         return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
                    map(look, self.label.tolist()), programs, self.nbytes.tolist(), self.flops.tolist(),
                    self.start.tolist(), (self.start + self.duration).tolist(), args)
+
+
+def _carries_flow(pairs) -> bool:
+    """Whether an args tuple starts with a message's ("flow_id", n >= 0), which `_Block` keeps in a column."""
+    return bool(pairs) and pairs[0][0] == "flow_id" and pairs[0][1].__class__ is int and pairs[0][1] >= 0
 
 
 def _integers(values, what: str) -> np.ndarray:
