@@ -126,7 +126,7 @@ class IpcQueue:
         self._buffer_route = Route([self._buffer])
         self._flow_ids = _flow_ids(machine)
         self._to_buffer = self._network.latency_ps
-        self._copy_route = Route(machine.route(buffer, receiver))
+        self._copy_route = Route(machine.dma_path(buffer, receiver).route)  # a slot in HBM is read through an L2
         self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
         self._free_slots = settings.n_slots
         self._credits: deque[int] = deque()  # arrival times of credits on their way back

@@ -64,3 +64,28 @@ def test_adr0008_t14_the_l2_serves_bytes_it_holds_and_drops_the_least_recently_u
     assert took == [miss, hit, store, miss, miss, hit, miss, miss, hit]
     tags = machine._l2_tags[0]
     assert (tags.hits, tags.misses, tags.held_bytes) == (3, 5, 3 * TILE)
+
+
+def test_adr0008_t15_an_ipcq_slot_in_hbm_is_copied_out_through_the_l2(tmp_path):
+    """The receiver's copy of a chunk out of a slot in its cube's HBM is a PE's read of HBM: through the L2
+    (never a hit: a slot is written anew for every chunk), as a DMA's; a slot in TCM is not."""
+    from kernbench.machine import tcm
+    from kernbench.machine.ipcq import IpcQueue, IpcqSettings
+
+    path = with_l2(tmp_path, "  l2: {capacity_kib: 48, bandwidth_gb_per_s: 4000, latency_ns: 40}\n")
+    topology = load_topology(path)
+    hbm, l2, pe_tcm = (Hop(memory.bandwidth_bytes_per_s, memory.latency_ps)
+                       for memory in (topology.cube.hbm, topology.sip.l2, topology.pe.tcm))
+    copies = {}
+    for buffer_kind in ("hbm", "tcm"):
+        session = Session(path, timing_only=True)
+        settings = IpcqSettings.checked(topology, buffer_kind=buffer_kind, backpressure="sleep", n_slots=2,
+                                        slot_size=TILE, poll_interval_ps=100_000)
+        queue = IpcQueue(session.ctx.machine, tcm(0, 0, 0), tcm(0, 0, 1), settings, label="q#1", programs=(0, 1),
+                         data=False)
+        session.engine.spawn(queue.send, np.zeros(TILE // 4, np.float32))
+        session.engine.spawn(queue.recv)
+        session.engine.run()
+        recv, = session.ctx.machine.oplog.select(kind="ipcq_recv")
+        copies[buffer_kind] = recv.end - recv.start
+    assert copies == {"hbm": path_ps(TILE, [hbm, l2, pe_tcm]), "tcm": path_ps(TILE, [pe_tcm])}
