@@ -141,3 +141,62 @@ def test_adr0011_t48_the_bench_shows_the_overlap_hiding_communication(capsys):
         step_on, compute_on, exposed_on = (float(overlapped[i]) for i in (3, 5, 7))
         assert step_on == pytest.approx(compute_on + exposed_on, abs=2e-3)
         assert exposed_on < exposed and step_on < step
+
+
+def test_adr0011_t50_a_tp1_training_step_is_the_sum_of_its_ops_closed_forms():
+    """At tp = 1, widths where each op is one program on one PE: the step (forward and backward) is its op log's
+    ops end to end, no gap and no overlap, and each op takes its closed form from the topology — a vector op
+    ceil(n / lanes) cycles, a matrix op ceil(flops / rate) cycles, a DMA between HBM and a TCM Σ latency +
+    bytes over the slowest hop (with the PE's DMA engine), a fill or copy in HBM its latency + bytes at its
+    rate, the host's copy over the host link. So nothing in a step costs what its ops do not."""
+    from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, dma_ps, host_to_cube_path
+
+    session = Session("single_sip")
+    topology = session.ctx.topology
+    window = {}
+
+    def bench(torch):
+        parallel_state.initialize_model_parallel(1, torch=torch)
+        config = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=1,
+                                   params_dtype=torch.float32)
+        layer = TransformerLayer(config)
+        hidden = torch.tensor(np.random.default_rng(3).standard_normal((4, 1, 8)).astype(np.float32))
+        hidden.requires_grad_()
+        torch.ahbm.synchronize()
+        start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
+        start.record()
+        layer(hidden).square().sum().backward()
+        end.record()
+        end.synchronize()
+        window["ps"] = (start.time_ps, end.time_ps)
+
+    session.run(bench, session.torch)
+    first, last = window["ps"]
+    ops = sorted((op for op in session.ctx.machine.oplog if first <= op.start < last), key=lambda op: op.start)
+    assert not [op for op in session.ctx.machine.oplog if op.start < first < op.end or op.start < last < op.end]
+    assert {op.kind for op in ops} == {"dma", "vector", "gemm"} and len(ops) > 500
+
+    def cycles(count: int) -> int:
+        return ceil_div(count * PS_PER_S, topology.pe.clock_hz)
+
+    def closed_form(op) -> int:
+        if op.kind == "vector":
+            return cycles(ceil_div(op.args["elements"], topology.pe.vector_unit.lanes))
+        if op.kind == "gemm":
+            flops = 2 * op.args["m"] * op.args["n"] * op.args["k"]
+            return cycles(ceil_div(flops, topology.pe.matrix_unit.rate(op.args["dtype"])))
+        src, dst = op.args["src"], op.args["dst"]
+        if src.endswith(".tcm") or dst.endswith(".tcm"):  # a PE's load or store, in cube 0 where the tensors are
+            return dma_ps(topology, op.nbytes, 0, 0)
+        if src == "host":
+            latency, bandwidth = host_to_cube_path(topology, 0, 0)
+            return latency + ceil_div(op.nbytes * PS_PER_S, bandwidth)
+        hbm = topology.cube.hbm  # a fill (src "generated") or a copy within cube 0's HBM
+        return hbm.latency_ps + ceil_div(op.nbytes * PS_PER_S, hbm.bandwidth_bytes_per_s)
+
+    at = first
+    for op in ops:
+        assert op.start == at, f"{op.kind} {op.label} starts at {op.start}, the previous op ended at {at}"
+        assert op.end - op.start == closed_form(op), op
+        at = op.end
+    assert at == last  # the step is the sum of its ops' closed forms
