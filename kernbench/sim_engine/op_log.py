@@ -280,10 +280,17 @@ class _Block:
         kind, device, unit, label, program, nbytes, flops, start, end, args = zip(*records)
 
         def codes(values, by_identity: bool = False) -> np.ndarray:
-            # One `code` call per distinct value: strings (and None) by value, whose hash Python keeps; args
-            # tuples by identity, since records share most of them and hashing one walks its pairs.
-            keys = list(map(id, values)) if by_identity else values
-            table = {key: code(value) for key, value in dict(zip(keys, values)).items()}
+            # One `code` call per distinct value: names by value, whose hash Python keeps; args tuples (and
+            # anything unhashable) by identity, since records share most of them and hashing one walks its pairs.
+            keys = values
+            try:
+                distinct = None if by_identity else dict(zip(keys, values))
+            except TypeError:
+                distinct = None
+            if distinct is None:
+                keys = list(map(id, values))
+                distinct = dict(zip(keys, values))
+            table = {key: code(value) for key, value in distinct.items()}
             return _narrowest(np.fromiter(map(table.__getitem__, keys), dtype=np.int64, count=len(keys)))
 
         self.kind, self.device, self.unit, self.label = codes(kind), codes(device), codes(unit), codes(label)

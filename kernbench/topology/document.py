@@ -18,8 +18,8 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from types import MappingProxyType
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -130,8 +130,8 @@ def parse_document(text: str, source: str) -> Document:
     every `Session` reads a topology and a ccl.yaml: a process building
     many (a test suite, a sweep, a probe) would spend more time reading
     YAML than simulating. So the data of the last `PARSED_KEPT` texts read
-    from each source is kept, and each caller gets a copy of its own to
-    change; a text that fails is read again, and fails again, every time.
+    (told apart by source and text) is kept, and each caller gets a copy of
+    its own to change; a text that fails is read, and fails, every time.
     """
     kept = _parsed.get((source, text))
     if kept is None:
