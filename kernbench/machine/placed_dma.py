@@ -265,7 +265,7 @@ def lanes_per_cube(placement, indices: np.ndarray | slice, replica: int) -> list
                 return [(cube, _ALL, count)]
         indices = np.arange(indices.start, indices.stop, dtype=np.int64)
     else:
-        cube = _layout(placement).run_holding(replica, int(indices.min()), int(indices.max()))
+        cube = _layout(placement).run_holding(replica, indices)
         if cube is not None:
             return [(cube, _ALL, count)]
     coords = np.unravel_index(indices, placement.shape) if len(placement.shape) > 1 else (indices,)
@@ -329,15 +329,18 @@ class _Layout:
             boxes = self._boxes[replica] = _boxes_of(self.placement, replica)
         return boxes
 
-    def run_holding(self, replica: int, lowest: int, highest: int) -> int | None:
-        """The cube of `replica` whose box is one flat run holding every index from `lowest` to `highest`, else
-        None: two reductions settle an index array inside a row-wise box, where unravelling it would take the
-        index array apart per axis. A replica's boxes are disjoint, so it is the cube `_box_holding` finds."""
+    def run_holding(self, replica: int, indices: np.ndarray) -> int | None:
+        """The cube of `replica` whose box is one flat run holding every one of `indices`, else None: two
+        reductions settle an index array inside a row-wise box, where unravelling it would take the array
+        apart per axis. A replica's boxes are disjoint, so it is the cube `_box_holding` finds."""
         runs = self._runs.get(replica)
         if runs is None:
             shape = self.placement.shape
             runs = self._runs[replica] = [(cube, *run) for cube, starts, stops in self.boxes(replica)
                                           if (run := _flat_run(shape, starts, stops)) is not None]
+        if not runs:  # no box is a run (a column-wise split): nothing to reduce for
+            return None
+        lowest, highest = int(indices.min()), int(indices.max())
         for cube, first, stop in runs:
             if first <= lowest and highest < stop:
                 return cube

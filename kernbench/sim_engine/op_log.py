@@ -230,7 +230,9 @@ class OpLog:
         without a tuple per record: see `Columns`."""
         import numpy as np
 
-        blocks = [*self._blocks, _Block(self._records, self._code)] if self._records else self._blocks
+        if self._records:
+            self._compact()  # the newest records become a block too, so the next reader finds them as columns
+        blocks = self._blocks
         if not blocks:
             empty = np.zeros(0, dtype=np.int64)
             return Columns(*([empty] * 9), self._values)
