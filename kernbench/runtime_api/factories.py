@@ -3,7 +3,7 @@
 Device tensors are the default (the simulated device plays the role of
 `torch.set_default_device("ahbm")`, and `torch.set_default_device` changes it
 per rank); `device="cpu"` and `from_numpy` make host tensors. Values a device
-produces itself (zeros, ones, full, arange, random numbers) are written by an
+produces itself (zeros, ones, full, arange, eye, random numbers) are written by an
 HBM fill enqueued on the current stream; values that come from the host
 (`tensor(data)`) cross the host link as a copy.
 Random numbers come from `generator=` or the calling rank's default
@@ -65,6 +65,16 @@ class Factories:
         count = max(0, math.ceil((end - start) / step)) if is_float else len(range(start, end, step))
         return self._generated((count,), dtype, device, dp, name,
                                lambda: np.arange(start, end, step)[:count].astype(dtype.numpy))
+
+    def eye(self, n, m=None, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        """The n x m (default n x n) identity: ones on the diagonal, written by the device as `arange`'s values."""
+        m = n if m is None else m
+        for what, count in (("n", n), ("m", m)):
+            if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+                raise TensorError(f"eye: {what} must be a non-negative integer, got {count!r}")
+        dtype = resolve_dtype(dtype, default=float32)
+        return self._generated((int(n), int(m)), dtype, device, dp, name,
+                               lambda: np.eye(int(n), int(m), dtype=dtype.numpy))
 
     def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Standard normal samples, drawn from `generator=` or the calling rank's default generator."""

@@ -358,6 +358,57 @@ class LinearWithAsyncCommunication(Function):
         return grad_input, *grads, None, None, None
 
 
+class LinearWithFrozenWeight(Function):
+    """Megatron's linear whose weight takes no gradient (a frozen layer): `input @ weight.T (+ bias)` forward;
+    backward only the input gradient `grad @ W`, all-reduced over the group when `allreduce_dgrad` (a
+    column-parallel layer, whose input every rank used whole)."""
+
+    @staticmethod
+    def forward(ctx, input_, weight, bias, allreduce_dgrad: bool, resolved):
+        ctx.save_for_backward(weight)
+        ctx.input_shape, ctx.allreduce_dgrad, ctx.resolved = input_.shape, allreduce_dgrad, resolved
+        return _linear(input_, weight, bias, f"{input_.name}.frozen_linear")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (weight,) = ctx.saved_tensors
+        grad_input = (_rows(grad_output) @ weight).reshape(*ctx.input_shape)
+        group, world_size, _ = ctx.resolved
+        if ctx.allreduce_dgrad and world_size > 1:
+            parallel_state.get_torch_namespace().distributed.all_reduce(grad_input, group=group)
+        return grad_input, None, None, None, None
+
+
+def linear_with_frozen_weight(input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
+                              grad_output_buffer=None, wgrad_deferral_limit=None, async_grad_allreduce=None,
+                              tp_group=None):
+    """Megatron's `linear_with_frozen_weight`, its signature and meaning: a linear layer's forward whose weight
+    gets no gradient.
+
+    `gradient_accumulation_fusion` has nothing to fuse (no weight gradient);
+    `sequence_parallel` all-gathers the input's sequence slices first (and
+    reduce-scatters their gradient back); `async_grad_allreduce` is the
+    older name of `allreduce_dgrad` (a warning, as Megatron gives);
+    `tp_group` defaults to this rank's tensor-parallel group. Megatron
+    refuses a `grad_output_buffer` and a weight-gradient deferral here, and so
+    does kernbench, and `allreduce_dgrad` with `sequence_parallel` (the input
+    gradient would be reduced twice).
+    """
+    if async_grad_allreduce is not None:
+        warnings.warn("linear_with_frozen_weight: async_grad_allreduce is deprecated; use allreduce_dgrad",
+                      DeprecationWarning, stacklevel=2)
+        allreduce_dgrad = async_grad_allreduce
+    if allreduce_dgrad and sequence_parallel:
+        raise ModelParallelError("linear_with_frozen_weight: allreduce_dgrad and sequence_parallel both reduce the "
+                                 "input gradient over the group; pass one of them")
+    if grad_output_buffer is not None or wgrad_deferral_limit not in (None, 0):
+        raise ModelParallelError("linear_with_frozen_weight: grad_output_buffer and wgrad_deferral_limit defer a "
+                                 "weight gradient, which a frozen weight does not have; pass None")
+    if sequence_parallel:
+        input = gather_from_sequence_parallel_region(input, tensor_parallel_output_grad=True, group=tp_group)
+    return LinearWithFrozenWeight.apply(input, weight, bias, bool(allreduce_dgrad), resolve_group(tp_group))
+
+
 def _linear(input_, weight, bias, name: str):
     """`input_ @ weight.T (+ bias)` into a new tensor on the input's device, by the Triton linear kernel."""
     torch = parallel_state.get_torch_namespace()

@@ -105,6 +105,7 @@ def test_adr0005_t4_factories_give_torch_values_and_seeded_randn_repeats(session
         results["ones"] = torch.ones((2, 3)).numpy()
         results["full"] = torch.full((2,), 7, dtype="i32").numpy()
         results["arange"] = torch.arange(5).numpy()
+        results["eye"] = torch.eye(2, 3, dtype=torch.float16).numpy()
         results["tensor"] = torch.tensor([[1.5, 2.5]], dtype="bf16").numpy()
         host = torch.from_numpy(np.array([1, 2], dtype=np.int64))
         results["host_device"] = host.device
@@ -118,6 +119,7 @@ def test_adr0005_t4_factories_give_torch_values_and_seeded_randn_repeats(session
     assert results["ones"].dtype == np.float32 and (results["ones"] == 1).all()
     assert results["full"].tolist() == [7, 7]
     assert results["arange"].tolist() == [0, 1, 2, 3, 4] and results["arange"].dtype == np.int64
+    np.testing.assert_array_equal(results["eye"], np.eye(2, 3, dtype=np.float16))
     assert results["tensor"].astype(np.float32).tolist() == [[1.5, 2.5]]
     assert str(results["host_device"]) == "cpu"
     np.testing.assert_array_equal(results["randn_a"], results["randn_b"])

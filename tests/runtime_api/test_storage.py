@@ -35,6 +35,7 @@ FACTORIES = {
     "randn": lambda torch: torch.randn(HUGE),
     "rand": lambda torch: torch.rand(HUGE),
     "arange": lambda torch: torch.arange(1 << 50),
+    "eye": lambda torch: torch.eye(1 << 25),
     "zeros_like": lambda torch: torch.zeros_like(torch.empty(HUGE)),
 }
 
