@@ -67,7 +67,7 @@ class Factories:
                                lambda: np.arange(start, end, step)[:count].astype(dtype.numpy))
 
     def eye(self, n, m=None, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
-        """The n x m (default n x n) identity: ones on the diagonal, written by the device as `arange`'s values."""
+        """The n x m identity (n x n by default), written by an HBM fill as `arange`'s values are."""
         m = n if m is None else m
         for what, count in (("n", n), ("m", m)):
             if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:

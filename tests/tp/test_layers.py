@@ -211,3 +211,31 @@ def test_adr0011_t46_timing_only_layers_draw_no_initial_weights():
 
         session.run(bench, session.torch)
         assert (len(draws) == 0) if timing_only else (len(draws) == 2)
+
+
+def test_adr0011_t51_linear_with_frozen_weight_refuses_what_has_no_weight_gradient_in_one_line():
+    """Megatron's contract: no gradient buffer or deferral for a frozen weight, and `allreduce_dgrad` only
+    without sequence parallelism (whose gather already reduce-scatters the input gradient); the old
+    `async_grad_allreduce` name still works, with a warning."""
+    from kernbench.tp.layers import linear_with_frozen_weight
+
+    def calls(torch, rank):
+        x = torch.eye(4)
+        x.requires_grad = True
+        weight, bias = torch.ones(4, 4), torch.zeros(4)
+        refusals = []
+        for kwargs in ({"grad_output_buffer": []}, {"wgrad_deferral_limit": 2}):
+            with pytest.raises(ModelParallelError, match="frozen weight does not have") as caught:
+                linear_with_frozen_weight(x, weight, bias, False, False, False, **kwargs)
+            refusals.append(str(caught.value))
+        with pytest.raises(ModelParallelError, match="allreduce_dgrad and sequence_parallel"):
+            linear_with_frozen_weight(x, weight, bias, False, True, True)
+        with pytest.warns(DeprecationWarning, match="async_grad_allreduce is deprecated"):
+            out = linear_with_frozen_weight(x, weight, bias, False, False, False, async_grad_allreduce=True)
+        out.sum().backward()
+        return refusals, out.numpy(), x.grad.numpy()
+
+    refusals, out, grad = run_tensor_parallel(1, calls)[0]
+    assert all("\n" not in message for message in refusals)
+    np.testing.assert_array_equal(out, np.ones((4, 4), np.float32))  # eye @ onesᵀ
+    np.testing.assert_array_equal(grad, np.full((4, 4), 4.0, np.float32))  # ones @ ones
