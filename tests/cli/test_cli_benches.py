@@ -27,6 +27,10 @@ def squeezed(text: str) -> str:
     return " ".join(text.split())
 
 
+# A bench whose import fails: `list` must say why on its row.
+BROKEN_BENCH = '"""Fails to import."""\nimport no_such_module_here\n\ndef run(torch):\n    pass\n'
+
+
 def write_bench(folder: Path, name: str, source: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(source))
@@ -47,7 +51,7 @@ def listing(tmp_path_factory) -> tuple[object, Path]:
         ''')
     write_bench(folder, "plain.py", '"""Does nothing, quickly."""\n\ndef run(torch):\n    pass\n')
     write_bench(folder, "helper.py", 'raise SystemExit("a helper module with no run: never imported")\n')
-    write_bench(folder, "broken.py", '"""Fails to import."""\nimport no_such_module_here\n\ndef run(torch):\n    pass\n')
+    write_bench(folder, "broken.py", BROKEN_BENCH)
     return run_kernbench("list", str(folder), cwd=folder), folder
 
 
@@ -147,7 +151,7 @@ def test_adr0019_t32_list_of_a_folder_with_long_paths_keeps_every_word_whole(tmp
 
     folder = tmp_path / ("a_folder_with_a_long_name_" * 3)
     folder.mkdir()
-    write_bench(folder, "broken.py", '"""Fails to import."""\nimport no_such_module_here\n\ndef run(torch):\n    pass\n')
+    write_bench(folder, "broken.py", BROKEN_BENCH)
     monkeypatch.setenv("COLUMNS", "60")
     assert main(["list", str(folder)]) == 0
     lines = capsys.readouterr().out.splitlines()
