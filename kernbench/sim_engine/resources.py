@@ -153,11 +153,8 @@ def transfer(engine, route: Sequence[Channel], nbytes: int) -> tuple[int, int]:
         raise EngineUsageError("transfer() needs a route of at least one channel")
     if nbytes.__class__ is not int or nbytes < 0:
         nbytes = as_ps(nbytes, "transfer size in bytes")
-    now = engine._now
     holds, latency, slowest = _holds(route, nbytes)
-    start = _earliest_start(holds, now)
-    _hold_all(holds, start, nbytes, now)
-    return start, start + latency + slowest
+    return _book(holds, latency, slowest, nbytes, engine._now)
 
 
 def _holds(route: Sequence[Channel], nbytes: int) -> tuple[tuple, int, int]:
@@ -171,6 +168,13 @@ def _holds(route: Sequence[Channel], nbytes: int) -> tuple[tuple, int, int]:
         holds.append((channel, offset, occupancy))
         offset += channel.latency_ps
     return tuple(holds), offset, slowest
+
+
+def _book(holds, latency: int, slowest: int, nbytes: int, now: int) -> tuple[int, int]:
+    """Reserve a transfer's hops at their earliest common start; `(start, end)`."""
+    start = _earliest_start(holds, now)
+    _hold_all(holds, start, nbytes, now)
+    return start, start + latency + slowest
 
 
 def _earliest_start(holds, now: int) -> int:
@@ -242,10 +246,7 @@ class Route:
     def transfer(self, engine, nbytes: int) -> tuple[int, int]:
         """Reserve a cut-through transfer of `nbytes` at `engine.now`, as `transfer` does; return `(start, end)`."""
         holds, slowest = self._costs_of(nbytes)
-        now = engine._now
-        start = _earliest_start(holds, now)
-        _hold_all(holds, start, nbytes, now)
-        return start, start + self.latency_ps + slowest
+        return _book(holds, self.latency_ps, slowest, nbytes, engine._now)
 
     def _costs_of(self, nbytes: int) -> tuple:
         """Per hop (channel, latencies before it, its serialization time), and the slowest time: remembered
