@@ -122,6 +122,11 @@ class CollectiveRequest:
     # premul_sum only: the factor the sum is multiplied by.
     premul_factor: float | None = None
 
+    @property
+    def sips(self) -> tuple[int, ...]:
+        """The SIP of each member, in group-rank order: the layout `@runs_on` rules and `by_layout` wirings read."""
+        return tuple(m.sip for m in self.members)
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -341,23 +346,24 @@ def _single_member(program: PeProgram, request: CollectiveRequest) -> None:
 
 def schedule_for(request: CollectiveRequest) -> Schedule:
     """The schedule `run_collective` runs for `request`: the configured module's function for the kind when it
-    has one that runs at the group's size, else the kind's shipped fallback with that algorithm's own wiring.
+    has one that runs for the group (its size, its members' SIPs), else the kind's shipped fallback with that
+    algorithm's own wiring.
 
     Neither: a `CollectiveError` naming the algorithm, the kind and the shipped algorithms that have it.
     """
-    config, kind, size = request.config, request.kind, len(request.members)
+    config, kind, size, sips = request.config, request.kind, len(request.members), request.sips
     name = config.get("algorithm", "?")
     module = _configured_module(request, name)
-    function = runnable(module, kind, size)
+    function = runnable(module, kind, sips)
     if function is not None:
         return Schedule(name, function, module, getattr(function, "ccl_wiring", None) or config.get("wiring"))
     fallback = FALLBACK[kind]
     module = importlib.import_module(SHIPPED_ALGORITHMS[fallback])
-    function = runnable(module, kind, size)
+    function = runnable(module, kind, sips)
     if function is not None:
         return Schedule(fallback, function, module, getattr(function, "ccl_wiring", None) or SHIPPED_WIRINGS[fallback])
     having = [shipped for shipped, path in sorted(SHIPPED_ALGORITHMS.items())
-              if runnable(importlib.import_module(path), kind, size) is not None]
+              if runnable(importlib.import_module(path), kind, sips) is not None]
     raise CollectiveError(
         f"{request.label}: neither algorithm {name!r} ({config.get('module')}) nor its fallback {fallback!r} runs "
         f"{kind} for a group of {size}; shipped algorithms that do: {', '.join(having) or 'none'}")
@@ -378,7 +384,8 @@ def _wiring_edges(request: CollectiveRequest, name: str | None, module, size: in
     build = lookup_wiring(name, module) if name else None
     if build is None:
         raise CollectiveError(f"{request.label}: unknown wiring {name!r}; known: {', '.join(known_wirings(module))}")
-    return frozenset(build(size))
+    return frozenset(build(request.sips) if getattr(build, "ccl_by_layout", False) else build(size))
+
 
 
 def _check_request(machine: Machine, request: CollectiveRequest) -> None:

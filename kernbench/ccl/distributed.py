@@ -4,12 +4,15 @@ PyTorch's signatures.
 **Ranks.** The world's size follows one rule (`process_group.world_size_rule`,
 ADR 0012): ccl.yaml's `world_size`, else `init_process_group(world_size=)`,
 else the number of workers `spawn` started, else the topology's SIP count.
-Spawned workers are ranks on SIPs 0..k−1: each works on `ahbm:r`. The
-single worker of a bench that does not spawn, with a world size other than
-the SIP count (or any worker above it), drives PE ranks of one SIP: it holds
-each collective's tensor spread over PEs, and a group of n ranks reads the
+Up to the SIP count spawned workers are ranks on SIPs 0..k−1: each works
+on `ahbm:r`. The single worker of a bench that does not spawn, with a world
+size other than the SIP count, drives PE ranks of one SIP: it holds each
+collective's tensor spread over PEs, and a group of n ranks reads the
 tensor's last dimension as n equal chunks, chunk r being rank r's buffer,
-moved and reduced by the PE that holds it.
+moved and reduced by the PE that holds it. Above the SIP count spawned
+workers share the PE ranks out, worker w driving world/nprocs consecutive
+ranks on its own SIP the same way, and the workers' calls meet as ranks'
+do: a world of several ranks on each of several SIPs.
 
 **Asynchrony, as with NCCL.** A collective returns at once. Without
 `async_op` it is enqueued on the calling rank's current stream, so what
@@ -92,7 +95,7 @@ class Distributed:
         self._last_world: World | None = None  # rejoined by a rank that initializes it again, options unchanged
         self._p2p_streams: dict = {}  # (device, sender, receiver) -> Stream
         self._group_streams: dict = {}  # (device, group name) -> Stream of the group's async collectives
-        self._barrier_tokens: dict = {}  # device -> the one-element tensor barriers all-reduce
+        self._barrier_tokens: dict = {}  # (device, ranks it drives) -> the tensor barriers all-reduce
 
     def __getattr__(self, attr: str):
         return missing_attribute(self, attr, "torch.distributed")
@@ -150,6 +153,9 @@ class Distributed:
         topology = self._ctx.topology
         size, source = world_size_rule(explicit_world_size(cfg), world_size, self._ctx.spawned_count(),
                                        topology.n_sips)
+        problem = _split_over_workers(size, self._ctx.spawned_count(), topology)
+        if problem:
+            raise CclConfigError(f"{source}: {problem}")
         if self._world is not None and not self._world.held():
             self._world = None  # everyone who joined it has finished: an exited process's group is gone
         if self._world is not None:
@@ -166,9 +172,6 @@ class Distributed:
                 self._world = last
             else:
                 _check_config(config, cfg, topology)
-                if size > max(topology.n_sips, topology.pes_per_sip):
-                    raise CclConfigError(f"{source}: a world of {size} ranks exceeds both the {topology.n_sips} SIPs "
-                                         f"and the {topology.pes_per_sip} PEs of one SIP")
                 self._world = self._last_world = World(size, source, config)
                 self._world.group = self._group(tuple(range(size)), "WORLD")
         process = self._ctx.engine.current_process
@@ -243,16 +246,17 @@ class Distributed:
         return _GroupNamespace(self._world.group if self._world else None)
 
     def _check_spawn(self, nprocs: int) -> None:
-        """`spawn(nprocs)` must start one worker per rank of a world of SIP ranks that is set already (ccl.yaml's
-        `world_size`, or an initialized process group): anything else would hang at the first collective."""
+        """`spawn(nprocs)` must split a world size that is set already (ccl.yaml's `world_size`, or an
+        initialized process group) into equal shares, a worker per SIP: anything else would hang at the first
+        collective."""
         world = self._world if self._world is not None and self._world.held() else None
         setting = (world.size, world.source) if world else explicit_world_size(self.ccl_config)
         if setting is None:
             return
         size, source = setting
-        if size <= self._ctx.topology.n_sips and nprocs != size:
-            raise CollectiveError(f"spawn(nprocs={nprocs}): the world size is {size} ({source}); spawn one worker "
-                                  "per rank")
+        problem = _split_over_workers(size, nprocs, self._ctx.topology)
+        if problem:
+            raise CollectiveError(f"spawn(nprocs={nprocs}): the world size is {size} ({source}); {problem}")
 
     # ---- lookups -------------------------------------------------------------------------
     def get_backend(self, group=None) -> str:
@@ -278,11 +282,14 @@ class Distributed:
         return group.ranks.index(global_rank)
 
     def pe_rank_policy(self, group: ProcessGroup | None = None) -> DPPolicy:
-        """kernbench's own: a placement putting chunk r of a tensor's last dimension on its own PE, for each
-        rank r of the group — the layout a PE-rank collective works on."""
+        """kernbench's own: a placement putting chunk j of a tensor's last dimension on its own PE, for each
+        rank j of the group that the calling worker drives — the layout a PE-rank collective works on."""
         world = self._require("pe_rank_policy")
+        return self._share_policy(len(self._share(world, group or world.group, "pe_rank_policy")))
+
+    def _share_policy(self, ranks: int) -> DPPolicy:
         topology = self._ctx.topology
-        return DPPolicy.over_pes((group or world.group).size(), topology.cubes_per_sip, topology.pes_per_cube)
+        return DPPolicy.over_pes(ranks, topology.cubes_per_sip, topology.pes_per_cube)
 
     # ---- collectives ---------------------------------------------------------------------
     def all_reduce(self, tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -389,19 +396,25 @@ class Distributed:
 
         It runs on the rank's own device (rank r's is ahbm:r, whatever the
         current device) after all of that device's work, and is timed like
-        any collective (its row is `barrier`). PE ranks, driven by one
-        worker, only synchronize its device.
+        any collective (its row is `barrier`). Spawned workers driving PE
+        ranks all-reduce one element per rank, on the ranks' PEs; the worker
+        that drives every rank only synchronizes its device.
         """
         world, group = self._world_and_group("barrier", group)
-        pe_ranks = self._pe_ranks(world)
-        device = self._ctx.current_device() if pe_ranks else self._member_rank(world, group, "barrier")
+        if not self._pe_ranks(world):
+            device, ranks = self._member_rank(world, group, "barrier"), 1
+        else:
+            ranks = len(self._share(world, group, "barrier"))
+            if ranks == group.size():  # this worker drives the whole group: only its device to wait for
+                self._ctx.synchronize(self._ctx.current_device())
+                return Work(self._ctx, [], "barrier") if async_op else None
+            device = self._my_rank(world) // self._ranks_per_worker(world)
         self._ctx.synchronize(device)
-        if pe_ranks:
-            return Work(self._ctx, [], "barrier") if async_op else None
-        token = self._barrier_tokens.get(device)
+        token = self._barrier_tokens.get((device, ranks))
         if token is None:
-            token = self._barrier_tokens[device] = Factories(self._ctx).zeros(
-                1, dtype=dtypes.float32, device=f"ahbm:{device}", name=f"barrier token of ahbm:{device}")
+            token = self._barrier_tokens[device, ranks] = Factories(self._ctx).zeros(
+                ranks, dtype=dtypes.float32, device=f"ahbm:{device}", name=f"barrier token of ahbm:{device}",
+                **({"dp": self._share_policy(ranks)} if ranks > 1 else {}))
         handle, label = self._collective("all_reduce", group, token, token, op=ReduceOp.SUM, call="barrier")
         work = Work(self._ctx, [handle], label)
         if async_op:
@@ -459,18 +472,39 @@ class Distributed:
         at once (`pe_list_forms`)."""
         world, group = self._world_and_group(call, group)
         if self._pe_ranks(world):
-            return world, group, PeFlatLists(self._ctx, group.size(), self.pe_rank_policy(group))
+            share = self._share(world, group, call)
+            return world, group, PeFlatLists(self._ctx, group.size(), share, self._share_policy(len(share)))
         return world, group, FlatLists(self._ctx, group.size())
 
     def _acts_as(self, world: World, group: ProcessGroup, group_rank: int) -> bool:
-        """Whether this worker makes the call of the group's rank `group_rank` (with PE ranks, of every rank)."""
-        return self._pe_ranks(world) or group.ranks[group_rank] == self._my_rank(world)
+        """Whether this worker makes the call of the group's rank `group_rank` (with PE ranks, of each rank it
+        drives)."""
+        first = self._my_rank(world)
+        return first <= group.ranks[group_rank] < first + self._ranks_per_worker(world)
 
     def _pe_ranks(self, world: World) -> bool:
-        """Whether the caller drives PE ranks: above the SIP count, or a worker that was not spawned in a world
-        of another size than the SIP count (the seed bench's contract, ADR 0012)."""
+        """Whether the caller drives PE ranks (ADR 0012): above the SIP count (spawned workers then split the
+        ranks between them), or the single worker of a bench that does not spawn, in a world of another size
+        than the SIP count (the seed bench's contract)."""
         n_sips = self._ctx.topology.n_sips
         return world.size > n_sips or (self._ctx.spawned_rank() is None and world.size != n_sips)
+
+    def _ranks_per_worker(self, world: World) -> int:
+        """How many consecutive ranks each worker drives: one on SIP ranks; with PE ranks world/nprocs for
+        spawned workers (PE ranks of the worker's own SIP), every rank for the worker that did not spawn."""
+        if not self._pe_ranks(world):
+            return 1
+        return world.size // (self._ctx.spawned_count() or 1)
+
+    def _share(self, world: World, group: ProcessGroup, call: str) -> list[int]:
+        """The group ranks (positions in `group.ranks`) this worker drives, ascending; at least one."""
+        first, k = self._my_rank(world), self._ranks_per_worker(world)
+        share = [i for i, r in enumerate(group.ranks) if first <= r < first + k]
+        if not share:
+            mine = f"rank {first}" if k == 1 else f"ranks {first}..{first + k - 1}"
+            raise CollectiveError(f"{call}: {mine} of this worker {'is' if k == 1 else 'are'} not in group "
+                                  f"{group.name} (ranks {list(group.ranks)})")
+        return share
 
     def _group(self, ranks: tuple[int, ...], name: str) -> ProcessGroup:
         groups = self._world.groups
@@ -479,13 +513,15 @@ class Distributed:
         return groups[ranks]
 
     def _my_rank(self, world: World) -> int:
+        """The caller's rank: with PE ranks the first of those it drives."""
         spawned = self._ctx.spawned_rank()
         if self._pe_ranks(world):
-            if spawned not in (None, 0):
+            if spawned not in (None, 0) and self._ctx.spawned_count() is None:
                 raise CollectiveError(
                     f"rank {spawned} called torch.distributed, but world_size {world.size} exceeds the "
-                    f"{self._ctx.topology.n_sips} SIPs: ranks are PEs of one SIP, driven by the single worker rank 0")
-            return 0
+                    f"{self._ctx.topology.n_sips} SIPs: ranks are PEs, driven by the single worker rank 0 or by "
+                    "spawned workers that split the world between them")
+            return (spawned or 0) * self._ranks_per_worker(world)
         rank = 0 if spawned is None else spawned
         if rank >= world.size:
             raise CollectiveError(f"spawned rank {rank} is outside the world of {world.size} ranks")
@@ -546,9 +582,9 @@ class Distributed:
         world, group = self._world_and_group(role, group)
         check_device_tensor(tensor, role)
         if self._pe_ranks(world):
-            raise CollectiveError(f"{role}: with PE ranks (world_size {world.size} above the SIP count, or a bench "
-                                  "that does not spawn) one worker drives every rank; point-to-point calls need a "
-                                  "rank per worker")
+            raise CollectiveError(f"{role}: with PE ranks (world_size {world.size} above the SIP count, a bench "
+                                  "that does not spawn, or fewer workers than ranks) a worker drives several ranks; "
+                                  "point-to-point calls need a rank per worker")
         me = self._member_rank(world, group, role)
         if group_peer is not None:
             peer = group.ranks[group.group_rank_of(None, group_peer, role, "dst" if role == "send" else "src")]
@@ -624,25 +660,42 @@ class Distributed:
 
     def _pe_rank_collective(self, world, group, kind, call, reduce_op, root, input, output, label, splits,
                             async_op=False):
-        """One call drives every PE rank: rank r's buffers are chunk r of the last dimension of each tensor."""
+        """This worker's PE ranks of the group: the j-th rank it drives has chunk j of the last dimension of each
+        tensor. The workers holding the group's ranks meet (one rendezvous entry each, named by the first rank
+        it drives); the last to arrive runs the collective for every rank."""
         if input.device != output.device:
             raise CollectiveError(f"{call}: input is on {input.device} but output on {output.device}")
-        n = group.size()
-        label = label.replace("{seq}", str(group.next_seq("collective", 0)))
-        if not (input.numel() or output.numel()):
-            return self._enqueue(self._stream_for(input.device.index, group, async_op), label, _no_op,
-                                 None), label  # as in PyTorch
-        inputs = chunks(input, n, call)
-        outputs = inputs if output is input else chunks(output, n, call)
-        members = [member(r, input, inputs[r], outputs[r]) for r in range(n)]
-        check_own_pes(members, input, call)
+        share, first, k = self._share(world, group, call), self._my_rank(world), self._ranks_per_worker(world)
+        workers = sorted({r // k * k for r in group.ranks})  # each worker named by the first rank it drives
+        if len(workers) > 1 and input.device.index != first // k:
+            raise CollectiveError(
+                f"{call} on ranks {group.ranks[share[0]]}..{group.ranks[share[-1]]}: tensor {input.name!r} is on "
+                f"{input.device}, but with world_size {world.size} over {world.size // k} workers this worker's "
+                f"ranks are PEs of ahbm:{first // k}; call torch.ahbm.set_device(rank) in the worker")
+        inputs = chunks(input, len(share), call)
+        outputs = inputs if output is input else chunks(output, len(share), call)
+        members = tuple(member(g, input, inputs[j], outputs[j]) for j, g in enumerate(share))
+        check_own_pes(list(members), input, call)
         if kind == "all_to_all":
-            splits = _equal_chunk_splits(inputs[0].count, n, call)
-        entry = Entry(0, 0, call, reduce_op[0], root, input.dtype.name, inputs[0].count, outputs[0].count, input,
-                      output)
-        operation = functools.partial(self._run, world, kind, reduce_op, root, members, label, group.ranks, entry,
-                                      splits)
-        return self._enqueue(self._stream_for(input.device.index, group, async_op), label, operation, output), label
+            splits = _equal_chunk_splits(inputs[0].count, group.size(), call)
+        counts = (count // len(share) for count in _nominal_counts(kind, input, output))
+        meeting = group.rendezvous(self._ctx.engine, "collective", first, label, len(workers), tuple(workers),
+                                   _collectives_differ)
+        index = workers.index(first)
+        meeting.register(Entry(index, first, call, reduce_op[0], root, input.dtype.name, *counts, input, output,
+                               reduce_op[1], members=members))
+        run = functools.partial(self._run_pe_ranks, world, kind, reduce_op, root, group.ranks, splits)
+        handle = self._enqueue(self._stream_for(input.device.index, group, async_op), meeting.label,
+                               functools.partial(meeting.arrive, index, run), output)
+        return handle, meeting.label
+
+    def _run_pe_ranks(self, world: World, kind: str, reduce_op, root, ranks, splits, meeting: Rendezvous) -> None:
+        """Every worker's PE ranks as one collective (in group-rank order)."""
+        entries = [meeting.entries[w] for w in range(meeting.size)]
+        if not any(entry.input.numel() or entry.output.numel() for entry in entries):
+            return  # every buffer is empty: a no-op, as in PyTorch (the calls still matched)
+        members = sorted((m for entry in entries for m in entry.members), key=lambda m: m.rank)
+        self._run(world, kind, reduce_op, root, members, meeting.label, ranks, entries[0], splits)
 
     def _run(self, world: World, kind, reduce_op, root, members, label, ranks, entry: Entry, splits) -> None:
         op, factor = reduce_op
@@ -668,8 +721,28 @@ class _GroupNamespace:
         self.WORLD = world
 
 
-def _no_op() -> None:
-    pass
+def _split_over_workers(size: int, nprocs: int | None, topology) -> str:
+    """Why a world of `size` ranks cannot run on `nprocs` spawned workers ('' when it can; None: not spawned).
+
+    Up to the SIP count a spawned worker is one rank (its SIP). Above it,
+    spawned workers split the world into equal shares of consecutive ranks, a
+    worker per SIP, each driving size/nprocs PE ranks of its SIP. The worker of
+    a bench that does not spawn drives SIP ranks or the PE ranks of one SIP.
+    """
+    n_sips, pes = topology.n_sips, topology.pes_per_sip
+    if nprocs is None:
+        return "" if size <= max(n_sips, pes) else (f"a world of {size} ranks exceeds both the {n_sips} SIPs and the "
+                                                    f"{pes} PEs of one SIP")
+    if size <= n_sips:
+        return "" if nprocs == size else "spawn one worker per rank"
+    if nprocs > n_sips:
+        return f"{nprocs} workers on {n_sips} SIPs; each worker runs on a SIP of its own"
+    if size % nprocs:
+        return (f"{size} ranks do not split over {nprocs} workers; above the SIP count spawn a number of workers "
+                "that divides the world size (each then drives world_size/nprocs PE ranks of its SIP)")
+    if size // nprocs > pes:
+        return (f"{nprocs} workers would drive {size // nprocs} PE ranks each, more than the {pes} PEs of a SIP")
+    return ""
 
 
 def _nominal_counts(kind: str, input, output) -> tuple[int, int]:

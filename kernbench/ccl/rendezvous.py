@@ -35,6 +35,7 @@ class Entry:
     output: object
     premul_factor: float | None = None  # PREMUL_SUM's factor
     splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # all_to_all: elements sent to / received from each
+    members: tuple = ()  # PE ranks: the `Member`s of the ranks the worker drives
 
     def describe(self) -> str:
         extras = [f"op={self.reduce_op}"] if self.reduce_op else []

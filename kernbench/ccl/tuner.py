@@ -106,7 +106,7 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
     best = None
     for name, entry in config["candidates"].items():
         shape = SHAPES.get(kind, {}).get(_shipped_name(entry.get("module"), shipped))
-        if shape is None or runnable(importlib.import_module(entry["module"]), kind, p) is None:
+        if shape is None or runnable(importlib.import_module(entry["module"]), kind, request.sips) is None:
             continue
         steps, wire = shape(p)
         seconds = (steps * (alpha / PS_PER_S + piece / pe_rate)

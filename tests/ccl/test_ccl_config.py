@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # These tests exercise a named algorithm's path (its module, its slots checked at init): the shipped file with
 # `algorithm: ring` in place of its `auto` (the tuner has tests of its own, tests/ccl/test_tuner.py).
 SHIPPED = SHIPPED_CCL_PATH.read_text().replace("algorithm: auto ", "algorithm: ring ", 1)
-ALGORITHMS = "ring, tree, direct, halving_doubling"
+ALGORITHMS = "ring, tree, direct, halving_doubling, hierarchical"
 PARAMETER_KEYS = ("algorithm, world_size, n_elem, buffer_kind, backpressure, n_slots, slot_size, poll_interval_ns, "
                   "channels, max_channels, channel_min_kib, candidates")
 

@@ -14,6 +14,7 @@ from kernbench.errors import KernbenchError
 from kernbench.runtime_api.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
+from kernbench.topology import load_topology
 from tests.ccl.test_distributed import ccl, over_pes, restore_current_ccl, run_world  # noqa: F401 (autouse fixture)
 
 
@@ -65,10 +66,20 @@ def test_adr0012_t16_a_rank_outside_the_group_or_the_world_is_named():
     assert str(error.value) == ("spawn(nprocs=4): the world size is 3 (<ccl mapping>: world_size); spawn one worker "
                                 "per rank")
 
-    failures = spawn_failures(Session("default", ccl=ccl(world_size=7)),
-                              lambda torch, rank: torch.distributed.get_rank(), 2)
-    assert failures == {1: "rank 1 called torch.distributed, but world_size 7 exceeds the 4 SIPs: ranks are PEs "
-                           "of one SIP, driven by the single worker rank 0"}
+    session = Session("default", ccl=ccl(world_size=7))  # above the SIP count workers share the ranks out evenly
+    with pytest.raises(CollectiveError) as error:
+        session.run(lambda torch: torch.multiprocessing.spawn(lambda rank: None, nprocs=2), session.torch)
+    assert str(error.value) == ("spawn(nprocs=2): the world size is 7 (<ccl mapping>: world_size); 7 ranks do not "
+                                "split over 2 workers; above the SIP count spawn a number of workers that divides the "
+                                "world size (each then drives world_size/nprocs PE ranks of its SIP)")
+    session = Session("default", ccl=ccl(world_size=16))
+    with pytest.raises(CollectiveError, match=r"8 workers on 4 SIPs; each worker runs on a SIP of its own"):
+        session.run(lambda torch: torch.multiprocessing.spawn(lambda rank: None, nprocs=8), session.torch)
+    pes = load_topology("default").pes_per_sip
+    session = Session("default", ccl=ccl(world_size=2 * pes + 2))
+    with pytest.raises(CollectiveError, match=rf"2 workers would drive {pes + 1} PE ranks each, more than the {pes} "
+                                              "PEs of a SIP"):
+        session.run(lambda torch: torch.multiprocessing.spawn(lambda rank: None, nprocs=2), session.torch)
 
 
 @pytest.mark.parametrize("differs, call_of_rank_2, problem", [

@@ -66,11 +66,11 @@ __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", 
 def all_reduce(ctx, request):
     me = ctx.member
     per_piece = ctx.slot_elements(me.input.dtype)
-    for slab in _slabs(ctx, me.input.count, per_piece):
-        chunks = _pieces_of(split(*slab, ctx.size), per_piece)
-        yield from _reduce_scatter(ctx, request.reduce_op, me.input, chunks, me.output, chunks(ctx.rank),
+    for slab in slabs(ctx, me.input.count, per_piece):
+        chunks = pieces_of(split(*slab, ctx.size), per_piece)
+        yield from reduce_scatter_steps(ctx, request.reduce_op, me.input, chunks, me.output, chunks(ctx.rank),
                                    forward=True)
-        yield from _all_gather(ctx, me.output, chunks, first_step=1)
+        yield from all_gather_steps(ctx, me.output, chunks, first_step=1)
 
 
 @algorithm_steps
@@ -78,9 +78,9 @@ def reduce_scatter(ctx, request):
     me = ctx.member
     per_piece = ctx.slot_elements(me.input.dtype)
     chunk = me.output.count
-    for slab in _slabs(ctx, chunk, per_piece, parts=1):
+    for slab in slabs(ctx, chunk, per_piece, parts=1):
         mine = pieces(*slab, per_piece)
-        yield from _reduce_scatter(ctx, request.reduce_op, me.input, _shifts(mine, chunk), me.output, mine,
+        yield from reduce_scatter_steps(ctx, request.reduce_op, me.input, _shifts(mine, chunk), me.output, mine,
                                    forward=False)
 
 
@@ -89,14 +89,14 @@ def all_gather(ctx, request):
     me, r = ctx.member, ctx.rank
     per_piece = ctx.slot_elements(me.input.dtype)
     chunk = me.input.count
-    for slab in _slabs(ctx, chunk, per_piece, parts=1):
+    for slab in slabs(ctx, chunk, per_piece, parts=1):
         mine = pieces(*slab, per_piece)
         chunks = _shifts(mine, chunk)
         for (a, b), (oa, ob) in zip(mine, chunks(r)):
             values = yield from ctx.load_steps(me.input, a, b)
             yield from ctx.send_steps(_right(ctx), values)
             ctx.start(ctx.store, me.output, oa, ob, values)
-        yield from _all_gather(ctx, me.output, chunks, first_step=1)
+        yield from all_gather_steps(ctx, me.output, chunks, first_step=1)
 
 
 @algorithm_steps
@@ -143,7 +143,7 @@ def reduce(ctx, request):
         ctx.start(ctx.store, me.output, a, b, final)
 
 
-def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: bool):
+def reduce_scatter_steps(ctx, op, source, chunks, target, target_pieces, *, forward: bool):
     """Steps 0..p−1 of reduce-scatter; rank r ends with chunk r reduced, stored at `target_pieces`.
 
     With `forward`, the reduced chunk is also sent on: the first step of the
@@ -173,7 +173,7 @@ def _reduce_scatter(ctx, op, source, chunks, target, target_pieces, *, forward: 
         ctx.start(ctx.store, target, *target_pieces[index], final)
 
 
-def _all_gather(ctx, target, chunks, *, first_step: int):
+def all_gather_steps(ctx, target, chunks, *, first_step: int):
     """Steps first_step..p−1 of all-gather: receive chunk r−step, pass it on unless it is the last step."""
     p, r = ctx.size, ctx.rank
     left = (r - 1) % p
@@ -185,7 +185,7 @@ def _all_gather(ctx, target, chunks, *, first_step: int):
             ctx.start(ctx.store, target, a, b, values)
 
 
-def _pieces_of(ranges, per_piece: int):
+def pieces_of(ranges, per_piece: int):
     """chunks(q): range q cut into slot-sized pieces."""
     return lambda q: pieces(*ranges[q], per_piece)
 
@@ -195,7 +195,7 @@ def _shifts(mine, chunk: int):
     return lambda q: shifted(mine, q * chunk)
 
 
-def _slabs(ctx, count: int, per_piece: int, parts: int | None = None):
+def slabs(ctx, count: int, per_piece: int, parts: int | None = None):
     """Consecutive ranges of at most parts·n_slots pieces (parts defaults to the group size)."""
     return pieces(0, count, (parts or ctx.size) * max(1, ctx.settings.n_slots // 2) * per_piece)
 

@@ -3,7 +3,7 @@
 Some schedules exist only for some group sizes (recursive halving pairs
 ranks r and r XOR 2^k, so it needs a power-of-two group). A function marked
 `@runs_for(predicate)` is one `run_collective` skips for a group whose size
-fails the predicate, running the kind's fallback instead (as it does for a
+fails the predicate (`@runs_on(predicate)`: whose members' SIPs fail it), running the kind's fallback instead (as it does for a
 kind the module has no function for), rather than the module failing
 half-way through a collective.
 """
@@ -21,16 +21,26 @@ def runs_for(predicate: Callable[[int], bool]):
     return mark
 
 
-def runs_at(function, size: int) -> bool:
-    """Whether `function` (a module's collective function) runs for a group of `size` members."""
-    predicate = getattr(function, "ccl_runs_for", None)
-    return predicate is None or predicate(size)
+def runs_on(predicate: Callable[[tuple[int, ...]], bool]):
+    """Mark a collective function as running only where `predicate(sips)` accepts the members' layout: the SIP
+    of each group rank, in rank order (a hierarchical schedule needs several ranks on each of several SIPs)."""
+    def mark(function):
+        function.ccl_runs_on = predicate
+        return function
+    return mark
 
 
-def runnable(module, kind: str, size: int) -> Callable | None:
-    """The module's function for `kind` if it has one that runs for a group of `size`, else None."""
+def runs_at(function, sips: tuple[int, ...]) -> bool:
+    """Whether `function` (a module's collective function) runs for members on `sips` (one per group rank)."""
+    size_rule = getattr(function, "ccl_runs_for", None)
+    layout_rule = getattr(function, "ccl_runs_on", None)
+    return (size_rule is None or size_rule(len(sips))) and (layout_rule is None or layout_rule(sips))
+
+
+def runnable(module, kind: str, sips: tuple[int, ...]) -> Callable | None:
+    """The module's function for `kind` if it has one that runs for members on `sips`, else None."""
     function = getattr(module, kind, None)
-    return function if callable(function) and runs_at(function, size) else None
+    return function if callable(function) and runs_at(function, sips) else None
 
 
 def power_of_two(size: int) -> bool:

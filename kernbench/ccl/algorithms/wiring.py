@@ -5,8 +5,11 @@ so a collective installs exactly the queues of its wiring (`ccl.yaml`'s
 `wiring` key) and a send or receive between members it does not connect is
 an error naming the wiring, instead of a queue the machine would not have.
 A wiring is a function of the group size returning directed (sender,
-receiver) rank pairs. An algorithm module may define its own in a
-module-level `WIRINGS = {"name": function}`, looked up before these.
+receiver) rank pairs; one marked `@by_layout` is given the members' SIPs
+instead (one per group rank, in rank order), for a shape that follows the
+machine (rings inside each SIP and across them). An algorithm module may
+define its own in a module-level `WIRINGS = {"name": function}`, looked up
+before these.
 
 Collectives whose shape does not depend on the algorithm (the rooted ones in
 `rooted.py`) declare the wiring they need with `@uses_wiring`, which wins
@@ -60,6 +63,12 @@ def full(size: int) -> Edges:
 WIRINGS: dict[str, Callable[[int], Edges]] = {
     "ring_1d": ring_1d, "binary_tree": binary_tree, "hypercube": hypercube, "full": full,
 }
+
+
+def by_layout(wiring: Callable[[tuple[int, ...]], Edges]):
+    """Mark a wiring as built from the members' SIPs (a tuple, one per group rank) rather than the group size."""
+    wiring.ccl_by_layout = True
+    return wiring
 
 
 def uses_wiring(name: str):
