@@ -2,7 +2,7 @@
 
     kernbench run benches/ccl_sweep.py [--topology F] [--ccl F] [--timing-only]
         [--algorithms ring,tree,...] [--collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all]
-        [--min-bytes 8] [--max-bytes 64M] [--factor 4] [--dtype f16|bf16|f32] [--plot OUT.png]
+        [--min-bytes 8] [--max-bytes 64M] [--factor 4] [--dtype f16|bf16|f32] [--plot OUT.png] [--workers N]
 
 For each algorithm the bench calls `init_process_group(backend="ahbm",
 pg_options={"algorithm": name})`, runs every collective at every size,
@@ -44,7 +44,11 @@ Decisions, and why:
 - **Ranks.** One worker per rank when the world size fits the SIPs. With more
   ranks than SIPs, ranks are PEs of SIP 0 and the single worker (rank 0)
   holds each tensor spread over exactly p PEs, chunk r of its last dimension
-  being rank r's buffer — the placement `ccl_allreduce` uses.
+  being rank r's buffer — the placement `ccl_allreduce` uses. `--workers N`
+  spreads them instead: N spawned workers, worker w driving p/N PE ranks of
+  SIP w the same way (adr/0012), which is what the `hierarchical`
+  algorithm needs to run its own schedule (several ranks on each of several
+  SIPs); worker 0 times the calls.
 - **Time** is rank 0's, taken as PyTorch code would: after a barrier (so every
   rank starts together and no earlier work overlaps), a `torch.ahbm.Event`
   recorded before and after the call on rank 0's stream; `elapsed_time`
@@ -132,11 +136,14 @@ def run(torch, argv=()):
             if kind not in native:
                 print(f"# {algorithm}: {kind} has no schedule of its own and runs its fallback (adr/0010)")
         pe_ranks = p > torch.ahbm.device_count()
-        plan = _Plan(algorithm, collectives, sizes, dtype, p, pe_ranks, timing_only, rows)
-        if pe_ranks:
-            _pe_rank_worker(torch, plan)
-        else:
+        plan = _Plan(algorithm, collectives, sizes, dtype, p, pe_ranks, timing_only, rows,
+                     options.workers if pe_ranks else p)
+        if not pe_ranks:
             torch.multiprocessing.spawn(_rank_worker, args=(torch, plan), nprocs=p)
+        elif plan.workers == 1:
+            _pe_rank_worker(torch, plan, 0)
+        else:
+            torch.multiprocessing.spawn(_pe_rank_worker_on_sip, args=(torch, plan), nprocs=plan.workers)
         dist.destroy_process_group()
     wrong = sum(row["wrong"] for row in rows if row["wrong"] is not None)
     if options.plot:
@@ -169,6 +176,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each size is the previous one times F (default 4)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="element type (default f16)")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw busbw against size into OUT.png")
+    parser.add_argument("--workers", metavar="N", type=int, default=1,
+                        help="with more ranks than SIPs: N spawned workers, each driving world/N PE ranks of its own "
+                             "SIP (default 1: every rank a PE of SIP 0)")
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -178,6 +188,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     options = parser.parse_args(argv)
     if options.factor < 2:
         parser.error(f"--factor {options.factor}: must be at least 2")
+    if options.workers < 1:
+        parser.error(f"--workers {options.workers}: must be at least 1")
     if options.max_bytes is not None and options.max_bytes < options.min_bytes:
         parser.error(f"--max-bytes {options.max_bytes} is below --min-bytes {options.min_bytes}")
     if options.plot is not None:
@@ -242,6 +254,7 @@ class _Plan:
     pe_ranks: bool
     timing_only: bool
     rows: list
+    workers: int  # how many workers drive the p ranks (p of them when ranks are SIPs)
     pending: dict = field(default_factory=dict)  # (collective, count) -> row waiting for every rank's #wrong
     # the last (collective, count) checked, and every rank's expected output
     _expected: tuple = (None, None)
@@ -265,7 +278,7 @@ class _Plan:
         return outputs[rank]
 
     def report(self, kind: str, count: int, wrong: int | None, elapsed_ms: float | None, parts: int = 1) -> None:
-        """Add one rank's result (`parts` of them for the single PE-rank worker); the last one prints the row."""
+        """Add one rank's result (`parts` of them for a worker driving PE ranks); the last one prints the row."""
         key = (kind, count)
         row = self.pending.get(key)
         if row is None:
@@ -302,25 +315,33 @@ def _rank_worker(rank, torch, plan: _Plan) -> None:
             plan.report(kind, count, wrong, elapsed)
 
 
-def _pe_rank_worker(torch, plan: _Plan) -> None:
-    """Ranks are PEs of SIP 0: one tensor per buffer, spread over p PEs, chunk r of it being rank r's."""
-    p = plan.p
+def _pe_rank_worker_on_sip(worker, torch, plan: _Plan) -> None:
+    """A spawned worker driving the PE ranks of its own SIP (ahbm:worker)."""
+    torch.ahbm.set_device(worker)
+    _pe_rank_worker(torch, plan, worker)
+
+
+def _pe_rank_worker(torch, plan: _Plan, worker: int) -> None:
+    """Ranks are PEs: the worker's m = p / workers ranks, first = worker·m, hold one tensor per buffer spread over
+    m PEs of its SIP, chunk j of it being rank first + j's; worker 0 times each call."""
+    m = plan.p // plan.workers
+    ranks = range(worker * m, (worker + 1) * m)
     dp = torch.distributed.pe_rank_policy()
     for kind in plan.collectives:
         for nbytes, count in plan.steps(kind):
-            inputs, outputs = _shapes(kind, count, p)
+            inputs, outputs = _shapes(kind, count, plan.p)
             if plan.timing_only:
-                source = torch.empty(1, p * inputs, dtype=plan.dtype, dp=dp)
+                source = torch.empty(1, m * inputs, dtype=plan.dtype, dp=dp)
             else:
-                values = np.concatenate([_values(r, inputs, plan.dtype) for r in range(p)]).reshape(1, p * inputs)
+                values = np.concatenate([_values(r, inputs, plan.dtype) for r in ranks]).reshape(1, m * inputs)
                 source = torch.tensor(values, dtype=plan.dtype, dp=dp)
-            target = source if kind in IN_PLACE else torch.empty(1, p * outputs, dtype=plan.dtype, dp=dp)
-            elapsed = _timed_call(torch, kind, source, target, timed=True)
+            target = source if kind in IN_PLACE else torch.empty(1, m * outputs, dtype=plan.dtype, dp=dp)
+            elapsed = _timed_call(torch, kind, source, target, timed=worker == 0)
             wrong = None
             if not plan.timing_only:
-                got = target.numpy().reshape(p, outputs)
-                wrong = sum(int(np.count_nonzero(got[r] != plan.expected(kind, r, count))) for r in range(p))
-            plan.report(kind, count, wrong, elapsed, parts=p)
+                got = target.numpy().reshape(m, outputs)
+                wrong = sum(int(np.count_nonzero(got[j] != plan.expected(kind, r, count))) for j, r in enumerate(ranks))
+            plan.report(kind, count, wrong, elapsed, parts=m)
 
 
 def _timed_call(torch, kind: str, source, target, *, timed: bool) -> float | None:
@@ -387,7 +408,9 @@ def _timed(row: dict, kind: str, p: int, elapsed_ms: float) -> None:
 
 
 def _header(plan: _Plan, kind: str) -> str:
-    ranks = f"{plan.p} ranks ({'PEs of SIP 0' if plan.pe_ranks else 'one per SIP'})"
+    where = "one per SIP" if not plan.pe_ranks else "PEs of SIP 0" if plan.workers == 1 else \
+        f"{plan.p // plan.workers} PEs on each of SIPs 0..{plan.workers - 1}"
+    ranks = f"{plan.p} ranks ({where})"
     return (f"#\n# {plan.algorithm} {kind}, {ranks}, {plan.dtype.name}\n"
             f"# {'size':>11} {'count':>13} {'type':>6} {'redop':>6} {'time':>12} {'algbw':>8} {'busbw':>8} "
             f"{'#wrong':>7}\n"

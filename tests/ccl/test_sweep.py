@@ -135,6 +135,23 @@ def test_adr0012_t66_more_ranks_than_sips_sweeps_pe_ranks_with_one_worker(tmp_pa
     assert "8 ranks (PEs of SIP 0)" in printed
 
 
+def test_adr0012_t90_workers_spread_pe_ranks_over_sips_and_the_hierarchical_rows_are_its_own(tmp_path):
+    """--workers 4 on an 8-rank world: 2 PE ranks on each of SIPs 0..3; every collective right, every row's
+    time the run's record; hierarchical runs its own all_reduce there (ring on the same ranks runs the ring)."""
+    session, rows, printed = sweep(["--algorithms", "ring,hierarchical", "--max-bytes", "2K", "--workers", "4"],
+                                   ccl=ccl_file(tmp_path, 8))
+    assert rows and all(r["world_size"] == 8 and r["wrong"] == 0 for r in rows)
+    assert {r["collective"] for r in rows} == set(COLLECTIVES)
+    assert "8 ranks (2 PEs on each of SIPs 0..3)" in printed
+    records = [c for c in session.ctx.collectives if c["collective"] != "barrier"]
+    assert [c["algorithm"] for c in records if c["configured_algorithm"] == "hierarchical"
+            and c["collective"] == "all_reduce"] == ["hierarchical"] * sum(
+        r["collective"] == "all_reduce" and r["algorithm"] == "hierarchical" for r in rows)
+    assert [round(r["time_us"] * 1e6) for r in rows] == [c["time_ps"] for c in records]
+    with pytest.raises(KernbenchError, match="--workers 0: must be at least 1"):
+        sweep(["--workers", "0"])
+
+
 def test_adr0012_t67_shares_of_an_odd_world_are_whole_elements(tmp_path):
     _, rows, _ = sweep(["--algorithms", "ring", "--max-bytes", "128"], ccl=ccl_file(tmp_path, 3))
     assert rows and all(r["wrong"] == 0 and r["world_size"] == 3 for r in rows)
