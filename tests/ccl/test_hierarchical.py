@@ -47,8 +47,9 @@ def spread_all_reduce(topology, sips: int, per_sip: int, shape: tuple[int, int],
     return [results[r] for r in range(world)], data, row
 
 
-# (SIPs, ranks per SIP, per-rank shape): one slot or less, several slabs, a count no split of k divides evenly.
-LAYOUTS = [(2, 3, (1, 1)), (4, 2, (3, 333)), (2, 4, (1, 1001)), (3, 3, (4, 10_000)), (4, 8, (1, 70_001))]
+# (SIPs, ranks per SIP, per-rank shape): one slot or less, several slots, a count no split of k divides evenly.
+LAYOUTS = [(2, 3, (1, 1)), (4, 2, (3, 333)), (2, 4, (1, 1001)), (3, 3, (4, 10_000)), (4, 8, (1, 70_001)),
+           (2, 3, (3, 150_001))]  # the last: 2 slabs in f16, 3 in f32 (phases pipelined across slabs)
 
 
 @pytest.mark.parametrize("sips, per_sip, shape", LAYOUTS)
@@ -210,3 +211,26 @@ def test_adr0010_t76_hierarchical_all_reduce_takes_its_closed_form(two_by_two, c
     outputs, data, row = spread_all_reduce(two_by_two, p, k, (1, count), "f16", buffer_kind="sram")
     assert_ranks_agree(outputs, np.sum(data, axis=0), "f16")
     assert row["time_ps"] == expected
+
+
+def test_adr0010_t77_pipelined_phases_keep_the_inter_sip_link_busy_at_8_mib():
+    """4 PE ranks on each of default.yaml's 4 SIPs, 8 MiB f16 per rank (4 slabs): each inter-SIP link carries
+    the k rings' 2(P−1)/P·S, so the call takes at least that over the link's payload rate — and, with phase 2
+    of one slab beside phases 1 and 3 of its neighbours, at most 1/0.85 of it (phases run one after another
+    would need about twice: the NoC phases on top of the link's)."""
+    topology = load_topology("default")
+    sips, per_sip, nbytes = 4, 4, 8 << 20
+    session = Session("default", ccl=ccl("hierarchical", world_size=sips * per_sip), timing_only=True)
+    torch = session.torch
+
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        dist = torch.distributed
+        dist.init_process_group()
+        dist.all_reduce(torch.empty((1, per_sip * nbytes // 2), dtype="f16", dp=dist.pe_rank_policy()))
+
+    session.run(lambda torch: torch.multiprocessing.spawn(worker, nprocs=sips), torch)
+    [row] = session.ctx.collectives
+    assert row["algorithm"] == "hierarchical"
+    wire = 2 * (sips - 1) * nbytes * 10**12 // (sips * topology.system.inter_sip.payload_bytes_per_s)
+    assert wire <= row["time_ps"] <= wire / 0.85

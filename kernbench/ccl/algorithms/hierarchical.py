@@ -12,24 +12,32 @@ With local index j the position of a rank among its SIP's ranks (rank order):
    rank j ends with the SIP's sum of shard j (chunk j of each slab, ring
    all-reduce's cut), stored in its output;
 2. **across SIPs**, ring all-reduce of shard j among the P ranks of local
-   index j (SIP order), in place: each moves S/k bytes over the inter-SIP
-   links where a flat ring would move S/(kP)·(kP−1)·2 per rank through
-   them — the slow links carry 1/k of what a flat ring of the same ranks
-   puts on them;
+   index j (SIP order), in place: each rank puts 2(P−1)/P·S/k on the
+   inter-SIP links and the k rings share them, so a link carries
+   2(P−1)/P·S, as a flat ring of SIP-ordered ranks does — the gain is in
+   steps, 2(k−1) + 2(P−1) against 2(kP−1), and in the NoC phases running
+   beside the link's;
 3. **inside each SIP**, ring all-gather of the shards.
-Each phase reads what the one before stored, so a rank waits for its stores
-between phases (a fence). Phase 1 sums without finalizing; phase 2's ring finalizes (`avg` divides by
-the whole group's size, `premul_sum` scales once). Each phase is a ring
-with slabs, so its credits cannot deadlock, and a rank enters a phase only
-after its previous one: whatever a phase waits for is a phase no later.
+Phase 1 sums without finalizing; phase 2's ring finalizes (`avg` divides by
+the whole group's size, `premul_sum` scales once).
+
+The phases are pipelined by the ring's slabs: the main flow runs phase 1 of
+slab s, starts phase 2 of slab s as a task of its own, then runs phase 3 of
+slab s−1, so the inter-SIP links carry one slab while the NoC reduces the
+next and gathers the last. A phase reads what the one before stored and
+waits for exactly those stores (a fence); phase 2 of slab s also follows
+phase 2 of slab s−1 on its queues. The main flow takes phases 1 and 3 in
+the same order on every rank of a SIP, so its queues match message for
+message, and whatever a phase waits for is reached first by every rank
+(adr/0010, "Hierarchical all-reduce").
 
 The wiring `sip_rings` connects exactly those rings: each SIP's ranks in a
 ring, and each local index's ranks across SIPs in a ring.
 
-Closed form (idle machine, each phase one message per step, so its pieces
-do not overlap the next phase's): t = t_rs(k, S) + t_ar(P, S/k) + t_ag(k, S/k),
-each ADR 0010's ring form over its own hops (the NoC between a SIP's ranks,
-the inter-SIP link between SIPs), plus one collective launch.
+Closed form (idle machine, one slab, each phase one message per step):
+t = t_rs(k, S) + t_ar(P, S/k) + t_ag(k, S/k), each the ring's form over its
+own hops (the NoC between a SIP's ranks, the inter-SIP link between SIPs),
+plus one collective launch.
 """
 
 from __future__ import annotations
@@ -83,29 +91,52 @@ WIRINGS = {"sip_rings": sip_rings}
 @runs_on(nested)
 @algorithm_steps
 def all_reduce(ctx, request):
+    """Slab by slab, the phases pipelined: phase 2 of slab s runs as a task of its own beside phase 1 of slab
+    s+1 and phase 3 of slab s−1, which the member's main flow takes in that order."""
     me = ctx.member
     local, across = levels(request.sips)
-    mates = next(ranks for ranks in local if ctx.rank in ranks)
+    inside = Subgroup(ctx, next(ranks for ranks in local if ctx.rank in ranks), me)
     peers = next(ranks for ranks in across if ctx.rank in ranks)
-    inside = Subgroup(ctx, mates, me)
     per_piece = ctx.slot_elements(me.input.dtype)
     summing = "sum" if request.reduce_op in _FINALIZED else request.reduce_op
     cuts = [split(*slab, inside.size) for slab in ring.slabs(inside, me.input.count, per_piece)]
+    crossings = []
     for ranges in cuts:
         chunks = ring.pieces_of(ranges, per_piece)
-        yield from ring.reduce_scatter_steps(inside, summing, me.input, chunks, me.output, chunks(inside.rank),
-                                             forward=False)
-    yield from ctx.join_steps()  # phase 2 reads the shard phase 1 stored: a fence
-    shard = _positions(me.output, [ranges[inside.rank] for ranges in cuts])
-    yield from ring.all_reduce.ccl_steps(Subgroup(ctx, peers, Member(me.rank, me.sip, me.cube, me.pe, shard, shard)),
-                                         request)
-    yield from ctx.join_steps()
-    for ranges in cuts:
-        chunks = ring.pieces_of(ranges, per_piece)
-        for a, b in chunks(inside.rank):
-            values = yield from ctx.load_steps(me.output, a, b)
-            yield from inside.send_steps((inside.rank + 1) % inside.size, values)
-        yield from ring.all_gather_steps(inside, me.output, chunks, first_step=1)
+        stored = []
+        yield from ring.reduce_scatter_steps(Subgroup(ctx, inside.ranks, me, stored), summing, me.input, chunks,
+                                             me.output, chunks(inside.rank), forward=False)
+        crossings.append(ctx.start(_across, ctx, peers, me, ranges[inside.rank], stored,
+                                   crossings[-1] if crossings else None, request))
+        if len(crossings) > 1:
+            yield from _gather(ctx, inside, cuts[len(crossings) - 2], crossings[-2], per_piece)
+    yield from _gather(ctx, inside, cuts[-1], crossings[-1], per_piece)
+
+
+def _across(ctx, peers: list[int], me: Member, shard: tuple[int, int], stored: list, previous, request):
+    """Phase 2 of one slab, as a task: once the shard's phase-1 stores have landed (a fence: it reads them) and
+    the previous slab's phase 2 is done (it used the same queues), ring all-reduce the shard with the ranks of
+    the same local index on the other SIPs; done when its own stores have landed."""
+    for pending in (*stored, *((previous,) if previous else ())):
+        yield from pending.wait_steps()
+    region = _positions(me.output, [shard])
+    own = []
+    yield from ring.all_reduce.ccl_steps(Subgroup(ctx, peers, Member(me.rank, me.sip, me.cube, me.pe, region, region),
+                                                  own), request)
+    for pending in own:
+        yield from pending.wait_steps()
+
+
+def _gather(ctx, inside: Subgroup, ranges, crossing, per_piece: int):
+    """Phase 3 of one slab, once its phase 2 is done: the ring all-gather of the SIP's shards (a rank's own shard
+    is in place already, so it is only loaded and sent)."""
+    yield from crossing.wait_steps()
+    me = inside.member
+    chunks = ring.pieces_of(ranges, per_piece)
+    for a, b in chunks(inside.rank):
+        values = yield from ctx.load_steps(me.output, a, b)
+        yield from inside.send_steps((inside.rank + 1) % inside.size, values)
+    yield from ring.all_gather_steps(inside, me.output, chunks, first_step=1)
 
 
 def _positions(region: Region, ranges) -> Region:

@@ -16,20 +16,32 @@ from kernbench.ccl.collective import Member
 
 class Subgroup:
     """`program` as rank `ranks.index(program.rank)` of the sub-group `ranks` (group ranks, in the schedule's
-    rank order), working on `member`'s regions."""
+    rank order), working on `member`'s regions.
 
-    def __init__(self, program, ranks: list[int], member: Member):
+    `started`, when given, collects the handle of everything the schedule
+    starts (its posted stores): a later phase that reads what this one
+    stored waits for exactly those.
+    """
+
+    def __init__(self, program, ranks: list[int], member: Member, started: list | None = None):
         self._program = program
-        self._ranks = ranks
+        self.ranks = ranks
+        self._started = started
         self.rank = ranks.index(program.rank)
         self.size = len(ranks)
         self.member = member
 
+    def start(self, function, *args):
+        pending = self._program.start(function, *args)
+        if self._started is not None:
+            self._started.append(pending)
+        return pending
+
     def send_steps(self, peer: int, values):
-        return self._program.send_steps(self._ranks[peer], values)
+        return self._program.send_steps(self.ranks[peer], values)
 
     def recv_steps(self, peer: int):
-        return self._program.recv_steps(self._ranks[peer])
+        return self._program.recv_steps(self.ranks[peer])
 
     def __getattr__(self, name: str):
         return getattr(self._program, name)
