@@ -51,10 +51,12 @@ SHIPPED_ALGORITHMS = {
     "tree": "kernbench.ccl.algorithms.tree",
     "direct": "kernbench.ccl.algorithms.direct",
     "halving_doubling": "kernbench.ccl.algorithms.halving_doubling",
+    "hierarchical": "kernbench.ccl.algorithms.hierarchical",
 }
 # The wiring each shipped algorithm's functions run with when it serves as a fallback: the configured `wiring`
 # key belongs to the configured algorithm, and a fallback needs the queues of its own shape.
-SHIPPED_WIRINGS = {"ring": "ring_1d", "tree": "binary_tree", "direct": "full", "halving_doubling": "hypercube"}
+SHIPPED_WIRINGS = {"ring": "ring_1d", "tree": "binary_tree", "direct": "full", "halving_doubling": "hypercube",
+                   "hierarchical": "sip_rings"}
 # What runs a kind the configured algorithm lacks (NCCL's rule: tree is all-reduce only, everything else rings).
 FALLBACK = {
     "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "ring", "reduce": "ring",

@@ -30,6 +30,30 @@ fewer messages for the same bytes.
 The candidates are the shipped algorithms listed in ccl.yaml's
 `algorithms` (a user's module has no model here) that run the kind natively
 at the group's size; the cheapest wins, ties going to the earlier entry.
+
+**Several ranks on each of several SIPs** (PE ranks of spawned workers, k on
+each of P SIPs, n = kP) make two kinds of hop: local (α_l, r_l: rank 0 to the
+next rank of its SIP, over the NoC or inside a cube) and inter-SIP (α_i,
+r_i: rank 0 to the first rank of the next SIP). The one-level model above
+would price every step as rank 0's first hop, a local one, and so rank the
+tree — whose edges pile onto the SIPs' links — far too cheap. There the
+tuner models all_reduce only, for the two schedules whose traffic it can
+say: the ring over SIP-ordered ranks and `hierarchical`. Each term is the
+bytes a resource carries over its rate, the slowest one bounding the wire
+time, plus latency per step and a load and a store per phase:
+
+    ring:  F + 2(n−1)/n · [(n−P)(α_l + s/r_pe) + P(α_i + s/r_pe)]
+             + max(2(n−1)/n · S / min(r_pe, r_i), h · 2S / r_hbm)
+    hier:  3F + 2(k−1)(α_l + s_l/r_pe) + 2(P−1)(α_i + s/r_pe)
+             + max(2(k−1)/k · S / min(r_pe, r_l), h · 2S / r_hbm) + 2(P−1)/P · S / min(k · r_pe, r_i)
+
+with s = min(slot, S/n), s_l = min(slot, S/k), F = T_load(s) + T_store(s)
+(HBM latency and the DMA engine's rate), h the group's ranks on rank 0's
+cube (they share its HBM stack, rate r_hbm: each loads and stores S). The
+hierarchy's link and NoC phases are summed: it pipelines them across slabs,
+but only calls of several slabs overlap, so the model errs towards the ring
+at large sizes (adr/0010 gives measured against predicted). Other kinds on
+such groups run their fallback.
 """
 
 from __future__ import annotations
@@ -39,7 +63,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from kernbench.ccl.algorithms.support import runnable
+from kernbench.ccl.algorithms.support import nested, runnable
 from kernbench.machine.endpoints import tcm
 from kernbench.sim_engine.simtime import PS_PER_S
 
@@ -89,9 +113,18 @@ class Plan:
     predicted_ps: int
 
 
+@dataclass(frozen=True)
+class _Hop:
+    """A message hop's model terms: α (ps) and the slowest shared channel's rate (bytes/s)."""
+
+    alpha: int
+    rate: float
+
+
 def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None:
-    """The cheapest candidate for `request` (whose config says `algorithm: auto`) under the model above; None
-    where no candidate runs the kind at the group's size (the caller runs the kind's fallback).
+    """The cheapest candidate for `request` (whose config says `algorithm: auto`) under the model above (the
+    two-level one where ranks share SIPs); None where no candidate runs the kind at the group's size, or the
+    model has no shape for it (the caller runs the kind's fallback).
 
     `shipped` maps shipped algorithm names to their modules; a candidate is
     an entry of the config's `candidates` whose module is one of them.
@@ -100,6 +133,8 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
     config, kind, p = request.config, request.kind, len(request.members)
     n_slots, slot = slots_within(machine.topology, config)
     nbytes = _bytes_per_rank(request)
+    if nested(request.sips):
+        return _plan_nested(machine, request, shipped, slot, n_slots, nbytes)
     channels = channel_count(machine, request, nbytes, config) if splits else 1
     alpha, pe_rate, link_rate = _route_terms(machine, request)
     piece = min(slot, max(1, nbytes // (p * channels)))
@@ -115,6 +150,87 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
         if best is None or predicted < best.predicted_ps:
             best = Plan(name, channels, slot, n_slots, predicted)
     return best
+
+
+def _plan_nested(machine, request, shipped: dict[str, str], slot: int, n_slots: int, nbytes: int) -> Plan | None:
+    """The module docstring's two-level model: ring or hierarchical for all_reduce; None for other kinds."""
+    if request.kind != "all_reduce":
+        return None
+    best = None
+    for name, entry in request.config["candidates"].items():
+        model = NESTED_MODELS.get(_shipped_name(entry.get("module"), shipped))
+        if model is None:
+            continue
+        predicted = round(model(_NestedTerms.of(machine, request, slot, nbytes)) * PS_PER_S)
+        if best is None or predicted < best.predicted_ps:
+            best = Plan(name, 1, slot, n_slots, predicted)
+    return best
+
+
+@dataclass(frozen=True)
+class _NestedTerms:
+    """What the two-level model reads (seconds, bytes, bytes/s): k ranks on each of P SIPs, n = kP."""
+
+    k: int
+    sips: int
+    nbytes: int
+    slot: int
+    local: _Hop
+    inter: _Hop
+    pe_rate: float
+    fence_s: float  # T_load + T_store of one piece
+    hbm_s: float  # the ranks on rank 0's cube loading and storing S through its HBM stack
+
+    @classmethod
+    def of(cls, machine, request, slot: int, nbytes: int) -> "_NestedTerms":
+        members, topology = request.members, machine.topology
+        first = members[0]
+        mate = next(m for m in members[1:] if m.sip == first.sip)
+        other = next(m for m in members if m.sip != first.sip)
+        local, pe_rate = _hop(machine, first, mate)
+        inter, _ = _hop(machine, first, other)
+        k = sum(m.sip == first.sip for m in members)
+        n = len(members)
+        piece = min(slot, max(1, nbytes // n))
+        hbm, dma = topology.cube.hbm, topology.pe.dma
+        fence = 2 * (hbm.latency_ps / PS_PER_S + piece / min(dma.bandwidth_bytes_per_s, hbm.bandwidth_bytes_per_s))
+        sharing = sum((m.sip, m.cube) == (first.sip, first.cube) for m in members)
+        return cls(k, n // k, nbytes, slot, local, inter, pe_rate, fence,
+                   sharing * 2 * nbytes / hbm.bandwidth_bytes_per_s)
+
+    def step(self, hop: _Hop, piece: int) -> float:
+        return hop.alpha / PS_PER_S + piece / self.pe_rate
+
+
+def _nested_ring(t: _NestedTerms) -> float:
+    n = t.k * t.sips
+    piece = min(t.slot, max(1, t.nbytes // n))
+    share = 2 * (n - 1) / n
+    latency = share * ((n - t.sips) * t.step(t.local, piece) + t.sips * t.step(t.inter, piece))
+    return t.fence_s + latency + max(share * t.nbytes / min(t.pe_rate, t.inter.rate), t.hbm_s)
+
+
+def _nested_hierarchical(t: _NestedTerms) -> float:
+    k, sips = t.k, t.sips
+    piece, local_piece = min(t.slot, max(1, t.nbytes // (k * sips))), min(t.slot, max(1, t.nbytes // k))
+    latency = 2 * (k - 1) * t.step(t.local, local_piece) + 2 * (sips - 1) * t.step(t.inter, piece)
+    inside = max(2 * (k - 1) / k * t.nbytes / min(t.pe_rate, t.local.rate), t.hbm_s)
+    across = 2 * (sips - 1) / sips * t.nbytes / min(k * t.pe_rate, t.inter.rate)
+    return 3 * t.fence_s + latency + inside + across
+
+
+NESTED_MODELS: dict[str, Callable[[_NestedTerms], float]] = {"ring": _nested_ring,
+                                                             "hierarchical": _nested_hierarchical}
+
+
+def _hop(machine, source, target) -> tuple[_Hop, float]:
+    """(the hop's model terms, one PE's rate) from `source`'s PE to `target`'s."""
+    route = machine.route(tcm(source.sip, source.cube, source.pe), tcm(target.sip, target.cube, target.pe))
+    alpha = sum(channel.latency_ps for channel in route) + machine.topology.ipcq.message_overhead_ps
+    engine = machine.topology.ipcq.engine_bandwidth_bytes_per_s
+    shared = route[1:-1] or route
+    return (_Hop(alpha, float(min(channel.bandwidth_bytes_per_s for channel in shared))),
+            float(min(route[0].bandwidth_bytes_per_s, engine or math.inf)))
 
 
 def slots_within(topology, config: dict) -> tuple[int, int]:
@@ -140,14 +256,8 @@ def _bytes_per_rank(request) -> int:
 def _route_terms(machine, request) -> tuple[int, float, float]:
     """(α in ps, one PE's rate, the route's shared bottleneck) from rank 0's PE to rank 1's."""
     members = request.members
-    first, second = members[0], members[1 % len(members)]
-    route = machine.route(tcm(first.sip, first.cube, first.pe), tcm(second.sip, second.cube, second.pe))
-    alpha = sum(channel.latency_ps for channel in route) + machine.topology.ipcq.message_overhead_ps
-    engine = machine.topology.ipcq.engine_bandwidth_bytes_per_s
-    pe_rate = min(route[0].bandwidth_bytes_per_s, engine or math.inf)
-    shared = route[1:-1] or route
-    link_rate = min(channel.bandwidth_bytes_per_s for channel in shared)
-    return alpha, float(pe_rate), float(link_rate)
+    hop, pe_rate = _hop(machine, members[0], members[1 % len(members)])
+    return hop.alpha, pe_rate, hop.rate
 
 
 def _shipped_name(module: str | None, shipped: dict[str, str]) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.ccl.algorithms import hierarchical
+from kernbench.ccl.algorithms import hierarchical, support
 from kernbench.ccl.algorithms.wiring import ring_1d
 from kernbench.session import Session
 from kernbench.topology import load_topology
@@ -151,7 +151,7 @@ def local_index(local, rank: int) -> int:
 @pytest.mark.parametrize("sips, nested", [((0, 1, 2, 3), False), ((0, 0, 0), False), ((0, 0, 1), False),
                                           ((0, 1, 0, 1), True), ((5, 5, 2, 2, 7, 7), True)])
 def test_adr0010_t75_the_schedule_runs_only_on_nested_layouts(sips, nested):
-    assert hierarchical.nested(sips) is nested
+    assert support.nested(sips) is nested
     assert hierarchical.sip_rings(sips) == (hierarchical.sip_rings(sips) if nested else ring_1d(len(sips)))
 
 
@@ -234,3 +234,55 @@ def test_adr0010_t77_pipelined_phases_keep_the_inter_sip_link_busy_at_8_mib():
     assert row["algorithm"] == "hierarchical"
     wire = 2 * (sips - 1) * nbytes * 10**12 // (sips * topology.system.inter_sip.payload_bytes_per_s)
     assert wire <= row["time_ps"] <= wire / 0.85
+
+
+def timed_all_reduce(algorithm: str, per_sip: int, nbytes: int, sips: int = 4) -> tuple[str, int]:
+    """(what ran, its time in ps): one f16 all_reduce of `nbytes` per rank over `per_sip` PE ranks on each of
+    default.yaml's SIPs, timing only."""
+    session = Session("default", ccl=ccl(algorithm, world_size=sips * per_sip), timing_only=True)
+    torch = session.torch
+
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        dist = torch.distributed
+        dist.init_process_group()
+        dist.all_reduce(torch.empty((1, per_sip * nbytes // 2), dtype="f16", dp=dist.pe_rank_policy()))
+
+    session.run(lambda torch: torch.multiprocessing.spawn(worker, nprocs=sips), torch)
+    [row] = session.ctx.collectives
+    return row["algorithm"], row["time_ps"]
+
+
+def two_level_model(algorithm: str, per_sip: int, nbytes: int, sips: int = 4) -> float:
+    """The tuner's documented model (kernbench/ccl/tuner.py) from default.yaml's numbers: `pe_rank_policy` puts
+    a SIP's k ≤ 8 ranks on cube 0, so a local hop is TCM to TCM inside the cube and an inter-SIP hop crosses
+    one ring link; the k ranks share cube 0's HBM stack."""
+    topology = load_topology("default")
+    ipcq, tcm, link = topology.ipcq, topology.pe.tcm, topology.system.inter_sip
+    hbm, dma = topology.cube.hbm, topology.pe.dma
+    n, k, s = sips * per_sip, per_sip, nbytes
+    local_alpha = (2 * tcm.latency_ps + ipcq.message_overhead_ps) / 1e12
+    inter_alpha = (2 * tcm.latency_ps + link.latency_ps + ipcq.message_overhead_ps) / 1e12
+    pe, inter_rate, local_rate = tcm.bandwidth_bytes_per_s, link.payload_bytes_per_s, tcm.bandwidth_bytes_per_s
+    piece, local_piece = min(ipcq.max_slot_bytes, s // n), min(ipcq.max_slot_bytes, s // k)
+    fence = 2 * (hbm.latency_ps / 1e12 + piece / min(dma.bandwidth_bytes_per_s, hbm.bandwidth_bytes_per_s))
+    memory = k * 2 * s / hbm.bandwidth_bytes_per_s
+    if algorithm == "ring":
+        share = 2 * (n - 1) / n
+        latency = share * ((n - sips) * (local_alpha + piece / pe) + sips * (inter_alpha + piece / pe))
+        return fence + latency + max(share * s / min(pe, inter_rate), memory)
+    latency = 2 * (k - 1) * (local_alpha + local_piece / pe) + 2 * (sips - 1) * (inter_alpha + piece / pe)
+    inside = max(2 * (k - 1) / k * s / min(pe, local_rate), memory)
+    return 3 * fence + latency + inside + 2 * (sips - 1) / sips * s / min(k * pe, inter_rate)
+
+
+@pytest.mark.parametrize("per_sip, nbytes", [(2, 16 << 10), (2, 1 << 20), (8, 128 << 10), (8, 8 << 20)])
+def test_adr0010_t78_auto_weighs_ring_and_hierarchical_by_the_two_level_model(per_sip, nbytes):
+    """Several ranks on each SIP: `auto` (the shipped file) runs what the two-level model ranks first, and that
+    is never more than 15% slower than the better of ring and hierarchical run by name — the one-level model
+    picked the tree there, 7–10× slower, its edges piling onto the SIPs' links."""
+    predicted = {name: two_level_model(name, per_sip, nbytes) for name in ("ring", "hierarchical")}
+    session_pick, auto_ps = timed_all_reduce("auto", per_sip, nbytes)
+    assert session_pick == min(predicted, key=predicted.get)
+    best = min(timed_all_reduce(name, per_sip, nbytes)[1] for name in ("ring", "hierarchical"))
+    assert auto_ps <= 1.15 * best

@@ -42,27 +42,19 @@ plus one collective launch.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kernbench.ccl.algorithms import ring
 from kernbench.ccl.algorithms.chunking import split
 from kernbench.ccl.algorithms.subgroup import Subgroup
-from kernbench.ccl.algorithms.support import runs_on
+from kernbench.ccl.algorithms.support import nested, runs_on
 from kernbench.ccl.algorithms.wiring import Edges, by_layout, ring_1d
 from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.collective import Member, Region
 from kernbench.ccl.pe_program import algorithm_steps
 
-__all__ = ["all_reduce", "levels", "nested"]
+__all__ = ["all_reduce", "levels", "sip_rings"]
 
 # Reduce ops whose last step changes the sum (`PeProgram.finalize`): phase 1 only sums for them.
 _FINALIZED = ("avg", "premul_sum")
-
-
-def nested(sips: tuple[int, ...]) -> bool:
-    """Whether members on `sips` are k ≥ 2 ranks on each of P ≥ 2 SIPs."""
-    counts = set(Counter(sips).values())
-    return len(set(sips)) >= 2 and len(counts) == 1 and counts.pop() >= 2
 
 
 def levels(sips: tuple[int, ...]) -> tuple[list[list[int]], list[list[int]]]:

@@ -10,6 +10,7 @@ half-way through a collective.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable
 
 
@@ -45,3 +46,9 @@ def runnable(module, kind: str, sips: tuple[int, ...]) -> Callable | None:
 
 def power_of_two(size: int) -> bool:
     return size > 0 and size & (size - 1) == 0
+
+
+def nested(sips: tuple[int, ...]) -> bool:
+    """Whether members on `sips` (one per group rank) are k ≥ 2 ranks on each of P ≥ 2 SIPs."""
+    counts = set(Counter(sips).values())
+    return len(set(sips)) >= 2 and len(counts) == 1 and counts.pop() >= 2
