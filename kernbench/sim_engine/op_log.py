@@ -93,11 +93,12 @@ class LabelTotals(NamedTuple):
 class OpLog:
     """An append-only list of `OpRecord`s with queries and summaries."""
 
-    __slots__ = ("_records", "_blocks", "_codes", "_values")
+    __slots__ = ("_records", "_blocks", "_codes", "_values", "_columns")
 
     def __init__(self):
         self._records: list[tuple] = []  # the newest records, as appended (fewer than BLOCK)
         self._blocks: list[_Block] = []  # the older ones, compacted
+        self._columns = (0, None)  # (blocks it was built from, `columns()`'s last answer)
         self._codes: dict = {}  # a kind, device, unit, label or args tuple -> its code in the blocks
         self._values: list = []  # code -> what it stands for
 
@@ -233,6 +234,9 @@ class OpLog:
         if self._records:
             self._compact()  # the newest records become a block too, so the next reader finds them as columns
         blocks = self._blocks
+        built_from, columns = self._columns
+        if columns is not None and built_from == len(blocks):
+            return columns  # blocks are only ever appended: the same blocks, the same columns
         if not blocks:
             empty = np.zeros(0, dtype=np.int64)
             return Columns(*([empty] * 9), self._values)
@@ -241,8 +245,10 @@ class OpLog:
             return np.concatenate([getattr(block, field).astype(np.int64) for block in blocks])
 
         start = column("start")
-        return Columns(column("kind"), column("device"), column("label"), column("program"), column("nbytes"),
-                       column("flops"), start, start + column("duration"), column("args"), self._values)
+        columns = Columns(column("kind"), column("device"), column("label"), column("program"), column("nbytes"),
+                          column("flops"), start, start + column("duration"), column("args"), self._values)
+        self._columns = (len(blocks), columns)
+        return columns
 
     def label_totals(self) -> dict[str | None, LabelTotals]:
         """Per label, in order of first appearance: ops, bytes, flops and summed durations."""
