@@ -136,6 +136,10 @@ def run(torch, argv=()):
             if kind not in native:
                 print(f"# {algorithm}: {kind} has no schedule of its own and runs its fallback (adr/0010)")
         pe_ranks = p > torch.ahbm.device_count()
+        if options.workers > 1 and not pe_ranks:
+            raise SweepUsageError(f"ccl_sweep: --workers {options.workers}: the {p} ranks fit the "
+                                  f"{torch.ahbm.device_count()} SIPs, a worker each; --workers shares PE ranks out "
+                                  "above the SIP count (a ccl file's world_size)")
         plan = _Plan(algorithm, collectives, sizes, dtype, p, pe_ranks, timing_only, rows,
                      options.workers if pe_ranks else p)
         if not pe_ranks:

@@ -137,7 +137,8 @@ def test_adr0012_t66_more_ranks_than_sips_sweeps_pe_ranks_with_one_worker(tmp_pa
 
 def test_adr0012_t90_workers_spread_pe_ranks_over_sips_and_the_hierarchical_rows_are_its_own(tmp_path):
     """--workers 4 on an 8-rank world: 2 PE ranks on each of SIPs 0..3; every collective right, every row's
-    time the run's record; hierarchical runs its own all_reduce there (ring on the same ranks runs the ring)."""
+    time the run's record; hierarchical runs its own all_reduce there (ring on the same ranks runs the ring).
+    --workers where the ranks fit the SIPs, or that does not split the world, is one line."""
     session, rows, printed = sweep(["--algorithms", "ring,hierarchical", "--max-bytes", "2K", "--workers", "4"],
                                    ccl=ccl_file(tmp_path, 8))
     assert rows and all(r["world_size"] == 8 and r["wrong"] == 0 for r in rows)
@@ -150,6 +151,11 @@ def test_adr0012_t90_workers_spread_pe_ranks_over_sips_and_the_hierarchical_rows
     assert [round(r["time_us"] * 1e6) for r in rows] == [c["time_ps"] for c in records]
     with pytest.raises(KernbenchError, match="--workers 0: must be at least 1"):
         sweep(["--workers", "0"])
+    with pytest.raises(KernbenchError, match="--workers 2: the 4 ranks fit the 4 SIPs, a worker each"):
+        sweep(["--workers", "2"])
+    with pytest.raises(KernbenchError, match=r"spawn\(nprocs=3\): the world size is 8 .*8 ranks do not split over 3 "
+                                             "workers"):
+        sweep(["--workers", "3"], ccl=ccl_file(tmp_path, 8))
 
 
 def test_adr0012_t67_shares_of_an_odd_world_are_whole_elements(tmp_path):
