@@ -731,8 +731,8 @@ def _split_over_workers(size: int, nprocs: int | None, topology) -> str:
     """
     n_sips, pes = topology.n_sips, topology.pes_per_sip
     if nprocs is None:
-        return "" if size <= max(n_sips, pes) else (f"a world of {size} ranks exceeds both the {n_sips} SIPs and the "
-                                                    f"{pes} PEs of one SIP")
+        fits = size <= max(n_sips, pes)
+        return "" if fits else f"a world of {size} ranks exceeds both the {n_sips} SIPs and the {pes} PEs of one SIP"
     if size <= n_sips:
         return "" if nprocs == size else "spawn one worker per rank"
     if nprocs > n_sips:

@@ -69,7 +69,7 @@ def all_reduce(ctx, request):
     for slab in slabs(ctx, me.input.count, per_piece):
         chunks = pieces_of(split(*slab, ctx.size), per_piece)
         yield from reduce_scatter_steps(ctx, request.reduce_op, me.input, chunks, me.output, chunks(ctx.rank),
-                                   forward=True)
+                                        forward=True)
         yield from all_gather_steps(ctx, me.output, chunks, first_step=1)
 
 
@@ -81,7 +81,7 @@ def reduce_scatter(ctx, request):
     for slab in slabs(ctx, chunk, per_piece, parts=1):
         mine = pieces(*slab, per_piece)
         yield from reduce_scatter_steps(ctx, request.reduce_op, me.input, _shifts(mine, chunk), me.output, mine,
-                                   forward=False)
+                                        forward=False)
 
 
 @algorithm_steps

@@ -1,11 +1,13 @@
 """Which group sizes a schedule runs at, declared on the function itself.
 
 Some schedules exist only for some group sizes (recursive halving pairs
-ranks r and r XOR 2^k, so it needs a power-of-two group). A function marked
-`@runs_for(predicate)` is one `run_collective` skips for a group whose size
-fails the predicate (`@runs_on(predicate)`: whose members' SIPs fail it), running the kind's fallback instead (as it does for a
-kind the module has no function for), rather than the module failing
-half-way through a collective.
+ranks r and r XOR 2^k, so it needs a power-of-two group) or layouts (a
+hierarchical one needs several ranks on each of several SIPs). A function
+marked `@runs_for(predicate)` is one `run_collective` skips for a group
+whose size fails the predicate (`@runs_on(predicate)`: whose members' SIPs
+fail it), running the kind's fallback instead (as it does for a kind the
+module has no function for), rather than the module failing half-way
+through a collective.
 """
 
 from __future__ import annotations
