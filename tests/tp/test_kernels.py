@@ -16,14 +16,15 @@ def run(fn):
     return session.run(fn, session.torch)
 
 
+@pytest.mark.parametrize("m, k, n", [(40, 70, 90), (64, 96, 128)], ids=["ragged", "whole_tiles"])
 @pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "bias"])
-def test_adr0011_t7_linear_is_x_times_w_transposed_plus_bias(with_bias):
-    # Sizes that are no multiple of any block size, so every mask matters.
+def test_adr0011_t7_linear_is_x_times_w_transposed_plus_bias(with_bias, m, k, n):
+    # Ragged: no size a multiple of a block, so every mask matters; whole tiles: the unmasked (EVEN) loads.
     rng = np.random.default_rng(7)
-    x, w, b = random_f16(rng, 40, 70), random_f16(rng, 90, 70), random_f16(rng, 90)
+    x, w, b = random_f16(rng, m, k), random_f16(rng, n, k), random_f16(rng, n)
 
     def linear(torch):
-        out = torch.empty(40, 90, dtype="f16")
+        out = torch.empty(m, n, dtype="f16")
         bias = torch.tensor(b, dtype="f16") if with_bias else None
         kernels.linear(torch.tensor(x, dtype="f16"), torch.tensor(w, dtype="f16"), bias, out,
                        block_m=32, block_n=64, block_k=32)
