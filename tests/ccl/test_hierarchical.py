@@ -214,8 +214,8 @@ def test_adr0010_t76_hierarchical_all_reduce_takes_its_closed_form(two_by_two, c
 
 
 def test_adr0010_t77_pipelined_phases_keep_the_inter_sip_link_busy_at_8_mib():
-    """4 PE ranks on each of default.yaml's 4 SIPs, 8 MiB f16 per rank (4 slabs): each inter-SIP link carries
-    the k rings' 2(P−1)/P·S, so the call takes at least that over the link's payload rate — and, with phase 2
+    """4 PE ranks on each of default.yaml's 4 SIPs, 8 MiB f16 per rank (8 slabs of 1 MiB): each inter-SIP link
+    carries the k rings' 2(P−1)/P·S, so the call takes at least that over the link's payload rate — and, with phase 2
     of one slab beside phases 1 and 3 of its neighbours, at most 1/0.85 of it (phases run one after another
     would need about twice: the NoC phases on top of the link's)."""
     topology = load_topology("default")
