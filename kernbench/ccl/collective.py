@@ -55,8 +55,7 @@ SHIPPED_ALGORITHMS = {
 }
 # The wiring each shipped algorithm's functions run with when it serves as a fallback: the configured `wiring`
 # key belongs to the configured algorithm, and a fallback needs the queues of its own shape.
-SHIPPED_WIRINGS = {"ring": "ring_1d", "tree": "binary_tree", "direct": "full", "halving_doubling": "hypercube",
-                   "hierarchical": "sip_rings"}
+SHIPPED_WIRINGS = {"ring": "ring_1d", "tree": "binary_tree", "direct": "full", "halving_doubling": "hypercube"}
 # What runs a kind the configured algorithm lacks (NCCL's rule: tree is all-reduce only, everything else rings).
 FALLBACK = {
     "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "broadcast": "ring", "reduce": "ring",
@@ -387,7 +386,6 @@ def _wiring_edges(request: CollectiveRequest, name: str | None, module, size: in
     if build is None:
         raise CollectiveError(f"{request.label}: unknown wiring {name!r}; known: {', '.join(known_wirings(module))}")
     return frozenset(build(request.sips) if getattr(build, "ccl_by_layout", False) else build(size))
-
 
 
 def _check_request(machine: Machine, request: CollectiveRequest) -> None:
