@@ -83,6 +83,7 @@ import numpy as np
 
 from kernbench.ccl.install import load_ccl_config, resolve_algorithm_config
 from kernbench.ccl.records import bus_factor
+from kernbench.cli.bench_options import positive_count
 from kernbench.cli.output_files import checked_output
 from kernbench.errors import KernbenchError
 
@@ -180,7 +181,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each size is the previous one times F (default 4)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="element type (default f16)")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw busbw against size into OUT.png")
-    parser.add_argument("--workers", metavar="N", type=int, default=1,
+    parser.add_argument("--workers", metavar="N", type=positive_count, default=1,
                         help="with more ranks than SIPs: N spawned workers, each driving world/N PE ranks of its own "
                              "SIP (default 1: every rank a PE of SIP 0)")
 
@@ -192,8 +193,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     options = parser.parse_args(argv)
     if options.factor < 2:
         parser.error(f"--factor {options.factor}: must be at least 2")
-    if options.workers < 1:
-        parser.error(f"--workers {options.workers}: must be at least 1")
     if options.max_bytes is not None and options.max_bytes < options.min_bytes:
         parser.error(f"--max-bytes {options.max_bytes} is below --min-bytes {options.min_bytes}")
     if options.plot is not None:

@@ -25,13 +25,12 @@ of the group to arrive; the ranks here are symmetric, so nobody waits and
 the two are equal to the picosecond.
 """
 
-import argparse
 import os
 
 import numpy as np
 
 from kernbench.report.stream_timeline import StreamTimeline
-from kernbench.cli.bench_options import parse_bench_options
+from kernbench.cli.bench_options import parse_bench_options, positive_count
 from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
 from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels, parallel_state
@@ -47,11 +46,11 @@ class MlpSettingError(KernbenchError):
 
 def add_arguments(parser) -> None:
     """The MLP's sizes (`kernbench run tp_mlp --help`); each defaults to its KERNBENCH_* variable."""
-    parser.add_argument("--tp", metavar="N", type=_positive, default=None,
+    parser.add_argument("--tp", metavar="N", type=positive_count, default=None,
                         help="tensor-parallel size (default: $KERNBENCH_TP, else every SIP in one group)")
-    parser.add_argument("--hidden", metavar="H", type=_positive, default=None,
+    parser.add_argument("--hidden", metavar="H", type=positive_count, default=None,
                         help=f"hidden size (default: $KERNBENCH_HIDDEN, else {HIDDEN})")
-    parser.add_argument("--tokens", metavar="T", type=_positive, default=None,
+    parser.add_argument("--tokens", metavar="T", type=positive_count, default=None,
                         help=f"tokens in the batch (default: $KERNBENCH_TOKENS, else {TOKENS})")
 
 
@@ -70,14 +69,6 @@ def run(torch, argv=()):
     _print_breakdown(torch, tokens, hidden, tp, world_size, phases)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive whole number")
-    return value
 
 
 def _setting(name: str, default: int) -> int:

@@ -38,6 +38,17 @@ class BenchArgumentParser(argparse.ArgumentParser):
         raise self._error_type(f"{self.prog}: {message} ({' '.join(self.format_usage().split())})")
 
 
+def positive_count(text: str) -> int:
+    """An argparse `type` for a whole number of at least 1 (a size, a count of workers)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive whole number")
+    return value
+
+
 def bench_parser(name: str, add_arguments: Callable, *, error_type: type[KernbenchError] = BenchUsageError,
                  description: str | None = None) -> BenchArgumentParser:
     """The parser of bench `name`'s options (no `-h`: `kernbench run NAME --help` answers for it)."""

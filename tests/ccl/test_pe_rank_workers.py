@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from kernbench.ccl.errors import CollectiveError
+from kernbench.cli.bench_loader import load_bench
+from kernbench.cli.bench_options import BenchUsageError
 from kernbench.runtime_api.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
@@ -166,3 +168,20 @@ def test_adr0012_t89_a_workers_misuse_names_its_ranks():
     with pytest.raises(CollectiveError, match="send: with PE ranks .* a worker drives several ranks; point-to-point "
                                               "calls need a rank per worker"):
         spawn_workers(point_to_point)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "auto"])
+def test_adr0012_t91_the_seed_bench_spreads_its_pe_ranks_over_the_sips_with_workers(tmp_path, capsys, algorithm):
+    """`kernbench run ccl_allreduce --workers 4` with a ccl file of world_size 16: 4 PE ranks on each SIP, every
+    rank right; `--workers` where the ranks fit the SIPs is one line."""
+    path = tmp_path / "ccl.yaml"
+    path.write_text(f"world_size: 16\ndefaults: {{algorithm: {algorithm}}}\n")
+    session = Session("default", ccl=path)
+    session.run(load_bench("ccl_allreduce"), session.torch, ["--workers", "4"])
+    assert capsys.readouterr().out.strip() == f"{algorithm} (ws=16): 16 OK"
+    [row] = session.ctx.collectives
+    assert row["ranks"] == list(range(16))
+    assert row["algorithm"] == ("ring" if algorithm == "ring" else "hierarchical")  # 64 B: auto takes the hierarchy
+    session = Session("default")
+    with pytest.raises(BenchUsageError, match="--workers 2: the 4 ranks fit the 4 SIPs, a worker each"):
+        session.run(load_bench("ccl_allreduce"), session.torch, ["--workers", "2"])
