@@ -30,7 +30,7 @@ class FlatLists:
 
     def pack(self, flat, tensors, root: int | None = None) -> None:
         """Copy `tensors` one after another into `flat` (enqueued on the current stream); `root` is only
-        read by PE ranks, where one worker packs for every rank."""
+        read by PE ranks, where a worker packs for every rank it drives."""
         offset = 0
         for tensor in tensors:
             count = tensor.numel()

@@ -1,9 +1,9 @@
 """The members of a collective call: where each rank's data lives and which PE moves it.
 
 Rank per SIP: a rank's buffer is its whole (contiguous) tensor. PE ranks: a
-group of n ranks reads one tensor's last dimension as n equal chunks, chunk r
-being rank r's buffer (ADR 0012). Either way a member's program runs on the
-PE holding its buffer's first element.
+worker driving m of a group's ranks reads one tensor's last dimension as m
+equal chunks, chunk j being its j-th rank's buffer (ADR 0012). Either way a
+member's program runs on the PE holding its buffer's first element.
 """
 
 from __future__ import annotations

@@ -51,12 +51,13 @@ class PeFlatLists(FlatLists):
                                          name=f"{call} buffer")
 
     def pack(self, flat, tensors, root: int | None = None) -> None:
-        """Chunk r of `tensors[k]` into rank r's k-th run of `flat`: every rank's, or the root's alone."""
+        """Chunk j of `tensors[k]` into the j-th rank's k-th run of `flat`: every rank's the worker drives, or the
+        root's alone."""
         for k, tensor in enumerate(tensors):
             self._copy(self._column(flat, k, tensor, root), self._by_rank(tensor, root))
 
     def unpack(self, flat, tensors, root: int | None = None) -> list:
-        """Rank r's k-th run of `flat` into chunk r of `tensors[k]`; the copies' completion handles."""
+        """The j-th rank's k-th run of `flat` into chunk j of `tensors[k]`; the copies' completion handles."""
         return [tensor._pending_writes[-1] for k, tensor in enumerate(tensors)
                 if self._copy(self._by_rank(tensor, root), self._column(flat, k, tensor, root))]
 

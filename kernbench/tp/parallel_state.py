@@ -137,8 +137,8 @@ def initialize_model_parallel(
     Raises `ParallelSizeError` (a `RuntimeError`, as Megatron's) for sizes or
     an order that cannot lay out the world, and `ModelParallelError` for more
     than one rank per group without a process group, for a world of PE ranks
-    (more ranks than SIPs: one worker drives them all, so no rank has a
-    worker of its own to run its layers), when no `torch` is given or found,
+    (more ranks than SIPs: a worker drives several of them, so no rank has
+    a worker of its own to run its layers), when no `torch` is given or found,
     or when this rank is already initialized.
     """
     if _STATE.get() is not None:
@@ -173,7 +173,7 @@ def initialize_model_parallel(
         if world_size > torch.ahbm.device_count():
             raise ModelParallelError(
                 f"initialize_model_parallel: the world has {world_size} ranks but the machine has "
-                f"{torch.ahbm.device_count()} SIPs, so its ranks are PEs driven by one worker; model parallelism "
+                f"{torch.ahbm.device_count()} SIPs, so its ranks are PEs a worker drives several of; model parallelism "
                 f"needs one worker per rank (a world size of at most the SIP count)")
     else:
         rank, world_size = 0, 1
