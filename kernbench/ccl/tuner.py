@@ -156,12 +156,12 @@ def _plan_nested(machine, request, shipped: dict[str, str], slot: int, n_slots: 
     """The module docstring's two-level model: ring or hierarchical for all_reduce; None for other kinds."""
     if request.kind != "all_reduce":
         return None
-    best = None
+    best, terms = None, _NestedTerms.of(machine, request, slot, nbytes)
     for name, entry in request.config["candidates"].items():
         model = NESTED_MODELS.get(_shipped_name(entry.get("module"), shipped))
         if model is None:
             continue
-        predicted = round(model(_NestedTerms.of(machine, request, slot, nbytes)) * PS_PER_S)
+        predicted = round(model(terms) * PS_PER_S)
         if best is None or predicted < best.predicted_ps:
             best = Plan(name, 1, slot, n_slots, predicted)
     return best
@@ -174,7 +174,8 @@ class _NestedTerms:
     k: int
     sips: int
     nbytes: int
-    slot: int
+    piece: int  # s: a ring step's message over all n ranks
+    local_piece: int  # s_l: a message of a SIP's own ring
     local: _Hop
     inter: _Hop
     pe_rate: float
@@ -195,7 +196,7 @@ class _NestedTerms:
         hbm, dma = topology.cube.hbm, topology.pe.dma
         fence = 2 * (hbm.latency_ps / PS_PER_S + piece / min(dma.bandwidth_bytes_per_s, hbm.bandwidth_bytes_per_s))
         sharing = sum((m.sip, m.cube) == (first.sip, first.cube) for m in members)
-        return cls(k, n // k, nbytes, slot, local, inter, pe_rate, fence,
+        return cls(k, n // k, nbytes, piece, min(slot, max(1, nbytes // k)), local, inter, pe_rate, fence,
                    sharing * 2 * nbytes / hbm.bandwidth_bytes_per_s)
 
     def step(self, hop: _Hop, piece: int) -> float:
@@ -204,16 +205,14 @@ class _NestedTerms:
 
 def _nested_ring(t: _NestedTerms) -> float:
     n = t.k * t.sips
-    piece = min(t.slot, max(1, t.nbytes // n))
     share = 2 * (n - 1) / n
-    latency = share * ((n - t.sips) * t.step(t.local, piece) + t.sips * t.step(t.inter, piece))
+    latency = share * ((n - t.sips) * t.step(t.local, t.piece) + t.sips * t.step(t.inter, t.piece))
     return t.fence_s + latency + max(share * t.nbytes / min(t.pe_rate, t.inter.rate), t.hbm_s)
 
 
 def _nested_hierarchical(t: _NestedTerms) -> float:
     k, sips = t.k, t.sips
-    piece, local_piece = min(t.slot, max(1, t.nbytes // (k * sips))), min(t.slot, max(1, t.nbytes // k))
-    latency = 2 * (k - 1) * t.step(t.local, local_piece) + 2 * (sips - 1) * t.step(t.inter, piece)
+    latency = 2 * (k - 1) * t.step(t.local, t.local_piece) + 2 * (sips - 1) * t.step(t.inter, t.piece)
     inside = max(2 * (k - 1) / k * t.nbytes / min(t.pe_rate, t.local.rate), t.hbm_s)
     across = 2 * (sips - 1) / sips * t.nbytes / min(k * t.pe_rate, t.inter.rate)
     return 3 * t.fence_s + latency + inside + across
