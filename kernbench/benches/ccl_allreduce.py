@@ -16,14 +16,12 @@ run report gives the collective's time, algbw and busbw.
 import numpy as np
 
 from kernbench.ccl.install import load_ccl_config, resolve_algorithm_config
-from kernbench.cli.bench_options import BenchUsageError, parse_bench_options, positive_count
+from kernbench.cli.bench_options import BenchUsageError, add_workers_argument, check_workers, parse_bench_options
 
 
 def add_arguments(parser) -> None:
     """`kernbench run ccl_allreduce --help`."""
-    parser.add_argument("--workers", metavar="N", type=positive_count, default=1,
-                        help="with more ranks than SIPs: N spawned workers, each driving world/N PE ranks of its own "
-                             "SIP (default 1: every rank a PE of SIP 0)")
+    add_workers_argument(parser)
 
 
 def run(torch, argv=()):
@@ -34,11 +32,8 @@ def run(torch, argv=()):
     p = dist.get_world_size()
     n_elem = config["n_elem"]
     results = {}
+    check_workers("ccl_allreduce", workers, p, torch.ahbm.device_count(), BenchUsageError)
     if p <= torch.ahbm.device_count():
-        if workers != 1:
-            raise BenchUsageError(f"ccl_allreduce: --workers {workers}: the {p} ranks fit the "
-                                  f"{torch.ahbm.device_count()} SIPs, a worker each; --workers shares PE ranks out "
-                                  "above the SIP count (a ccl file's world_size)")
         torch.multiprocessing.spawn(_rank_per_sip, args=(torch, n_elem, results), nprocs=p)
     elif workers == 1:
         _pe_ranks(torch, range(p), n_elem, results)

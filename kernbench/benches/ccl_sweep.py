@@ -83,7 +83,7 @@ import numpy as np
 
 from kernbench.ccl.install import load_ccl_config, resolve_algorithm_config
 from kernbench.ccl.records import bus_factor
-from kernbench.cli.bench_options import positive_count
+from kernbench.cli.bench_options import add_workers_argument, check_workers
 from kernbench.cli.output_files import checked_output
 from kernbench.errors import KernbenchError
 
@@ -137,10 +137,7 @@ def run(torch, argv=()):
             if kind not in native:
                 print(f"# {algorithm}: {kind} has no schedule of its own and runs its fallback (adr/0010)")
         pe_ranks = p > torch.ahbm.device_count()
-        if options.workers > 1 and not pe_ranks:
-            raise SweepUsageError(f"ccl_sweep: --workers {options.workers}: the {p} ranks fit the "
-                                  f"{torch.ahbm.device_count()} SIPs, a worker each; --workers shares PE ranks out "
-                                  "above the SIP count (a ccl file's world_size)")
+        check_workers("ccl_sweep", options.workers, p, torch.ahbm.device_count(), SweepUsageError)
         plan = _Plan(algorithm, collectives, sizes, dtype, p, pe_ranks, timing_only, rows,
                      options.workers if pe_ranks else p)
         if not pe_ranks:
@@ -181,9 +178,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each size is the previous one times F (default 4)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="f16", help="element type (default f16)")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw busbw against size into OUT.png")
-    parser.add_argument("--workers", metavar="N", type=positive_count, default=1,
-                        help="with more ranks than SIPs: N spawned workers, each driving world/N PE ranks of its own "
-                             "SIP (default 1: every rank a PE of SIP 0)")
+    add_workers_argument(parser)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -69,8 +69,6 @@ def run(torch, argv=()):
     _print_breakdown(torch, tokens, hidden, tp, world_size, phases)
 
 
-
-
 def _setting(name: str, default: int) -> int:
     """The positive whole number in environment variable `name`, else `default`."""
     text = os.environ.get(name)

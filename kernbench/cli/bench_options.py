@@ -49,6 +49,21 @@ def positive_count(text: str) -> int:
     return value
 
 
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    """`--workers N` of the collective benches: above the SIP count, N spawned workers share the PE ranks out."""
+    parser.add_argument("--workers", metavar="N", type=positive_count, default=1,
+                        help="with more ranks than SIPs: N spawned workers, each driving world/N PE ranks of its own "
+                             "SIP (default 1: every rank a PE of SIP 0)")
+
+
+def check_workers(bench: str, workers: int, ranks: int, sips: int, error_type: type[KernbenchError]) -> None:
+    """`--workers` above one is for worlds above the SIP count; where the ranks fit the SIPs it is refused, not
+    ignored."""
+    if workers > 1 and ranks <= sips:
+        raise error_type(f"{bench}: --workers {workers}: the {ranks} ranks fit the {sips} SIPs, a worker each; "
+                         "--workers shares PE ranks out above the SIP count (a ccl file's world_size)")
+
+
 def bench_parser(name: str, add_arguments: Callable, *, error_type: type[KernbenchError] = BenchUsageError,
                  description: str | None = None) -> BenchArgumentParser:
     """The parser of bench `name`'s options (no `-h`: `kernbench run NAME --help` answers for it)."""
