@@ -32,6 +32,7 @@ from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
+from kernbench.ccl.symmetry import Replication, rotation_for
 from kernbench.ccl.tuner import AUTO, plan, slots_within
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
@@ -146,6 +147,7 @@ class Ran:
 
     algorithm: str
     channels: int = 1
+    symmetric: bool = False  # rank 0 was simulated and the others logged as its rotations (`symmetry`)
 
 
 def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
@@ -170,11 +172,25 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
         source=f"{request.label}: ccl config")
     _launch(machine, request)
     channels = channel_requests(machine, request)
-    started = [_start_members(machine, channel, schedule, settings) for channel in channels]
+    size = len(request.members)
+    edges = frozenset() if size == 1 else _wiring_edges(request, schedule.wiring, schedule.module, size)
+    rotation = rotation_for(machine, request, schedule.function, channels, edges, settings)
+    if rotation is not None:
+        replication = Replication(machine, channels, rotation, settings)
+        started = [([_start(machine, channel, schedule, channel.members[0], queues)], queues)
+                   for channel, queues in zip(channels, replication.queues)]
+    else:
+        started = []
+        for channel in channels:
+            queues = CollectiveQueues(machine, channel, settings, schedule.wiring, edges)
+            started.append(([_start(machine, channel, schedule, member, queues) for member in channel.members],
+                             queues))
     wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
     for _, queues in started:
         queues.check_drained()
-    return Ran(schedule.algorithm, len(channels))
+    if rotation is not None:
+        replication.finish()
+    return Ran(schedule.algorithm, len(channels), symmetric=rotation is not None)
 
 
 def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
@@ -298,19 +314,14 @@ def _part(region: Region, a: int, b: int) -> Region:
     return Region(region.allocation, region.dtype, region.indices[a:b])
 
 
-def _start_members(machine: Machine, request: CollectiveRequest, schedule: "Schedule", settings: IpcqSettings):
-    """Start one program per member of `request` (one channel); return the programs and their queues."""
-    function, module, wiring = schedule.function, schedule.module, schedule.wiring
-    size = len(request.members)
-    edges = frozenset() if size == 1 else _wiring_edges(request, wiring, module, size)
-    queues = CollectiveQueues(machine, request, settings, wiring, edges)
-    programs = [PeProgram(machine, request, member, queues) for member in request.members]
-    body = _single_member if size == 1 else function
-    engine = machine.engine
+def _start(machine: Machine, request: CollectiveRequest, schedule: "Schedule", member: Member, queues):
+    """Start `member`'s program of `request` (one channel) over `queues`; return its process or task."""
+    body = _single_member if len(request.members) == 1 else schedule.function
+    program = PeProgram(machine, request, member, queues)
     steps = getattr(body, "ccl_steps", None) or (body if inspect.isgeneratorfunction(body) else None)
     if steps is not None:
-        return [engine.task(_member_steps, steps, program, request, name=program.name) for program in programs], queues
-    return [engine.spawn(_run_member, body, program, request, name=program.name) for program in programs], queues
+        return machine.engine.task(_member_steps, steps, program, request, name=program.name)
+    return machine.engine.spawn(_run_member, body, program, request, name=program.name)
 
 
 def _run_member(body, program: PeProgram, request: CollectiveRequest) -> None:

@@ -42,7 +42,7 @@ PS_PER_NS = 1000
 TOP_KEYS = ("world_size", "defaults", "algorithms")
 # Keys a `defaults` block may set; an algorithm's entry may override all but the first two.
 PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpressure", "n_slots", "slot_size",
-                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "candidates")
+                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "symmetric", "candidates")
 # `params`: the algorithm's own keys, free-form (a user's algorithm reads them from its config).
 ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:-1])
 _CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES}
@@ -248,6 +248,9 @@ def _check_value(data: dict, path: KeyPath, fail) -> None:
             found = f"{', '.join(map(repr, unknown))}, not an entry" if unknown else describe(value)
             raise fail(path, f"found {found}; expected a non-empty list of entries of `algorithms` "
                              f"({', '.join(map(str, names))}) for `algorithm: {AUTO}` to choose among")
+    elif key == "symmetric":
+        if not isinstance(value, bool):
+            raise fail(path, f"found {describe(value)}; expected true or false")
     elif key in _CHOICES:
         if value not in _CHOICES[key]:
             raise fail(path, f"found {describe(value)}; expected one of: {', '.join(_CHOICES[key])}")

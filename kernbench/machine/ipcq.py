@@ -47,17 +47,17 @@ same points.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from kernbench.errors import KernbenchError
 from kernbench.machine.endpoints import Endpoint, hbm, sram
 from kernbench.machine.machine import Machine
-from kernbench.sim_engine import Route
+from kernbench.sim_engine import Channel, Route
 from kernbench.topology import Topology
 
 BUFFER_KINDS = ("tcm", "hbm", "sram")
@@ -103,10 +103,15 @@ class IpcQueue:
     `send` is called only by the sender's process and `recv` only by the
     receiver's; `programs` are their op-log program numbers. Without `data`
     (timing-only runs) values are not copied but every op is timed the same.
+    `booked_on` maps each channel of the queue's routes to the channel its
+    transfers are booked on (default: itself); a symmetric collective's
+    loopback queue maps the receiver's SIP onto the sender's (adr/0010,
+    "Symmetric collectives").
     """
 
     def __init__(self, machine: Machine, sender: Endpoint, receiver: Endpoint, settings: IpcqSettings, *,
-                 label: str, programs: tuple[int | None, int | None], data: bool):
+                 label: str, programs: tuple[int | None, int | None], data: bool,
+                 booked_on: Callable[[Channel], Channel] | None = None):
         self.settings = settings
         self.sender = sender
         self.receiver = receiver
@@ -116,17 +121,20 @@ class IpcQueue:
         self._programs = programs
         self._data = data
         self._overhead = machine.topology.ipcq.message_overhead_ps
-        buffer = {"tcm": receiver, "hbm": hbm(receiver.sip, receiver.cube),
-                  "sram": sram(receiver.sip, receiver.cube)}[settings.buffer_kind]
+        buffer = slot_memory(settings.buffer_kind, receiver)
         if sender == receiver:
             raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
-        *network, self._buffer = machine.route(sender, buffer)
+        booked_on = booked_on or _itself
+        *network, buffer_channel = machine.route(sender, buffer)
         engine_channel = machine.ipcq_engine(sender.sip, sender.cube, sender.pe)
-        self._network = Route(network if engine_channel is None else [engine_channel, *network])
+        self._network = Route([booked_on(channel) for channel in (
+            network if engine_channel is None else [engine_channel, *network])])
+        self._buffer = booked_on(buffer_channel)
         self._buffer_route = Route([self._buffer])
         self._flow_ids = _flow_ids(machine)
         self._to_buffer = self._network.latency_ps
-        self._copy_route = Route(machine.dma_path(buffer, receiver).route)  # a slot in HBM is read through an L2
+        # A slot in HBM is read through an L2.
+        self._copy_route = Route([booked_on(channel) for channel in machine.dma_path(buffer, receiver).route])
         self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
         self._free_slots = settings.n_slots
         self._credits: deque[int] = deque()  # arrival times of credits on their way back
@@ -144,6 +152,11 @@ class IpcQueue:
         # What a Deadlock report prints for each wait (built once: a wait happens per message).
         self._slot_wait = f"a free IPCQ slot to send from {self._names[0]} to {self._names[1]} ({label})"
         self._recv_wait = f"recv on {self._names[1]} from {self._names[0]} ({label})"
+
+    def booked_channels(self) -> tuple[Channel, ...]:
+        """Every channel the queue's transfers book: the network (from the IPCQ engine), the slot's memory,
+        and the copy out of the slot. Credits book none."""
+        return (*self._network.channels, self._buffer, *self._copy_route.channels)
 
     @property
     def undelivered(self) -> int:
@@ -268,6 +281,13 @@ class IpcQueue:
                 return np.concatenate(parts)
 
 
+def slot_memory(buffer_kind: str, receiver: Endpoint) -> Endpoint:
+    """Where a queue's slots live for `buffer_kind`: the receiver's TCM, or its cube's HBM or SRAM."""
+    if buffer_kind == "tcm":
+        return receiver
+    return (hbm if buffer_kind == "hbm" else sram)(receiver.sip, receiver.cube)
+
+
 class _Chunk:
     """One slot's worth of a message, on the wire from `start` to `network_end` (its last byte leaving the
     network for the slot's channel); `arrival` and `flow_id` are set when it lands."""
@@ -293,13 +313,42 @@ def pe_name(endpoint: Endpoint) -> str:
     return f"sip{endpoint.sip}.cube{endpoint.cube}.pe{endpoint.pe}"
 
 
-def _flow_ids(machine: Machine) -> "itertools.count[int]":
+class _FlowIds:
+    """A machine's flow-id counter (`next(ids)`), whose next id can also be read and moved on."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self):
+        self.next_id = 1
+
+    def __next__(self) -> int:
+        value = self.next_id
+        self.next_id = value + 1
+        return value
+
+
+def _flow_ids(machine: Machine) -> _FlowIds:
     """The machine's flow-id counter: ids are unique per machine, so every send pairs with exactly its
     receive in a trace."""
     counter = _FLOW_IDS.get(machine)
     if counter is None:
-        counter = _FLOW_IDS[machine] = itertools.count(1)
+        counter = _FLOW_IDS[machine] = _FlowIds()
     return counter
+
+
+def next_flow_id(machine: Machine) -> int:
+    """The flow id the machine's next message will get."""
+    return _flow_ids(machine).next_id
+
+
+def skip_flow_ids(machine: Machine, first_free: int) -> None:
+    """Give the machine's next message flow id `first_free`: the ids before it were given to copies of logged
+    records (a symmetric collective's replicas), not to messages sent here."""
+    _flow_ids(machine).next_id = first_free
+
+
+def _itself(channel: Channel) -> Channel:
+    return channel
 
 
 def _is_int(value) -> bool:

@@ -93,6 +93,17 @@ def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: 
                   label=label, program=program, data=data, owner=owner)
 
 
+def home_cube(machine: Machine, pe: PeUnits, allocation: Allocation, first: int, stop: int) -> int | None:
+    """The cube whose HBM serves `pe` every element of [first, stop) of `allocation` (from the replica nearest
+    the PE), or None when no one cube holds them all (or the range is empty)."""
+    placement = allocation.placement
+    replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
+    groups = lanes_per_cube(placement, slice(first, stop), replica) if stop > first else []
+    if len(groups) != 1 or groups[0][1] is not _ALL:
+        return None
+    return groups[0][0]
+
+
 class RunDmas:
     """DMAs of contiguous runs of one allocation, all held by one cube, between that cube's HBM and one PE's
     TCM: for a caller that moves many runs of the same elements (a collective's pieces of a region).
@@ -110,12 +121,8 @@ class RunDmas:
     def of(cls, machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, first: int, stop: int, *,
            label: str, program: int | None, data: bool) -> "RunDmas | None":
         """DMAs of runs within elements [first, stop) of `allocation`, or None when no one cube holds them all."""
-        placement = allocation.placement
-        replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
-        groups = lanes_per_cube(placement, slice(first, stop), replica) if stop > first else []
-        if len(groups) != 1 or groups[0][1] is not _ALL:
-            return None
-        return cls(machine, pe, allocation, dtype, groups[0][0], label, program, data)
+        cube = home_cube(machine, pe, allocation, first, stop)
+        return None if cube is None else cls(machine, pe, allocation, dtype, cube, label, program, data)
 
     def __init__(self, machine, pe, allocation, dtype, cube, label, program, data):
         ends = _ends(pe)

@@ -75,6 +75,14 @@ class Engine:
         return self._seq
 
     @property
+    def idle(self) -> bool:
+        """Nothing is scheduled: no process, task or callback can act until someone running now makes it.
+
+        What lets a collective know nothing else can touch the machine while it runs (adr/0010, "Symmetric
+        collectives")."""
+        return not self._heap
+
+    @property
     def current_process(self) -> Process | None:
         """The process running now, or None in the main greenlet."""
         return self._current

@@ -20,13 +20,19 @@ each record's tuple as it was appended, so queries, reports and the
 canonical JSON are unchanged: args tuples are shared only where their
 values' types match too (1 and 1.0 are equal keys). Records are kept in
 append order, which the engine makes deterministic.
+
+**Images.** A symmetric collective (adr/0010) simulates one rank and logs
+the others as renamed copies of its records (`replicate`): each copy is a
+view of the simulated blocks that keeps only a renaming of their few
+distinct devices and args, so p ranks' records cost one rank's memory until
+they are read.
 """
 
 from __future__ import annotations
 
 import json
 from itertools import chain
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from kernbench.sim_engine.errors import EngineUsageError
 
@@ -90,6 +96,16 @@ class LabelTotals(NamedTuple):
     busy_ps: int
 
 
+class Image(NamedTuple):
+    """How `OpLog.replicate` renames a copy of records: `rename` maps the device and every string value of the
+    args; a program id p >= 0 becomes (p + program_shift) % program_modulus; a flow id f becomes f + flow_offset."""
+
+    rename: Callable[[str], str]
+    program_shift: int
+    program_modulus: int
+    flow_offset: int
+
+
 class OpLog:
     """An append-only list of `OpRecord`s with queries and summaries."""
 
@@ -129,6 +145,27 @@ class OpLog:
     def _compact(self) -> None:
         self._blocks.append(_Block(self._records, self._code))
         self._records = []
+
+    def seal(self) -> int:
+        """Compact the records appended so far into a block; return the number of blocks, which is the index
+        of the block the next records will start (what `replicate` is given)."""
+        if self._records:
+            self._compact()
+        return len(self._blocks)
+
+    def replicate(self, first_block: int, images) -> None:
+        """Append a copy of every record of the blocks from `first_block` (those appended since `seal` returned
+        it, sealed again) for each `Image`, renamed as it says, copy after copy.
+
+        A copy shares every column with the records it copies but the device, program, args and flow ids,
+        which it works out when read: its memory is its distinct names, not its records.
+        """
+        if self._records:
+            raise EngineUsageError("op log: replicate() needs the copied records sealed first (seal())")
+        bases = [_ImageBase(block) for block in self._blocks[first_block:]]
+        for image in images:
+            for base in bases:
+                self._blocks.append(_ImageBlock(base, image, self._code, self._values))
 
     def _code(self, value) -> int:
         key = (value, tuple(v.__class__ for _, v in value)) if value.__class__ is tuple else value
@@ -213,41 +250,56 @@ class OpLog:
         """Per device, in order of first appearance: (earliest start, latest end, ops)."""
         import numpy as np
 
-        columns = self.columns()
-        if not len(columns.start):
-            return {}
-        order = np.argsort(columns.device, kind="stable")
-        device = columns.device[order]
-        firsts = np.flatnonzero(np.r_[True, device[1:] != device[:-1]])
-        starts = np.minimum.reduceat(columns.start[order], firsts)
-        ends = np.maximum.reduceat(columns.end[order], firsts)
-        counts = np.diff(np.r_[firsts, len(device)])
-        appearance = np.argsort(order[firsts], kind="stable")  # each device's first record, in log order
-        return {columns.values[int(device[firsts[i]])]: (int(starts[i]), int(ends[i]), int(counts[i]))
-                for i in appearance}
+        spans: dict[int, list[int]] = {}  # device code -> [index of its first record, start, end, ops]
+        offset = 0
+        for columns in self.column_blocks():
+            order = np.argsort(columns.device, kind="stable")
+            device = columns.device[order]
+            firsts = np.flatnonzero(np.r_[True, device[1:] != device[:-1]])
+            starts = np.minimum.reduceat(columns.start[order], firsts).tolist()
+            ends = np.maximum.reduceat(columns.end[order], firsts).tolist()
+            counts = np.diff(np.r_[firsts, len(device)]).tolist()
+            for code, first, start, end, count in zip(device[firsts].tolist(), order[firsts].tolist(), starts,
+                                                      ends, counts):
+                entry = spans.get(code)
+                if entry is None:
+                    spans[code] = [offset + first, start, end, count]
+                else:
+                    entry[1], entry[2], entry[3] = min(entry[1], start), max(entry[2], end), entry[3] + count
+            offset += len(device)
+        return {self._values[code]: (start, end, count)
+                for code, (_, start, end, count) in sorted(spans.items(), key=lambda item: item[1][0])}
 
-    def columns(self) -> "Columns":
+    def column_blocks(self):
+        """The records as `Columns`, a block at a time, oldest first: for a reader that summarizes the whole log
+        without holding all of it as columns at once (a symmetric collective's copies are many millions)."""
+        if self._records:
+            self._compact()
+        for block in self._blocks:
+            yield _block_columns(block, self._values)
+
+    def columns(self, keep=None) -> "Columns":
         """Every record as numpy columns, oldest first, for readers that summarize the whole log (the report)
-        without a tuple per record: see `Columns`."""
+        without a tuple per record: see `Columns`. With `keep`, only the rows `keep(block_columns)` (a boolean
+        mask per block, given each block's `Columns`) selects, read a block at a time."""
         import numpy as np
 
         if self._records:
             self._compact()  # the newest records become a block too, so the next reader finds them as columns
         blocks = self._blocks
-        built_from, columns = self._columns
-        if columns is not None and built_from == len(blocks):
-            return columns  # blocks are only ever appended: the same blocks, the same columns
-        if not blocks:
+        if keep is None:
+            built_from, columns = self._columns
+            if columns is not None and built_from == len(blocks):
+                return columns  # blocks are only ever appended: the same blocks, the same columns
+        parts = [_block_columns(block, self._values) for block in blocks] if keep is None else [
+            Columns(*(field[mask] for field in columns[:9]), self._values)
+            for columns in self.column_blocks() for mask in (keep(columns),) if mask.any()]
+        if not parts:
             empty = np.zeros(0, dtype=np.int64)
             return Columns(*([empty] * 9), self._values)
-
-        def column(field: str):
-            return np.concatenate([getattr(block, field).astype(np.int64) for block in blocks])
-
-        start = column("start")
-        columns = Columns(column("kind"), column("device"), column("label"), column("program"), column("nbytes"),
-                          column("flops"), start, start + column("duration"), column("args"), self._values)
-        self._columns = (len(blocks), columns)
+        columns = Columns(*(np.concatenate([part[k] for part in parts]) for k in range(9)), self._values)
+        if keep is None:
+            self._columns = (len(blocks), columns)
         return columns
 
     def label_totals(self) -> dict[str | None, LabelTotals]:
@@ -268,12 +320,44 @@ class OpLog:
         return json.dumps([tuple(_as_record(r)) for r in self._stored()], sort_keys=True, separators=(",", ":"))
 
 
+def _block_columns(block, values: list) -> Columns:
+    """One block's records as `Columns` of int64."""
+    import numpy as np
+
+    start = block.start.astype(np.int64)
+    return Columns(*(getattr(block, field).astype(np.int64) for field in ("kind", "device", "label", "program",
+                                                                           "nbytes", "flops")),
+                   start, start + block.duration, block.args.astype(np.int64), values)
+
+
 def _as_record(stored: tuple) -> OpRecord:
     args = stored[9]
     return OpRecord(*stored[:9], None if args is None else dict(args))
 
 
-class _Block:
+class _Reading:
+    """What every block kind answers from its columns (`kind` ... `flow`, as `_Block` holds them)."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def end_ps(self) -> int:
+        return int((self.start + self.duration).max())
+
+    def tuples(self, values: list):
+        """The records' tuples, equal to those appended."""
+        look = values.__getitem__
+        args = (look(rest) if flow < 0 else (("flow_id", flow), *look(rest))
+                for flow, rest in zip(self.flow.tolist(), self.args.tolist()))
+        programs = (None if p < 0 else p for p in self.program.tolist())
+        return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
+                   map(look, self.label.tolist()), programs, self.nbytes.tolist(), self.flops.tolist(),
+                   self.start.tolist(), (self.start + self.duration).tolist(), args)
+
+
+class _Block(_Reading):
     """`BLOCK` records as columns: codes (`OpLog._code`) for the strings and args, integers for the rest.
 
     An args tuple whose first pair is ("flow_id", n) keeps n in `flow` and the
@@ -320,21 +404,71 @@ class _Block:
                     rests[index] = shared_rests.setdefault(tuple(map(id, rest)), rest)
         self.flow, self.args = _narrowest(np.array(flows, dtype=np.int64)), codes(rests, by_identity=True)
 
-    def __len__(self) -> int:
-        return len(self.start)
 
-    def end_ps(self) -> int:
-        return int((self.start + self.duration).max())
+class _ImageBase:
+    """A block that copies are made of, with its distinct device and args codes and each record's index
+    among them: worked out once, shared by every copy."""
 
-    def tuples(self, values: list):
-        """The records' tuples, equal to those appended."""
-        look = values.__getitem__
-        args = (look(rest) if flow < 0 else (("flow_id", flow), *look(rest))
-                for flow, rest in zip(self.flow.tolist(), self.args.tolist()))
-        programs = (None if p < 0 else p for p in self.program.tolist())
-        return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
-                   map(look, self.label.tolist()), programs, self.nbytes.tolist(), self.flops.tolist(),
-                   self.start.tolist(), (self.start + self.duration).tolist(), args)
+    __slots__ = ("block", "devices", "device_index", "args", "args_index")
+
+    def __init__(self, block: _Reading):
+        import numpy as np
+
+        self.block = block
+        self.devices, self.device_index = np.unique(block.device, return_inverse=True)
+        self.args, self.args_index = np.unique(block.args, return_inverse=True)
+
+
+class _ImageBlock(_Reading):
+    """A renamed copy of a block (`OpLog.replicate`): the times, sizes, kinds, units and labels are the
+    block's own arrays; devices and args are looked up through the image's renaming of their distinct codes,
+    programs and flow ids shifted, when read."""
+
+    __slots__ = ("_base", "_image", "_devices", "_args")
+
+    def __init__(self, base: _ImageBase, image: Image, code, values: list):
+        import numpy as np
+
+        self._base, self._image = base, image
+        self._devices = np.array([code(image.rename(values[int(c)])) for c in base.devices], dtype=np.int64)
+        self._args = np.array([code(_renamed(values[int(c)], image.rename)) for c in base.args], dtype=np.int64)
+
+    kind = property(lambda self: self._base.block.kind)
+    unit = property(lambda self: self._base.block.unit)
+    label = property(lambda self: self._base.block.label)
+    nbytes = property(lambda self: self._base.block.nbytes)
+    flops = property(lambda self: self._base.block.flops)
+    start = property(lambda self: self._base.block.start)
+    duration = property(lambda self: self._base.block.duration)
+
+    @property
+    def device(self):
+        return self._devices[self._base.device_index]
+
+    @property
+    def args(self):
+        return self._args[self._base.args_index]
+
+    @property
+    def program(self):
+        import numpy as np
+
+        program, image = self._base.block.program.astype(np.int64), self._image
+        return np.where(program < 0, program, (program + image.program_shift) % image.program_modulus)
+
+    @property
+    def flow(self):
+        import numpy as np
+
+        flow = self._base.block.flow.astype(np.int64)
+        return np.where(flow < 0, flow, flow + self._image.flow_offset)
+
+
+def _renamed(args, rename):
+    """An args value (None or a tuple of (key, value) pairs) with `rename` applied to its string values."""
+    if args is None:
+        return None
+    return tuple((key, rename(value) if value.__class__ is str else value) for key, value in args)
 
 
 def _carries_flow(pairs) -> bool:

@@ -137,14 +137,17 @@ def _ring_vs_simpy():
     return module
 
 
-@pytest.mark.parametrize("ranks, nbytes", [(3, 1 << 20), (5, 3 << 19)])
-def test_adr0010_t25_the_timing_only_ring_matches_an_independent_simpy_model(tmp_path, ranks, nbytes):
+@pytest.mark.parametrize("ranks, nbytes", [(3, 3 << 20), (5, 5 << 19)])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_adr0010_t25_the_timing_only_ring_matches_an_independent_simpy_model(tmp_path, ranks, nbytes, symmetric):
     """benchmarks/ring_vs_simpy.py's SimPy model, written from the timing rules and not from kernbench's code
-    paths, gives the same picoseconds and messages (several slabs, a ring on a switch)."""
+    paths, gives the same picoseconds and messages (several slabs, a ring on a switch), every rank simulated or
+    rank 0 alone (ADR 0010, "Symmetric collectives")."""
     oracle = _ring_vs_simpy()
     topology = oracle.switch_topology(ranks, tmp_path)
-    kernbench_ps, kernbench_messages, _ = oracle.run_kernbench(topology, ranks, nbytes)
+    kernbench_ps, kernbench_messages, _, ran_symmetric = oracle.run_kernbench(topology, ranks, nbytes, symmetric)
     simpy_ps, simpy_messages, _ = oracle.run_simpy(topology, ranks, nbytes)
+    assert ran_symmetric == symmetric
     assert (kernbench_ps, kernbench_messages) == (simpy_ps, simpy_messages)
 
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 from kernbench.ccl.algorithms.chunking import pieces, shifted, split
 from kernbench.ccl.algorithms.prefetch import prefetch
 from kernbench.ccl.algorithms.rooted import send
+from kernbench.ccl.algorithms.support import rotates
 from kernbench.ccl.pe_program import algorithm_steps
 
 __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", "send"]
@@ -62,6 +63,7 @@ __all__ = ["all_gather", "all_reduce", "broadcast", "reduce", "reduce_scatter", 
 # touches each chunk once or twice, and holding all p lists for every rank costs O(p^2) objects.
 
 
+@rotates(lambda count, p: count % p == 0)  # equal chunks: else rank r's chunk sizes are not rank 0's
 @algorithm_steps
 def all_reduce(ctx, request):
     me = ctx.member

@@ -33,6 +33,17 @@ def runs_on(predicate: Callable[[tuple[int, ...]], bool]):
     return mark
 
 
+def rotates(condition: Callable[[int, int], bool]):
+    """Mark a collective function whose rank r runs rank 0's program with every rank shifted by r (mod p) —
+    it sends to r + d where rank 0 sends to d, takes chunk q + r where rank 0 takes chunk q, in the same order —
+    for a call where `condition(count, p)` holds (count: each member's input elements). Such a call, timing-only
+    on an idle machine whose routes rotate too, simulates rank 0 alone (adr/0010, "Symmetric collectives")."""
+    def mark(function):
+        function.ccl_rotates = condition
+        return function
+    return mark
+
+
 def runs_at(function, sips: tuple[int, ...]) -> bool:
     """Whether `function` (a module's collective function) runs for members on `sips` (one per group rank)."""
     size_rule = getattr(function, "ccl_runs_for", None)

@@ -1,0 +1,300 @@
+"""Symmetric collectives: simulate rank 0 of a timing-only collective whose ranks are rotations of each other,
+and log every other rank as a renamed copy of it (adr/0010, "Symmetric collectives").
+
+A ring all-reduce over one PE on each of p SIPs, on an idle machine whose
+routes rotate with the SIPs (a switch, a full mesh, a ring of exactly those
+SIPs), is the same computation p times over: rank r runs rank 0's program
+with every SIP and rank index shifted by r, at the same picoseconds. So the
+call simulates rank 0 alone, each of its queues closed into a loop: the
+queue 0 → d also serves as rank 0's queue from rank p − d (its rotation),
+its receiver-side channels — those naming SIP d alone — booked on SIP 0's,
+where rank p − d's messages land in the full run. Afterwards the op log gets
+p − 1 renamed copies of rank 0's records (`OpLog.replicate`), and every
+channel and unit the loop run booked passes its bookings on to its p − 1
+rotations, so reports read as after the full run.
+
+`rotation_for` decides, before anything runs, whether a call qualifies:
+timing-only; a schedule declared `@rotates` whose condition holds; one PE
+per SIP, at the same cube and PE, with the same data layout and the same
+order of readiness of its DMA engines; a wiring that rotates; an idle
+engine and idle resources; every rank's channels rank 0's rotated; and
+rotations of every channel the loop run books that are p distinct channels
+alike (so no two ranks share a channel the loop run books for one). Any
+other call runs every rank.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from kernbench.ccl.errors import CollectiveError
+from kernbench.machine import Machine, tcm
+from kernbench.machine.endpoints import hbm
+from kernbench.machine.ipcq import IpcQueue, IpcqSettings, next_flow_id, skip_flow_ids
+from kernbench.machine.placed_dma import home_cube
+from kernbench.sim_engine import Channel
+from kernbench.sim_engine.op_log import Image
+
+_SIP_TOKEN = re.compile(r"\bsip(\d+)\b")
+_UNITS = ("vector", "matrix")  # a PE's compute units, which are not channels
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """The members' SIPs in rank order, and the offsets d of rank 0's queues (to rank d, from rank p − d)."""
+
+    sips: tuple[int, ...]
+    offsets: tuple[int, ...]
+
+    @functools.cached_property
+    def _rank_of(self) -> dict[int, int]:
+        return {sip: rank for rank, sip in enumerate(self.sips)}
+
+    def name(self, text: str, shift: int) -> str:
+        """`text` with every member SIP `sipK` (rank i's) renamed to rank (i + shift) mod p's; other SIPs
+        unchanged."""
+        rank_of, sips, p = self._rank_of, self.sips, len(self.sips)
+
+        def moved(match: re.Match) -> str:
+            rank = rank_of.get(int(match.group(1)))
+            return match.group(0) if rank is None else f"sip{sips[(rank + shift) % p]}"
+
+        return _SIP_TOKEN.sub(moved, text)
+
+    def owner(self, name: str) -> int | None:
+        """The rank whose SIP is the only one a channel's name names (its memories and NoC, its link from the
+        switch), or None (a link between two SIPs)."""
+        named = {int(match.group(1)) for match in _SIP_TOKEN.finditer(name)}
+        return self._rank_of.get(named.pop()) if len(named) == 1 else None
+
+
+def rotation_for(machine: Machine, request, function, channels, edges, settings: IpcqSettings) -> Rotation | None:
+    """The rotation that lets `request` run as rank 0 alone, or None where every rank must run.
+
+    `function` is the schedule's, `channels` the request's channel requests (`channel_requests`), `edges` the
+    wiring's directed (sender, receiver) rank pairs.
+    """
+    members = request.members
+    p = len(members)
+    condition = getattr(function, "ccl_rotates", None)
+    if not request.timing_only or not request.config.get("symmetric", True) or condition is None or p < 2:
+        return None
+    if machine.topology.sip.l2 is not None or not machine.engine.idle:
+        return None  # an L2's tags remember each SIP's past; something scheduled could act during the call
+    sips = tuple(m.sip for m in members)
+    if len(set(sips)) != p:
+        return None
+    offsets = tuple(sorted(d for s, d in edges if s == 0))
+    if set(edges) != {(r, (r + d) % p) for r in range(p) for d in offsets}:
+        return None
+    rotation = Rotation(sips, offsets)
+    if not all(_same_layout(machine, channel, condition) for channel in channels):
+        return None
+    return rotation if _routes_rotate(machine, rotation, channels, settings, _names(machine)) else None
+
+
+def _names(machine: Machine) -> dict[int, str]:
+    """Each channel's name in `machine.channels` (a PE's channels are named there with their SIP), by identity."""
+    return {id(channel): name for name, channel in machine.channels.items()}
+
+
+def _same_layout(machine: Machine, request, condition) -> bool:
+    """Every member on rank 0's cube and PE, with rank 0's layout (`_layout`), and the schedule's condition met."""
+    members = request.members
+    first = members[0]
+    if not condition(first.input.count, len(members)):
+        return False
+    shape = _layout(machine, first)
+    return shape is not None and all((m.cube, m.pe) == (first.cube, first.pe) and _layout(machine, m) == shape
+                                     for m in members[1:])
+
+
+def _layout(machine: Machine, member):
+    """What a member's program depends on besides its rank: its regions' positions, dtype and home cube, its
+    in-placeness, and its PE's DMA engines in order of readiness (which one each DMA takes); None where a region
+    is not one contiguous run on one cube of the member's SIP."""
+    pe = machine.pe(member.sip, member.cube, member.pe)
+    homes = []
+    for region in (member.input, member.output):
+        cube = _home(machine, member, region)
+        if cube is None:
+            return None
+        homes.append((region.indices.start, region.indices.stop, region.dtype.str, cube))
+    engines = pe.dma_engines
+    readiness = tuple(sorted(range(len(engines)), key=lambda k: (engines[k].free_at, k)))
+    return tuple(homes), member.output is member.input, readiness
+
+
+def _home(machine: Machine, member, region) -> int | None:
+    indices = region.indices
+    if indices.__class__ is not range or indices.step != 1 or region.allocation.sip != member.sip:
+        return None
+    return home_cube(machine, machine.pe(member.sip, member.cube, member.pe), region.allocation, indices.start,
+                     indices.stop)
+
+
+def _own_channels(machine: Machine, member) -> list[Channel]:
+    """The channels a member's own loads and stores book: its PE's DMA engines and TCM, and the paths between
+    its TCM and the cubes holding its regions."""
+    pe = machine.pe(member.sip, member.cube, member.pe)
+    here = tcm(member.sip, member.cube, member.pe)
+    channels = [*pe.dma_engines, pe.tcm]
+    for region in (member.input, member.output):
+        memory = hbm(member.sip, _home(machine, member, region))
+        channels += [*machine.dma_path(memory, here).route, *machine.dma_path(here, memory).route]
+    return channels
+
+
+def _queue(machine: Machine, request, sender: int, receiver: int, settings: IpcqSettings, booked_on=None):
+    members = request.members
+    a, b = members[sender], members[receiver]
+    return IpcQueue(machine, tcm(a.sip, a.cube, a.pe), tcm(b.sip, b.cube, b.pe), settings, label=request.label,
+                    programs=(sender, receiver), data=False, booked_on=booked_on)
+
+
+def _loop_queue(machine: Machine, request, offset: int, rotation: Rotation, settings: IpcqSettings,
+                names: dict[int, str]) -> IpcQueue:
+    """Rank 0's queue to rank `offset`, its channels naming that rank's SIP alone booked on rank 0's."""
+    def booked_on(channel: Channel) -> Channel:
+        name = names[id(channel)]
+        return channel if rotation.owner(name) != offset else machine.channels[rotation.name(name, -offset)]
+
+    return _queue(machine, request, 0, offset, settings, booked_on)
+
+
+def _routes_rotate(machine: Machine, rotation: Rotation, channels, settings: IpcqSettings,
+                   names: dict[int, str]) -> bool:
+    """Every rank's channels in the full run are rank 0's rotated; every channel the loop run books is idle and
+    has p distinct, idle rotations alike it; and the members' compute units are idle."""
+    p, now = len(rotation.sips), machine.engine.now
+    for request in channels:
+        footprints = [_footprint(machine, request, rank, rotation, settings) for rank in range(p)]
+        names.update(_names(machine))  # the footprints made the other ranks' channels
+        footprints = [[names[id(channel)] for channel in footprint] for footprint in footprints]
+        zero = footprints[0]
+        if any([rotation.name(name, rank) for name in zero] != footprints[rank] for rank in range(1, p)):
+            return False
+        if any(not _units_idle(machine, member, now) for member in request.members):
+            return False
+    booked = _booked_in_loop(machine, channels, rotation, settings, names)
+    images = set()
+    for channel in booked:
+        for shift in range(p):
+            name = rotation.name(names[id(channel)], shift)
+            image = machine.channels.get(name)
+            if image is None or image.free_at > now or (image.bandwidth_bytes_per_s, image.latency_ps) != (
+                    channel.bandwidth_bytes_per_s, channel.latency_ps):
+                return False
+            images.add(name)
+    return len(images) == p * len(booked)  # else two ranks share a channel the loop run books for one
+
+
+def _units_idle(machine: Machine, member, now: int) -> bool:
+    units = machine.pe(member.sip, member.cube, member.pe)
+    return units.vector.free_at <= now and units.matrix.free_at <= now
+
+
+def _footprint(machine: Machine, request, rank: int, rotation: Rotation, settings: IpcqSettings) -> list[Channel]:
+    """The channels rank `rank` books in the full run, in a fixed order: its own (`_own_channels`) and its
+    queues' to rank + d for each offset d."""
+    p = len(request.members)
+    channels = _own_channels(machine, request.members[rank])
+    for offset in rotation.offsets:
+        channels += _queue(machine, request, rank, (rank + offset) % p, settings).booked_channels()
+    return channels
+
+
+def _booked_in_loop(machine: Machine, channels, rotation: Rotation, settings: IpcqSettings,
+                    names: dict[int, str]) -> list[Channel]:
+    """Each channel the loop run can book, once: rank 0's own and its loop queues'."""
+    booked = {}
+    for request in channels:
+        found = _own_channels(machine, request.members[0])
+        for offset in rotation.offsets:
+            found += _loop_queue(machine, request, offset, rotation, settings, names).booked_channels()
+        booked.update((id(channel), channel) for channel in found)
+    return list(booked.values())
+
+
+class LoopQueues:
+    """Rank 0's queues in the loop run: the queue to rank d serves as the queue from rank p − d too."""
+
+    def __init__(self, machine: Machine, request, rotation: Rotation, settings: IpcqSettings,
+                 names: dict[int, str]):
+        self.settings = settings
+        self._label = request.label
+        self._p = len(request.members)
+        self._queues = {d: _loop_queue(machine, request, d, rotation, settings, names) for d in rotation.offsets}
+
+    def between(self, sender: int, receiver: int) -> IpcQueue:
+        offset = receiver if sender == 0 else (-sender) % self._p if receiver == 0 else None
+        queue = self._queues.get(offset)
+        if queue is None:
+            raise CollectiveError(f"{self._label}: rank 0 of a symmetric run has no IPCQ {sender} -> {receiver}")
+        return queue
+
+    def check_drained(self) -> None:
+        left = [f"loop queue 0 -> {d}: {q.undelivered} chunk(s)" for d, q in self._queues.items() if q.undelivered]
+        if left:
+            raise CollectiveError(f"{self._label}: messages were sent but never received ({'; '.join(left)})")
+
+
+class Replication:
+    """What the loop run changes, passed on to the other ranks: made before the run (it notes where the op log,
+    the flow ids and every booked channel and unit stand), `finish`ed after it."""
+
+    def __init__(self, machine: Machine, channels, rotation: Rotation, settings: IpcqSettings):
+        self._machine = machine
+        self._rotation = rotation
+        self._names = names = _names(machine)
+        self.queues = [LoopQueues(machine, request, rotation, settings, names) for request in channels]
+        self._first_block = machine.oplog.seal()
+        self._first_flow = next_flow_id(machine)
+        self._channels = _booked_in_loop(machine, channels, rotation, settings, names)
+        places = {(m.sip, m.cube, m.pe) for m in (request.members[0] for request in channels)}
+        self._units = [(place, kind) for place in sorted(places) for kind in _UNITS]
+        units = [getattr(machine.pe(*place), kind) for place, kind in self._units]
+        self._before = {id(r): (r.busy_ps, r.ops, getattr(r, "bytes_moved", 0))
+                        for r in (*self._channels, *units)}
+        self._ops_before = _total_ops(machine)
+
+    def finish(self) -> None:
+        """Log the other ranks' records and pass each booked resource's bookings on to its rotations."""
+        machine, rotation = self._machine, self._rotation
+        p = len(rotation.sips)
+        booked_ops = sum(r.ops - self._before[id(r)][1] for r in self._channels)
+        if _total_ops(machine) - self._ops_before != booked_ops:
+            raise CollectiveError("symmetric collective: the loop run booked a channel its check did not foresee; "
+                                  "set `symmetric: false` in ccl.yaml and report this")
+        oplog = machine.oplog
+        oplog.seal()
+        flows = next_flow_id(machine) - self._first_flow
+        oplog.replicate(self._first_block, [Image(functools.partial(rotation.name, shift=shift), shift, p,
+                                                  shift * flows) for shift in range(1, p)])
+        skip_flow_ids(machine, self._first_flow + p * flows)
+        for channel in self._channels:
+            for shift in range(1, p):
+                image = machine.channels[rotation.name(self._names[id(channel)], shift)]
+                _pass_on(channel, image, self._before[id(channel)])
+        for (sip, cube, pe), kind in self._units:
+            unit = getattr(machine.pe(sip, cube, pe), kind)
+            for shift in range(1, p):
+                twin = machine.pe(rotation.sips[(rotation.sips.index(sip) + shift) % p], cube, pe)
+                _pass_on(unit, getattr(twin, kind), self._before[id(unit)])
+
+
+def _pass_on(source, image, before: tuple[int, int, int]) -> None:
+    """Give `image` the bookings `source` took since `before` (busy time, ops, bytes) and its horizon."""
+    busy, ops, moved = before
+    image.busy_ps += source.busy_ps - busy
+    image.ops += source.ops - ops
+    image.free_at = source.free_at
+    if isinstance(source, Channel):
+        image.bytes_moved += source.bytes_moved - moved
+        image.gaps = [list(gap) for gap in source.gaps]
+
+
+def _total_ops(machine: Machine) -> int:
+    return sum(channel.ops for channel in machine.channels.values())
