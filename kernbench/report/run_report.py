@@ -17,6 +17,7 @@ BUSIEST_SHOWN = 8
 COLLECTIVES_SHOWN = 24  # the text report's rows; --json carries every collective
 KERNELS_SHOWN = 24  # likewise for kernel launches
 LINK_CLASSES = ("host", "hbm", "noc", "inter_sip")
+SYMMETRIC_MARK = "*"  # after a collective's algorithm: rank 0 simulated, the others its copies (ADR 0010)
 
 
 def run_report(ctx) -> dict:
@@ -92,6 +93,9 @@ def format_report(report: dict) -> str:
                         f"{row['bytes']:>12,d} B {row['dtype']:>5} {row['op'] or '-':>7} "
                         f"{format_ps(row['time_ps']):>12} {row['algbw_gb_per_s']:>11.3f} "
                         f"{row['busbw_gb_per_s']:>11.3f}"))
+    if any(row.get("symmetric") for row in report["collectives"][:COLLECTIVES_SHOWN]):
+        lines.append(f"  {SYMMETRIC_MARK} rank 0 simulated, the others logged as its rotations (ccl.yaml symmetric; "
+                     "adr/0010, \"Symmetric collectives\")")
     lines += [f"hazard: {hazard['message']}" for hazard in report.get("hazards", ())]
     return "\n".join(lines)
 
@@ -118,10 +122,10 @@ def format_ps(ps: int) -> str:
 
 def _algorithm_ran(row: dict) -> str:
     """The schedule that ran, with its channels where more than one, marked where the tuner chose it
-    (`auto`) or where it is the configured algorithm's fallback (ADR 0010)."""
+    (`auto`) or where it is the configured algorithm's fallback, and where one rank stood for all (ADR 0010)."""
     configured = row.get("configured_algorithm", row["algorithm"])
     channels = row.get("channels", 1)
-    ran = row["algorithm"] + (f" x{channels}" if channels > 1 else "")
+    ran = row["algorithm"] + (f" x{channels}" if channels > 1 else "") + (SYMMETRIC_MARK if row.get("symmetric") else "")
     if configured == row["algorithm"]:
         return ran
     return f"{ran} (auto)" if configured == "auto" else f"{ran} (fallback)"

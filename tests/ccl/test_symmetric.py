@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernbench.report.run_report import run_report
+from kernbench.report.run_report import format_report, run_report
 from kernbench.session import Session
 from kernbench.sim_engine.op_log import BLOCK, Image, OpLog
 from tests.ccl.test_distributed import ccl, restore_current_ccl  # noqa: F401 (autouse)
@@ -99,6 +99,12 @@ def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topo
     assert_same_as_full(topology, world, elements, **defaults)
 
 
+def test_adr0010_t93_the_report_marks_a_symmetric_collective():
+    text = format_report(run_report(all_reduce("large", 8, MIB, True).ctx))
+    assert "ring*" in text and "* rank 0 simulated, the others logged as its rotations" in text
+    assert "ring*" not in format_report(run_report(all_reduce("large", 8, MIB, False).ctx))
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(world=st.integers(2, 6), per_rank=st.integers(1, 40_000), n_slots=st.sampled_from([2, 4, 8]),
        slot_size=st.sampled_from([1024, 4096, 65536]), buffer_kind=st.sampled_from(["tcm", "hbm", "sram"]),
@@ -160,9 +166,10 @@ def test_adr0010_t96_op_log_copies_read_as_renamed_records():
         return text.replace("sip0", "@0").replace("sip1", "@1").replace("sip2", "@2").replace(
             "@0", rename["sip0"]).replace("@1", rename["sip1"]).replace("@2", rename["sip2"])
 
+    originals = list(log)
     log.replicate(first, [Image(renamed, 1, 3, 100)])
     records = list(log)
-    assert len(records) == 13 and records[:7] == records[:7]
+    assert len(records) == 13 and records[:7] == originals
     copies = records[7:]
     assert [(r.device, r.program, r.args) for r in copies[:2]] == [
         ("sip1", 1, {"flow_id": 105, "to": "sip2.cube0.pe0"}), ("sip2", 2, {"src": "sip2.cube0.hbm"})]
