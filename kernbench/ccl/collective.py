@@ -32,7 +32,7 @@ from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
-from kernbench.ccl.symmetry import Replication, rotation_for
+from kernbench.ccl.symmetry import Replication, symmetric_plan
 from kernbench.ccl.tuner import AUTO, plan, slots_within
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
@@ -174,9 +174,9 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
     channels = channel_requests(machine, request)
     size = len(request.members)
     edges = frozenset() if size == 1 else _wiring_edges(request, schedule.wiring, schedule.module, size)
-    rotation = rotation_for(machine, request, schedule.function, channels, edges, settings)
-    if rotation is not None:
-        replication = Replication(machine, channels, rotation, settings)
+    plan = symmetric_plan(machine, request, schedule.function, channels, edges, settings)
+    if plan is not None:
+        replication = Replication(machine, channels, plan)
         started = [([_start(machine, channel, schedule, channel.members[0], queues)], queues)
                    for channel, queues in zip(channels, replication.queues)]
     else:
@@ -188,9 +188,9 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
     wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
     for _, queues in started:
         queues.check_drained()
-    if rotation is not None:
+    if plan is not None:
         replication.finish()
-    return Ran(schedule.algorithm, len(channels), symmetric=rotation is not None)
+    return Ran(schedule.algorithm, len(channels), symmetric=plan is not None)
 
 
 def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:

@@ -1,9 +1,9 @@
 """Symmetric collectives: simulate rank 0 of a timing-only collective whose ranks are rotations of each other,
 and log every other rank as a renamed copy of it (adr/0010, "Symmetric collectives").
 
-A ring all-reduce over one PE on each of p SIPs, on an idle machine whose
-routes rotate with the SIPs (a switch, a full mesh, a ring of exactly those
-SIPs), is the same computation p times over: rank r runs rank 0's program
+A ring all-reduce (all-gather, reduce-scatter) over one PE on each of p
+SIPs, on an idle machine whose routes rotate with the SIPs (a switch, a full
+mesh, a ring of exactly those SIPs), is the same computation p times over: rank r runs rank 0's program
 with every SIP and rank index shifted by r, at the same picoseconds. So the
 call simulates rank 0 alone, each of its queues closed into a loop: the
 queue 0 → d also serves as rank 0's queue from rank p − d (its rotation),
@@ -13,7 +13,7 @@ p − 1 renamed copies of rank 0's records (`OpLog.replicate`), and every
 channel and unit the loop run booked passes its bookings on to its p − 1
 rotations, so reports read as after the full run.
 
-`rotation_for` decides, before anything runs, whether a call qualifies:
+`symmetric_plan` decides, before anything runs, whether a call qualifies:
 timing-only; a schedule declared `@rotates` whose condition holds; one PE
 per SIP, at the same cube and PE, with the same data layout and the same
 order of readiness of its DMA engines; a wiring that rotates; an idle
@@ -70,8 +70,19 @@ class Rotation:
         return self._rank_of.get(named.pop()) if len(named) == 1 else None
 
 
-def rotation_for(machine: Machine, request, function, channels, edges, settings: IpcqSettings) -> Rotation | None:
-    """The rotation that lets `request` run as rank 0 alone, or None where every rank must run.
+@dataclass
+class Plan:
+    """A call that runs as rank 0 alone: its rotation, rank 0's loop queues per channel request, every channel the
+    loop run can book, and each channel's name in `machine.channels` (by identity)."""
+
+    rotation: Rotation
+    queues: list["LoopQueues"]
+    booked: list[Channel]
+    names: dict[int, str]
+
+
+def symmetric_plan(machine: Machine, request, function, channels, edges, settings: IpcqSettings) -> Plan | None:
+    """How `request` runs as rank 0 alone, or None where every rank must run.
 
     `function` is the schedule's, `channels` the request's channel requests (`channel_requests`), `edges` the
     wiring's directed (sender, receiver) rank pairs.
@@ -92,7 +103,7 @@ def rotation_for(machine: Machine, request, function, channels, edges, settings:
     rotation = Rotation(sips, offsets)
     if not all(_same_layout(machine, channel, condition) for channel in channels):
         return None
-    return rotation if _routes_rotate(machine, rotation, channels, settings, _names(machine)) else None
+    return _rotating_plan(machine, rotation, channels, settings)
 
 
 def _names(machine: Machine) -> dict[int, str]:
@@ -164,21 +175,23 @@ def _loop_queue(machine: Machine, request, offset: int, rotation: Rotation, sett
     return _queue(machine, request, 0, offset, settings, booked_on)
 
 
-def _routes_rotate(machine: Machine, rotation: Rotation, channels, settings: IpcqSettings,
-                   names: dict[int, str]) -> bool:
-    """Every rank's channels in the full run are rank 0's rotated; every channel the loop run books is idle and
-    has p distinct, idle rotations alike it; and the members' compute units are idle."""
+def _rotating_plan(machine: Machine, rotation: Rotation, channels, settings: IpcqSettings) -> Plan | None:
+    """The plan where every rank's channels in the full run are rank 0's rotated, every channel the loop run books
+    has p distinct rotations alike it, all idle, and the members' compute units are idle; else None."""
     p, now = len(rotation.sips), machine.engine.now
-    for request in channels:
-        footprints = [_footprint(machine, request, rank, rotation, settings) for rank in range(p)]
-        names.update(_names(machine))  # the footprints made the other ranks' channels
-        footprints = [[names[id(channel)] for channel in footprint] for footprint in footprints]
-        zero = footprints[0]
-        if any([rotation.name(name, rank) for name in zero] != footprints[rank] for rank in range(1, p)):
-            return False
+    footprints = [[_footprint(machine, request, rank, rotation, settings) for rank in range(p)]
+                  for request in channels]
+    names = _names(machine)  # after the footprints, which made every rank's channels
+    for request, ranks in zip(channels, footprints):
+        zero = [names[id(channel)] for channel in ranks[0]]
+        if any([rotation.name(name, rank) for name in zero] != [names[id(channel)] for channel in ranks[rank]]
+               for rank in range(1, p)):
+            return None
         if any(not _units_idle(machine, member, now) for member in request.members):
-            return False
-    booked = _booked_in_loop(machine, channels, rotation, settings, names)
+            return None
+    queues = [LoopQueues(machine, request, rotation, settings, names) for request in channels]
+    booked = list({id(channel): channel for request, loop in zip(channels, queues)
+                   for channel in (*_own_channels(machine, request.members[0]), *loop.booked_channels())}.values())
     images = set()
     for channel in booked:
         for shift in range(p):
@@ -186,9 +199,11 @@ def _routes_rotate(machine: Machine, rotation: Rotation, channels, settings: Ipc
             image = machine.channels.get(name)
             if image is None or image.free_at > now or (image.bandwidth_bytes_per_s, image.latency_ps) != (
                     channel.bandwidth_bytes_per_s, channel.latency_ps):
-                return False
+                return None
             images.add(name)
-    return len(images) == p * len(booked)  # else two ranks share a channel the loop run books for one
+    if len(images) != p * len(booked):
+        return None  # two ranks would share a channel the loop run books for one
+    return Plan(rotation, queues, booked, names)
 
 
 def _units_idle(machine: Machine, member, now: int) -> bool:
@@ -206,18 +221,6 @@ def _footprint(machine: Machine, request, rank: int, rotation: Rotation, setting
     return channels
 
 
-def _booked_in_loop(machine: Machine, channels, rotation: Rotation, settings: IpcqSettings,
-                    names: dict[int, str]) -> list[Channel]:
-    """Each channel the loop run can book, once: rank 0's own and its loop queues'."""
-    booked = {}
-    for request in channels:
-        found = _own_channels(machine, request.members[0])
-        for offset in rotation.offsets:
-            found += _loop_queue(machine, request, offset, rotation, settings, names).booked_channels()
-        booked.update((id(channel), channel) for channel in found)
-    return list(booked.values())
-
-
 class LoopQueues:
     """Rank 0's queues in the loop run: the queue to rank d serves as the queue from rank p − d too."""
 
@@ -227,6 +230,9 @@ class LoopQueues:
         self._label = request.label
         self._p = len(request.members)
         self._queues = {d: _loop_queue(machine, request, d, rotation, settings, names) for d in rotation.offsets}
+
+    def booked_channels(self) -> list[Channel]:
+        return [channel for queue in self._queues.values() for channel in queue.booked_channels()]
 
     def between(self, sender: int, receiver: int) -> IpcQueue:
         offset = receiver if sender == 0 else (-sender) % self._p if receiver == 0 else None
@@ -245,14 +251,14 @@ class Replication:
     """What the loop run changes, passed on to the other ranks: made before the run (it notes where the op log,
     the flow ids and every booked channel and unit stand), `finish`ed after it."""
 
-    def __init__(self, machine: Machine, channels, rotation: Rotation, settings: IpcqSettings):
+    def __init__(self, machine: Machine, channels, plan: Plan):
         self._machine = machine
-        self._rotation = rotation
-        self._names = names = _names(machine)
-        self.queues = [LoopQueues(machine, request, rotation, settings, names) for request in channels]
+        self._rotation = plan.rotation
+        self._names = plan.names
+        self.queues = plan.queues
         self._first_block = machine.oplog.seal()
         self._first_flow = next_flow_id(machine)
-        self._channels = _booked_in_loop(machine, channels, rotation, settings, names)
+        self._channels = plan.booked
         places = {(m.sip, m.cube, m.pe) for m in (request.members[0] for request in channels)}
         self._units = [(place, kind) for place in sorted(places) for kind in _UNITS]
         units = [getattr(machine.pe(*place), kind) for place, kind in self._units]

@@ -20,11 +20,13 @@ from tests.derived_topology import derived_topology
 
 
 def all_reduce(topology, world: int, elements: int, symmetric: bool, *, timing_only: bool = True,
-               algorithm: str = "ring", home=None, overlapped: bool = False, **defaults) -> Session:
+               algorithm: str = "ring", home=None, overlapped: bool = False, kind: str = "all_reduce",
+               **defaults) -> Session:
     """One f16 all-reduce of `elements` per rank over ranks 0..world-1, a worker per SIP; the finished session.
 
     `home(torch, rank)`: a placement for that rank's tensor (default: the default placement); `overlapped`:
-    a second all-reduce starts while the first (async) one runs."""
+    a second all-reduce starts while the first (async) one runs; `kind` all_gather or reduce_scatter: that
+    collective instead, of `elements` per rank in and world times as many out (in and one world-th out)."""
     session = Session(topology, ccl=ccl(algorithm, world_size=world, symmetric=symmetric, **defaults),
                       timing_only=timing_only)
     torch = session.torch
@@ -35,7 +37,11 @@ def all_reduce(topology, world: int, elements: int, symmetric: bool, *, timing_o
         dist.init_process_group()
         placement = {} if home is None else {"dp": home(torch, rank)}
         x = torch.ones(elements, dtype=torch.float16, **placement)
-        if overlapped:
+        if kind == "all_gather":
+            dist.all_gather_into_tensor(torch.empty(world * elements, dtype=torch.float16, **placement), x)
+        elif kind == "reduce_scatter":
+            dist.reduce_scatter_tensor(torch.empty(elements // world, dtype=torch.float16, **placement), x)
+        elif overlapped:
             first = dist.all_reduce(torch.ones(elements, dtype=torch.float16), async_op=True)
             dist.all_reduce(x)
             first.wait()
@@ -97,6 +103,15 @@ MIB = 1 << 19  # f16 elements in a MiB
 ])
 def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topology, world, elements, defaults):
     assert_same_as_full(topology, world, elements, **defaults)
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("topology, world, elements, defaults", [
+    ("default", 4, 4 * MIB, {}), ("large", 8, MIB, {"buffer_kind": "sram"}), ("default", 2, MIB, {"n_slots": 2}),
+])
+def test_adr0010_t93_symmetric_ring_all_gather_and_reduce_scatter_leave_what_the_full_run_leaves(
+        kind, topology, world, elements, defaults):
+    assert_same_as_full(topology, world, elements, kind=kind, **defaults)
 
 
 def test_adr0010_t93_the_report_marks_a_symmetric_collective():

@@ -75,6 +75,7 @@ def all_reduce(ctx, request):
         yield from all_gather_steps(ctx, me.output, chunks, first_step=1)
 
 
+@rotates(lambda count, p: True)  # every rank's chunk is its output's size
 @algorithm_steps
 def reduce_scatter(ctx, request):
     me = ctx.member
@@ -86,6 +87,7 @@ def reduce_scatter(ctx, request):
                                         forward=False)
 
 
+@rotates(lambda count, p: True)  # every rank's chunk is its input's size
 @algorithm_steps
 def all_gather(ctx, request):
     me, r = ctx.member, ctx.rank
