@@ -49,8 +49,8 @@ ratios, `ring_vs_simpy_every_rank_wall_ratio` then
 
 Run as `python benchmarks/ring_vs_simpy.py` from the repository root
 (`--quick`: 4 x 4 MiB and 16 x 1 MiB, a few seconds; `--with-256`: add 256
-ranks x 1 MiB, run once, which takes kernbench 8-12 s and SimPy about as
-long on the shared 2-core machine, so it is left out by default).
+ranks x 1 MiB, run once, which takes SimPy and kernbench's every-rank run
+about 13 s each on the shared 2-core machine, so it is left out by default).
 """
 
 from __future__ import annotations
