@@ -10,7 +10,8 @@ run by algorithm a on c channels:
 - `steps_a(p)` and `wire_a(p)`: the algorithm's message rounds on its
   critical path and the bytes each rank puts on its own link, as a multiple
   of S (`SHAPES`; ring all-reduce 2(p−1) and 2(p−1)/p, halving-doubling
-  2⌈log2 p⌉ and 2(p−1)/p, one-shot direct 1 and p−1, ...).
+  2⌈log2 p⌉ and 2(p−1)/p, one-shot direct 1 and p−1, tree 2⌈log2 p⌉ and
+  the heap's port load, 2 up to 4 ranks and 3 from 5, ...).
 - α: one message's fixed latency between neighbouring ranks: the route's
   latencies, the slot's memory latency and the IPCQ message overhead.
 - s: the slot (the piece a message carries), r_pe: what one PE can move (its
@@ -76,13 +77,20 @@ def _log2(p: int) -> int:
     return max(1, math.ceil(math.log2(p)))
 
 
+def _heap_port_load(p: int) -> int:
+    """The tree all-reduce's wire factor: what the busiest rank of the heap-ordered binary tree sends, S up to
+    its parent and S down to each child — 3S once a rank has a parent and two children (p >= 5), not the root's
+    2S (adr/0010, "The tuner")."""
+    return max((r > 0) + sum(child < p for child in (2 * r + 1, 2 * r + 2)) for r in range(p))
+
+
 # (steps on the critical path, bytes a rank sends as a multiple of S) per kind and shipped algorithm.
 SHAPES: dict[str, dict[str, Callable[[int], tuple[float, float]]]] = {
     "all_reduce": {
         "ring": lambda p: (2 * (p - 1), 2 * (p - 1) / p),
         "halving_doubling": lambda p: (2 * _log2(p), 2 * (p - 1) / p),
         "direct": lambda p: (1, p - 1),
-        "tree": lambda p: (2 * _log2(p), 2),
+        "tree": lambda p: (2 * _log2(p), _heap_port_load(p)),
     },
     "all_gather": {
         "ring": lambda p: (p - 1, (p - 1) / p),

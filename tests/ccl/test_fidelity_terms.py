@@ -20,6 +20,7 @@ from kernbench.topology import load_topology
 from kernbench.topology.loader import resolve_topology_path
 from tests.ccl.closed_forms import PS_PER_S, Costs, chain_broadcast
 from tests.ccl.harness import config, device_tensor, member, region, run
+from tests.ccl.test_distributed import ccl, restore_current_ccl  # noqa: F401 (autouse)
 
 ANCHOR = Path(__file__).resolve().parents[2] / "benchmarks" / "anchors" / "nccl_allreduce_h200x4_nv18.json"
 BIG_SLOTS = {"slot_size": 64 * 1024, "n_slots": 8}
@@ -187,3 +188,41 @@ def test_adr0010_t71_the_h200x4_machine_predicts_held_out_collectives_within_15_
     simulated_ps, ran = simulate(nbytes, collective)
     assert ran.startswith("ring x"), ran
     assert abs(simulated_ps / 1e6 - measured) <= 0.15 * measured, (collective, simulated_ps, measured)
+
+
+def _all_reduce_row(world: int, nbytes: int, algorithm: str, **defaults) -> dict:
+    """The report row of one timing-only f16 all-reduce of `nbytes` per rank over `world` SIPs of large.yaml."""
+    session = Session("large", ccl=ccl(algorithm, world_size=world, **defaults), timing_only=True)
+
+    def bench(torch):
+        torch.distributed.init_process_group(backend="ahbm")
+
+        def worker(rank):
+            torch.ahbm.set_device(rank)
+            torch.distributed.all_reduce(torch.empty(nbytes // 2, dtype=torch.float16))
+
+        torch.multiprocessing.spawn(worker, nprocs=world)
+
+    session.run(bench, session.torch)
+    (row,) = session.ctx.collectives
+    return row
+
+
+@pytest.mark.parametrize("world, wire", [(3, 2), (4, 2), (5, 3), (8, 3)])
+def test_adr0010_t97_the_tree_all_reduce_sends_the_heaps_port_load_through_a_switch(world, wire):
+    """Each rank of the heap-ordered tree sends S to its parent and S to each child through its one switch port:
+    the busiest sends 2S up to 4 ranks, 3S from 5 (a rank with a parent and two children). The tuner's wire factor
+    says so, and at 32 MiB the simulated time is that many S over the port's rate, plus the pipeline's fill."""
+    nbytes = 32 << 20
+    link = load_topology("large").system.inter_sip.payload_bytes_per_s
+    assert SHAPES["all_reduce"]["tree"](world)[1] == wire
+    row = _all_reduce_row(world, nbytes, "tree", channels=4)
+    assert 1.0 <= row["time_ps"] / (wire * nbytes * PS_PER_S / link) <= 1.15
+
+
+@pytest.mark.parametrize("world, nbytes", [(world, nbytes) for world in (5, 8) for nbytes in (64 << 10, 1 << 20, 32 << 20)]
+                         + [(32, 32 << 20)])  # 32 ranks: the tree's 2S wire made it look faster than the ring
+def test_adr0010_t97_auto_on_a_switch_runs_within_15_percent_of_the_faster_of_ring_and_tree(world, nbytes):
+    auto = _all_reduce_row(world, nbytes, "auto")
+    others = [_all_reduce_row(world, nbytes, name, channels=auto["channels"]) for name in ("ring", "tree")]
+    assert auto["time_ps"] <= 1.15 * min(row["time_ps"] for row in others)
