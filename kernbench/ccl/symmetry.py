@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from kernbench.ccl.errors import CollectiveError
 from kernbench.machine import Machine, tcm
 from kernbench.machine.endpoints import hbm
-from kernbench.machine.ipcq import IpcQueue, IpcqSettings, next_flow_id, skip_flow_ids
+from kernbench.machine.ipcq import IpcQueue, IpcqSettings, next_flow_id, queue_channels, skip_flow_ids
 from kernbench.machine.placed_dma import home_cube
 from kernbench.sim_engine import Channel
 from kernbench.sim_engine.op_log import Image
@@ -52,16 +52,36 @@ class Rotation:
     def _rank_of(self) -> dict[int, int]:
         return {sip: rank for rank, sip in enumerate(self.sips)}
 
+    @functools.cached_property
+    def _parsed(self) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
+        return {}
+
     def name(self, text: str, shift: int) -> str:
         """`text` with every member SIP `sipK` (rank i's) renamed to rank (i + shift) mod p's; other SIPs
-        unchanged."""
-        rank_of, sips, p = self._rank_of, self.sips, len(self.sips)
+        unchanged. Each text is parsed once (into the literal pieces around its member SIPs, and their ranks), as
+        it is renamed for every shift."""
+        parsed = self._parsed.get(text)
+        if parsed is None:
+            parsed = self._parsed[text] = self._parse(text)
+        pieces, ranks = parsed
+        if not ranks:
+            return text
+        sips, p = self.sips, len(self.sips)
+        out = [pieces[0]]
+        for rank, piece in zip(ranks, pieces[1:]):
+            out += ("sip", str(sips[(rank + shift) % p]), piece)
+        return "".join(out)
 
-        def moved(match: re.Match) -> str:
-            rank = rank_of.get(int(match.group(1)))
-            return match.group(0) if rank is None else f"sip{sips[(rank + shift) % p]}"
-
-        return _SIP_TOKEN.sub(moved, text)
+    def _parse(self, text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        pieces, ranks, start = [], [], 0
+        for match in _SIP_TOKEN.finditer(text):
+            rank = self._rank_of.get(int(match.group(1)))
+            if rank is not None:
+                pieces.append(text[start:match.start()])
+                ranks.append(rank)
+                start = match.end()
+        pieces.append(text[start:])
+        return tuple(pieces), tuple(ranks)
 
     def owner(self, name: str) -> int | None:
         """The rank whose SIP is the only one a channel's name names (its memories and NoC, its link from the
@@ -158,13 +178,6 @@ def _own_channels(machine: Machine, member) -> list[Channel]:
     return channels
 
 
-def _queue(machine: Machine, request, sender: int, receiver: int, settings: IpcqSettings, booked_on=None):
-    members = request.members
-    a, b = members[sender], members[receiver]
-    return IpcQueue(machine, tcm(a.sip, a.cube, a.pe), tcm(b.sip, b.cube, b.pe), settings, label=request.label,
-                    programs=(sender, receiver), data=False, booked_on=booked_on)
-
-
 def _loop_queue(machine: Machine, request, offset: int, rotation: Rotation, settings: IpcqSettings,
                 names: dict[int, str]) -> IpcQueue:
     """Rank 0's queue to rank `offset`, its channels naming that rank's SIP alone booked on rank 0's."""
@@ -172,7 +185,9 @@ def _loop_queue(machine: Machine, request, offset: int, rotation: Rotation, sett
         name = names[id(channel)]
         return channel if rotation.owner(name) != offset else machine.channels[rotation.name(name, -offset)]
 
-    return _queue(machine, request, 0, offset, settings, booked_on)
+    first, peer = request.members[0], request.members[offset]
+    return IpcQueue(machine, tcm(first.sip, first.cube, first.pe), tcm(peer.sip, peer.cube, peer.pe), settings,
+                    label=request.label, programs=(0, offset), data=False, booked_on=booked_on)
 
 
 def _rotating_plan(machine: Machine, rotation: Rotation, channels, settings: IpcqSettings) -> Plan | None:
@@ -214,10 +229,14 @@ def _units_idle(machine: Machine, member, now: int) -> bool:
 def _footprint(machine: Machine, request, rank: int, rotation: Rotation, settings: IpcqSettings) -> list[Channel]:
     """The channels rank `rank` books in the full run, in a fixed order: its own (`_own_channels`) and its
     queues' to rank + d for each offset d."""
-    p = len(request.members)
-    channels = _own_channels(machine, request.members[rank])
+    members = request.members
+    member = members[rank]
+    channels = _own_channels(machine, member)
     for offset in rotation.offsets:
-        channels += _queue(machine, request, rank, (rank + offset) % p, settings).booked_channels()
+        peer = members[(rank + offset) % len(members)]
+        network, buffer, copy = queue_channels(machine, tcm(member.sip, member.cube, member.pe),
+                                               tcm(peer.sip, peer.cube, peer.pe), settings.buffer_kind)
+        channels += [*network, buffer, *copy]
     return channels
 
 

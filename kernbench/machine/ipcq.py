@@ -121,20 +121,16 @@ class IpcQueue:
         self._programs = programs
         self._data = data
         self._overhead = machine.topology.ipcq.message_overhead_ps
-        buffer = slot_memory(settings.buffer_kind, receiver)
         if sender == receiver:
             raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
         booked_on = booked_on or _itself
-        *network, buffer_channel = machine.route(sender, buffer)
-        engine_channel = machine.ipcq_engine(sender.sip, sender.cube, sender.pe)
-        self._network = Route([booked_on(channel) for channel in (
-            network if engine_channel is None else [engine_channel, *network])])
+        network, buffer_channel, copy = queue_channels(machine, sender, receiver, settings.buffer_kind)
+        self._network = Route([booked_on(channel) for channel in network])
         self._buffer = booked_on(buffer_channel)
         self._buffer_route = Route([self._buffer])
         self._flow_ids = _flow_ids(machine)
         self._to_buffer = self._network.latency_ps
-        # A slot in HBM is read through an L2.
-        self._copy_route = Route([booked_on(channel) for channel in machine.dma_path(buffer, receiver).route])
+        self._copy_route = Route([booked_on(channel) for channel in copy])
         self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
         self._free_slots = settings.n_slots
         self._credits: deque[int] = deque()  # arrival times of credits on their way back
@@ -279,6 +275,19 @@ class IpcQueue:
             parts.append(chunk.values)
             if chunk.number == chunk.count - 1:
                 return np.concatenate(parts)
+
+
+def queue_channels(machine: Machine, sender: Endpoint, receiver: Endpoint,
+                   buffer_kind: str) -> tuple[list[Channel], Channel, list[Channel]]:
+    """The channels a queue from `sender` to `receiver` books: its network (from the sender's IPCQ engine, where
+    the topology gives it a rate, to the slot's memory), the slot's memory, and the copy out of the slot into the
+    receiver's TCM (through an L2 for a slot in HBM)."""
+    buffer = slot_memory(buffer_kind, receiver)
+    *network, buffer_channel = machine.route(sender, buffer)
+    engine_channel = machine.ipcq_engine(sender.sip, sender.cube, sender.pe)
+    if engine_channel is not None:
+        network = [engine_channel, *network]
+    return network, buffer_channel, machine.dma_path(buffer, receiver).route
 
 
 def slot_memory(buffer_kind: str, receiver: Endpoint) -> Endpoint:

@@ -32,21 +32,13 @@ def kernel_rows(oplog, topology, collective_labels=frozenset()) -> list[dict]:
     """
     import numpy as np  # here, not at import: `kernbench --help` loads the report without numpy
 
-    labels = {}  # label code -> whether it names a kernel, for the codes seen so far
-
-    def kernel_ops(block):
-        codes = np.unique(block.label).tolist()
-        table = np.zeros(max(codes) + 1, dtype=bool)
-        for code in codes:
-            value = block.values[code]
-            table[code] = labels.setdefault(code, value.__class__ is str and value not in collective_labels)
-        return (block.program >= 0) & table[block.label]
-
-    columns = oplog.columns(keep=kernel_ops)  # a kernel's ops only: a collective's millions are left out
+    # A kernel's ops only: a collective's, millions of them where it ran symmetric, are left out block by block.
+    columns = oplog.columns(labels=lambda label: label.__class__ is str and label not in collective_labels)
     values = columns.values
-    if not len(columns.start):
+    kept = np.flatnonzero(columns.program >= 0)
+    if not len(kept):
         return []
-    order = np.lexsort((columns.start, columns.label, columns.device))  # stable: ties stay in log order
+    order = kept[np.lexsort((columns.start[kept], columns.label[kept], columns.device[kept]))]  # stable
     device, label = columns.device[order], columns.label[order]
     start, end = columns.start[order], columns.end[order]
     kernels = np.flatnonzero(np.r_[True, (device[1:] != device[:-1]) | (label[1:] != label[:-1])])

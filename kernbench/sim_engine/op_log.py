@@ -248,57 +248,56 @@ class OpLog:
 
     def device_spans(self) -> dict[str, tuple[int, int, int]]:
         """Per device, in order of first appearance: (earliest start, latest end, ops)."""
-        import numpy as np
-
+        if self._records:
+            self._compact()
         spans: dict[int, list[int]] = {}  # device code -> [index of its first record, start, end, ops]
         offset = 0
-        for columns in self.column_blocks():
-            order = np.argsort(columns.device, kind="stable")
-            device = columns.device[order]
-            firsts = np.flatnonzero(np.r_[True, device[1:] != device[:-1]])
-            starts = np.minimum.reduceat(columns.start[order], firsts).tolist()
-            ends = np.maximum.reduceat(columns.end[order], firsts).tolist()
-            counts = np.diff(np.r_[firsts, len(device)]).tolist()
-            for code, first, start, end, count in zip(device[firsts].tolist(), order[firsts].tolist(), starts,
-                                                      ends, counts):
+        for block in self._blocks:
+            for code, first, start, end, count in zip(*(column.tolist() for column in block.device_spans())):
                 entry = spans.get(code)
                 if entry is None:
                     spans[code] = [offset + first, start, end, count]
                 else:
                     entry[1], entry[2], entry[3] = min(entry[1], start), max(entry[2], end), entry[3] + count
-            offset += len(device)
+            offset += len(block)
         return {self._values[code]: (start, end, count)
                 for code, (_, start, end, count) in sorted(spans.items(), key=lambda item: item[1][0])}
 
-    def column_blocks(self):
-        """The records as `Columns`, a block at a time, oldest first: for a reader that summarizes the whole log
-        without holding all of it as columns at once (a symmetric collective's copies are many millions)."""
-        if self._records:
-            self._compact()
-        for block in self._blocks:
-            yield _block_columns(block, self._values)
-
-    def columns(self, keep=None) -> "Columns":
+    def columns(self, labels=None) -> "Columns":
         """Every record as numpy columns, oldest first, for readers that summarize the whole log (the report)
-        without a tuple per record: see `Columns`. With `keep`, only the rows `keep(block_columns)` (a boolean
-        mask per block, given each block's `Columns`) selects, read a block at a time."""
+        without a tuple per record: see `Columns`. With `labels` (a predicate on a label), only the records whose
+        label it accepts, read a block at a time: a block with none of them (a collective's copies) is skipped
+        without building its columns."""
         import numpy as np
 
         if self._records:
             self._compact()  # the newest records become a block too, so the next reader finds them as columns
         blocks = self._blocks
-        if keep is None:
+        if labels is None:
             built_from, columns = self._columns
             if columns is not None and built_from == len(blocks):
                 return columns  # blocks are only ever appended: the same blocks, the same columns
-        parts = [_block_columns(block, self._values) for block in blocks] if keep is None else [
-            Columns(*(field[mask] for field in columns[:9]), self._values)
-            for columns in self.column_blocks() for mask in (keep(columns),) if mask.any()]
+            parts = [_block_columns(block, self._values) for block in blocks]
+        else:
+            accepted: dict[int, bool] = {}  # label code -> whether `labels` accepts it
+            parts = []
+            for block in blocks:
+                codes = block.label
+                distinct = np.unique(codes).tolist()
+                table = np.zeros(max(distinct) + 1, dtype=bool)
+                for code in distinct:
+                    if code not in accepted:
+                        accepted[code] = bool(labels(self._values[code]))
+                    table[code] = accepted[code]
+                mask = table[codes]
+                if mask.any():
+                    parts.append(Columns(*(field[mask] for field in _block_columns(block, self._values)[:9]),
+                                         self._values))
         if not parts:
             empty = np.zeros(0, dtype=np.int64)
             return Columns(*([empty] * 9), self._values)
         columns = Columns(*(np.concatenate([part[k] for part in parts]) for k in range(9)), self._values)
-        if keep is None:
+        if labels is None:
             self._columns = (len(blocks), columns)
         return columns
 
@@ -345,6 +344,17 @@ class _Reading:
 
     def end_ps(self) -> int:
         return int((self.start + self.duration).max())
+
+    def device_spans(self):
+        """Per device of the block: its code, the index of its first record, earliest start, latest end, ops."""
+        import numpy as np
+
+        order = np.argsort(self.device, kind="stable")
+        device = self.device[order]
+        firsts = np.flatnonzero(np.r_[True, device[1:] != device[:-1]])
+        start = self.start[order].astype(np.int64)
+        return (device[firsts], order[firsts], np.minimum.reduceat(start, firsts),
+                np.maximum.reduceat(start + self.duration[order], firsts), np.diff(np.r_[firsts, len(device)]))
 
     def tuples(self, values: list):
         """The records' tuples, equal to those appended."""
@@ -409,7 +419,7 @@ class _ImageBase:
     """A block that copies are made of, with its distinct device and args codes and each record's index
     among them: worked out once, shared by every copy."""
 
-    __slots__ = ("block", "devices", "device_index", "args", "args_index")
+    __slots__ = ("block", "devices", "device_index", "args", "args_index", "spans")
 
     def __init__(self, block: _Reading):
         import numpy as np
@@ -417,6 +427,7 @@ class _ImageBase:
         self.block = block
         self.devices, self.device_index = np.unique(block.device, return_inverse=True)
         self.args, self.args_index = np.unique(block.args, return_inverse=True)
+        self.spans = None  # the block's device spans, once a reader asks a copy for its own
 
 
 class _ImageBlock(_Reading):
@@ -444,6 +455,16 @@ class _ImageBlock(_Reading):
     @property
     def device(self):
         return self._devices[self._base.device_index]
+
+    def device_spans(self):
+        """The copied block's spans, its devices renamed: its records' times are the block's own."""
+        import numpy as np
+
+        base = self._base
+        if base.spans is None:
+            base.spans = base.block.device_spans()
+        codes, *rest = base.spans
+        return (self._devices[np.searchsorted(base.devices, codes)], *rest)
 
     @property
     def args(self):
