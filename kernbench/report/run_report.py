@@ -125,7 +125,8 @@ def _algorithm_ran(row: dict) -> str:
     (`auto`) or where it is the configured algorithm's fallback, and where one rank stood for all (ADR 0010)."""
     configured = row.get("configured_algorithm", row["algorithm"])
     channels = row.get("channels", 1)
-    ran = row["algorithm"] + (f" x{channels}" if channels > 1 else "") + (SYMMETRIC_MARK if row.get("symmetric") else "")
+    ran = row["algorithm"] + (f" x{channels}" if channels > 1 else "")
+    ran += SYMMETRIC_MARK if row.get("symmetric") else ""
     if configured == row["algorithm"]:
         return ran
     return f"{ran} (auto)" if configured == "auto" else f"{ran} (fallback)"

@@ -123,6 +123,24 @@ def tuner_prediction(topology, algorithm: str, kind: str, p: int, nbytes: int, c
     return steps * (alpha + piece / pe_rate) + wire * nbytes / min(channels * pe_rate, link.payload_bytes_per_s)
 
 
+def _all_reduce_row(topology, world: int, nbytes: int, algorithm: str = "auto", **defaults) -> dict:
+    """The report row of one timing-only f16 all-reduce of `nbytes` per rank over `world` SIPs of `topology`."""
+    session = Session(topology, ccl=ccl(algorithm, world_size=world, **defaults), timing_only=True)
+
+    def bench(torch):
+        torch.distributed.init_process_group(backend="ahbm")
+
+        def worker(rank):
+            torch.ahbm.set_device(rank)
+            torch.distributed.all_reduce(torch.empty(nbytes // 2, dtype=torch.float16))
+
+        torch.multiprocessing.spawn(worker, nprocs=world)
+
+    session.run(bench, session.torch)
+    (row,) = session.ctx.collectives
+    return row
+
+
 @pytest.mark.parametrize("nbytes", [64, 64 << 10, 16 << 20])
 def test_adr0010_t54_auto_runs_what_the_documented_model_ranks_cheapest_and_the_report_says_so(nbytes):
     """The shipped ccl.yaml says `algorithm: auto` among ring, tree and hierarchical: the run report names the
@@ -137,19 +155,7 @@ def test_adr0010_t54_auto_runs_what_the_documented_model_ranks_cheapest_and_the_
     predicted = {name: tuner_prediction(topology, name, "all_reduce", p, nbytes, channels)
                  for name in ("ring", "tree")}
     expected = min(predicted, key=predicted.get)
-    session = Session(topology, timing_only=True)
-
-    def bench(torch):
-        torch.distributed.init_process_group(backend="ahbm")
-
-        def worker(rank):
-            torch.ahbm.set_device(rank)
-            torch.distributed.all_reduce(torch.empty(nbytes // 2, dtype=torch.float16))
-
-        torch.multiprocessing.spawn(worker, nprocs=p)
-
-    session.run(bench, session.torch)
-    (record,) = session.ctx.collectives
+    record = _all_reduce_row(topology, p, nbytes)
     assert (record["algorithm"], record["configured_algorithm"], record["channels"]) == (expected, "auto", channels)
 
 
@@ -190,24 +196,6 @@ def test_adr0010_t71_the_h200x4_machine_predicts_held_out_collectives_within_15_
     assert abs(simulated_ps / 1e6 - measured) <= 0.15 * measured, (collective, simulated_ps, measured)
 
 
-def _all_reduce_row(world: int, nbytes: int, algorithm: str, **defaults) -> dict:
-    """The report row of one timing-only f16 all-reduce of `nbytes` per rank over `world` SIPs of large.yaml."""
-    session = Session("large", ccl=ccl(algorithm, world_size=world, **defaults), timing_only=True)
-
-    def bench(torch):
-        torch.distributed.init_process_group(backend="ahbm")
-
-        def worker(rank):
-            torch.ahbm.set_device(rank)
-            torch.distributed.all_reduce(torch.empty(nbytes // 2, dtype=torch.float16))
-
-        torch.multiprocessing.spawn(worker, nprocs=world)
-
-    session.run(bench, session.torch)
-    (row,) = session.ctx.collectives
-    return row
-
-
 @pytest.mark.parametrize("world, wire", [(3, 2), (4, 2), (5, 3), (8, 3)])
 def test_adr0010_t97_the_tree_all_reduce_sends_the_heaps_port_load_through_a_switch(world, wire):
     """Each rank of the heap-ordered tree sends S to its parent and S to each child through its one switch port:
@@ -216,13 +204,14 @@ def test_adr0010_t97_the_tree_all_reduce_sends_the_heaps_port_load_through_a_swi
     nbytes = 32 << 20
     link = load_topology("large").system.inter_sip.payload_bytes_per_s
     assert SHAPES["all_reduce"]["tree"](world)[1] == wire
-    row = _all_reduce_row(world, nbytes, "tree", channels=4)
+    row = _all_reduce_row("large", world, nbytes, "tree", channels=4)
     assert 1.0 <= row["time_ps"] / (wire * nbytes * PS_PER_S / link) <= 1.15
 
 
-@pytest.mark.parametrize("world, nbytes", [(world, nbytes) for world in (5, 8) for nbytes in (64 << 10, 1 << 20, 32 << 20)]
+@pytest.mark.parametrize("world, nbytes", [(world, nbytes) for world in (5, 8)
+                                           for nbytes in (64 << 10, 1 << 20, 32 << 20)]
                          + [(32, 32 << 20)])  # 32 ranks: the tree's 2S wire made it look faster than the ring
 def test_adr0010_t97_auto_on_a_switch_runs_within_15_percent_of_the_faster_of_ring_and_tree(world, nbytes):
-    auto = _all_reduce_row(world, nbytes, "auto")
-    others = [_all_reduce_row(world, nbytes, name, channels=auto["channels"]) for name in ("ring", "tree")]
+    auto = _all_reduce_row("large", world, nbytes)
+    others = [_all_reduce_row("large", world, nbytes, name, channels=auto["channels"]) for name in ("ring", "tree")]
     assert auto["time_ps"] <= 1.15 * min(row["time_ps"] for row in others)
