@@ -29,6 +29,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.machine import Machine, tcm
 from kernbench.machine.endpoints import hbm
@@ -152,18 +153,29 @@ def _layout(machine: Machine, member):
         cube = _home(machine, member, region)
         if cube is None:
             return None
-        homes.append((region.indices.start, region.indices.stop, region.dtype.str, cube))
+        homes.append((_runs(region), region.dtype.str, cube))
     engines = pe.dma_engines
     readiness = tuple(sorted(range(len(engines)), key=lambda k: (engines[k].free_at, k)))
     return tuple(homes), member.output is member.input, readiness
 
 
-def _home(machine: Machine, member, region) -> int | None:
+def _runs(region) -> tuple[tuple[int, int], ...] | None:
+    """A region's elements as contiguous runs (start, stop): one for a `range`, one per run of `Blocks` (a
+    channel's share of an all-gather's output); None where some are an index array."""
     indices = region.indices
-    if indices.__class__ is not range or indices.step != 1 or region.allocation.sip != member.sip:
+    runs = indices.runs if isinstance(indices, Blocks) else (indices,)
+    if not all(run.__class__ is range and run.step == 1 for run in runs):
         return None
-    return home_cube(machine, machine.pe(member.sip, member.cube, member.pe), region.allocation, indices.start,
-                     indices.stop)
+    return tuple((run.start, run.stop) for run in runs)
+
+
+def _home(machine: Machine, member, region) -> int | None:
+    """The one cube of the member's SIP holding every element of the region, or None."""
+    runs = _runs(region)
+    if not runs or region.allocation.sip != member.sip:
+        return None
+    return home_cube(machine, machine.pe(member.sip, member.cube, member.pe), region.allocation,
+                     min(start for start, _ in runs), max(stop for _, stop in runs))
 
 
 def _own_channels(machine: Machine, member) -> list[Channel]:

@@ -108,6 +108,7 @@ def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topo
 @pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter"])
 @pytest.mark.parametrize("topology, world, elements, defaults", [
     ("default", 4, 4 * MIB, {}), ("large", 8, MIB, {"buffer_kind": "sram"}), ("default", 2, MIB, {"n_slots": 2}),
+    ("large", 8, 8 * MIB, {"channels": 3}),  # a channel's output (input) is a strided run per rank
 ])
 def test_adr0010_t93_symmetric_ring_all_gather_and_reduce_scatter_leave_what_the_full_run_leaves(
         kind, topology, world, elements, defaults):
