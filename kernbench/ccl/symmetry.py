@@ -115,7 +115,7 @@ def symmetric_plan(machine: Machine, request, function, channels, edges, setting
         return None
     if machine.topology.sip.l2 is not None or not machine.engine.idle:
         return None  # an L2's tags remember each SIP's past; something scheduled could act during the call
-    sips = tuple(m.sip for m in members)
+    sips = request.sips
     if len(set(sips)) != p:
         return None
     offsets = tuple(sorted(d for s, d in edges if s == 0))

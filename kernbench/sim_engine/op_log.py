@@ -248,8 +248,7 @@ class OpLog:
 
     def device_spans(self) -> dict[str, tuple[int, int, int]]:
         """Per device, in order of first appearance: (earliest start, latest end, ops)."""
-        if self._records:
-            self._compact()
+        self.seal()
         spans: dict[int, list[int]] = {}  # device code -> [index of its first record, start, end, ops]
         offset = 0
         for block in self._blocks:
@@ -270,8 +269,7 @@ class OpLog:
         without building its columns."""
         import numpy as np
 
-        if self._records:
-            self._compact()  # the newest records become a block too, so the next reader finds them as columns
+        self.seal()  # the newest records become a block too, so the next reader finds them as columns
         blocks = self._blocks
         if labels is None:
             built_from, columns = self._columns
