@@ -18,6 +18,7 @@ between them worked out once.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,30 +30,33 @@ from kernbench.machine.pe import PeUnits
 
 
 def load_elements(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype,
-                  indices: np.ndarray | slice, *, label: str, program: int | None, data: bool) -> np.ndarray:
+                  indices: np.ndarray | slice, *, label: str, program: int | None, data: bool,
+                  pieces: tuple[DmaPiece, ...] | None = None) -> np.ndarray:
     """HBM → TCM: the elements `indices` of `allocation` (viewed as `dtype`), in order.
 
     `indices` is an index array, or a slice (step 1) for a contiguous run, which
     then never becomes an array. Without `data` (timing-only runs) the DMAs are
     timed identically, storage is never touched and the returned array is
-    uninitialized.
+    uninitialized. `pieces`, if given, is `plan_dmas` of these elements, kept by the caller.
     """
     out, landing = issue_load(machine, pe, allocation, dtype, indices, label=label, program=program, data=data,
-                              owner=machine.engine.current_process)
+                              owner=machine.engine.current_process, pieces=pieces)
     _land_all(machine, landing)
     return out
 
 
 def store_elements(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
-                   values: np.ndarray, *, label: str, program: int | None, data: bool) -> None:
+                   values: np.ndarray, *, label: str, program: int | None, data: bool,
+                   pieces: tuple[DmaPiece, ...] | None = None) -> None:
     """TCM → HBM: `values` into the elements `indices` (an array, or a slice) of `allocation` (viewed as
-    `values.dtype`)."""
+    `values.dtype`); `pieces` as for `load_elements`."""
     _land_all(machine, issue_store(machine, pe, allocation, indices, values, label=label, program=program, data=data,
-                                   owner=machine.engine.current_process))
+                                   owner=machine.engine.current_process, pieces=pieces))
 
 
 def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, indices: np.ndarray | slice,
-               *, label: str, program: int | None, data: bool, owner) -> tuple[np.ndarray, list]:
+               *, label: str, program: int | None, data: bool, owner,
+               pieces: tuple[DmaPiece, ...] | None = None) -> tuple[np.ndarray, list]:
     """`load_elements` without blocking: reserve its DMAs now; return the array they fill and their
     `(end, effect)` landings, each to pass to `machine.land` at its end (`owner`: who issues them)."""
     out = np.empty(_count(indices), dtype=dtype)
@@ -70,12 +74,15 @@ def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.
         def write(lanes, selector, values):
             out[lanes] = values
 
-    return out, _issue(machine, pe, allocation, indices, dtype.itemsize, to_tcm=True, read=read, write=write,
-                       label=label, program=program, data=data, owner=owner)
+    if pieces is None:
+        pieces = plan_dmas(machine, pe, allocation, indices, dtype.itemsize)
+    return out, _issue(machine, pe, pieces, to_tcm=True, read=read, write=write, label=label, program=program,
+                       data=data, owner=owner)
 
 
 def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
-                values: np.ndarray, *, label: str, program: int | None, data: bool, owner) -> list:
+                values: np.ndarray, *, label: str, program: int | None, data: bool, owner,
+                pieces: tuple[DmaPiece, ...] | None = None) -> list:
     """`store_elements` without blocking: reserve its DMAs now; return their `(end, effect)` landings."""
     if not _count(indices):
         return []
@@ -89,8 +96,10 @@ def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: 
         def write(lanes, selector, stored):
             storage.typed(values.dtype, selector)[selector] = stored
 
-    return _issue(machine, pe, allocation, indices, values.dtype.itemsize, to_tcm=False, read=read, write=write,
-                  label=label, program=program, data=data, owner=owner)
+    if pieces is None:
+        pieces = plan_dmas(machine, pe, allocation, indices, values.dtype.itemsize)
+    return _issue(machine, pe, pieces, to_tcm=False, read=read, write=write, label=label, program=program, data=data,
+                  owner=owner)
 
 
 def home_cube(machine: Machine, pe: PeUnits, allocation: Allocation, first: int, stop: int) -> int | None:
@@ -183,25 +192,47 @@ def _land_all(machine: Machine, landing: list) -> None:
         machine.land(effect)
 
 
-def _issue(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice, itemsize: int, *,
-           to_tcm: bool, read, write, label: str, program: int | None, data: bool, owner) -> list:
-    """One DMA per cube holding some of `indices`, issued in cube order through the PE's least busy DMA
-    engine (what `Machine.issue_transfers` would do with their `Transfer`s, without building them)."""
+class DmaPiece(NamedTuple):
+    """One DMA of a placed access: the HBM endpoint of the cube holding its elements, which lanes of the access
+    they are (`slice(None)`: all), how many, the elements as a slice or index array, and their `Region`."""
+
+    memory: object
+    lanes: slice | np.ndarray
+    count: int
+    selector: slice | np.ndarray
+    region: Region
+
+
+def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
+              itemsize: int) -> tuple[DmaPiece, ...]:
+    """The DMAs that move elements `indices` of `allocation` between `pe`'s TCM and HBM, in cube order: one per
+    cube of the replica nearest the PE holding some of them. A pure function of its arguments (and of the
+    allocation's placement), so a caller that moves the same elements again may keep it (`issue_load`'s
+    `pieces`)."""
     ends = _ends(pe)
-    here = ends.here
     placement = allocation.placement
     replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
-    engine = pe.free_dma_engine()
-    landing = []
+    pieces = []
     for cube, lanes, count in lanes_per_cube(placement, indices, replica):
-        memory = ends.hbm(cube)
         if isinstance(indices, slice):
             selector = indices if lanes is _ALL else _selector(indices.start + lanes)
         else:
             selector = _selector(indices[lanes])
-        region = Region(allocation, selector, itemsize)
+        pieces.append(DmaPiece(ends.hbm(cube), lanes, count, selector, Region(allocation, selector, itemsize)))
+    return tuple(pieces)
+
+
+def _issue(machine: Machine, pe: PeUnits, pieces: tuple[DmaPiece, ...], *, to_tcm: bool, read, write, label: str,
+           program: int | None, data: bool, owner) -> list:
+    """The DMAs `pieces`, issued in cube order through the PE's least busy DMA engine (what
+    `Machine.issue_transfers` would do with their `Transfer`s, without building them)."""
+    ends = _ends(pe)
+    here = ends.here
+    engine = pe.free_dma_engine()
+    landing = []
+    for memory, lanes, count, selector, region in pieces:
         landing.append(machine.issue_dma(
-            memory if to_tcm else here, here if to_tcm else memory, count * itemsize,
+            memory if to_tcm else here, here if to_tcm else memory, count * region.itemsize,
             None if read is None else functools.partial(read, lanes, selector),
             None if write is None else functools.partial(write, lanes, selector),
             region if to_tcm else None, None if to_tcm else region,

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from kernbench.kernels import KernelFault, install_launch_hook
+from kernbench.runtime_api.access_plans import AccessPlans
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.kernel_port import SimProgramPort
 
@@ -52,11 +53,12 @@ def launch(prepared) -> None:
     prepared.timing_only = ctx.timing_only
     prepared.memcheck = ctx.memcheck
     grid = prepared.grid
+    plans = AccessPlans()
 
     def run_program(pe, linear: int) -> None:
         program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
         try:
-            prepared.run_program(program_id, SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only))
+            prepared.run_program(program_id, SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only, plans))
         except KernelFault as fault:
             _name_what_is_there(ctx, pe.sip, fault)
             raise

@@ -19,7 +19,8 @@ collectives' PE programs; costs and decisions are ADR 0008.
 What every port of a machine asks again and again — op durations and their
 op-log args, dtypes, each placement's replica nearest a PE — is worked out
 once per machine (`_MachineCosts`), since a grid's programs (replayed from
-one trace, ADR 0007) make the same requests many thousand times.
+one trace, ADR 0007) make the same requests many thousand times; where a
+block of addresses goes is worked out once per launch (`access_plans`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from kernbench.dtypes import resolve_dtype
 from kernbench.kernels import KernelFault
 from kernbench.kernels.triton_bridge.values import all_set, placeholder
 from kernbench.machine import Transfer, hbm, tcm
-from kernbench.machine.placed_dma import lanes_per_cube, load_elements, store_elements
+from kernbench.machine.placed_dma import lanes_per_cube, load_elements, plan_dmas, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
+from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
 from kernbench.runtime_api.errors import WorkingSetTooLarge
 
 _ATOMIC_OPS = {
@@ -130,7 +132,7 @@ class SimProgramPort:
     # `_locate` faults any access not wholly inside one allocation, so the bridge's memcheck checks one lane.
     one_allocation_per_access = True
 
-    def __init__(self, ctx, kernel: str, program: int, pe, timing_only: bool):
+    def __init__(self, ctx, kernel: str, program: int, pe, timing_only: bool, plans: AccessPlans):
         self._ctx = ctx
         self._machine = ctx.machine
         self._engine = ctx.machine.engine
@@ -141,40 +143,34 @@ class SimProgramPort:
         self._pe = pe
         self._timing_only = timing_only
         self._tcm_bytes = ctx.topology.pe.tcm.capacity_bytes
+        self._plans = plans  # the launch's, shared by its programs
 
     # ---- memory ------------------------------------------------------------------------
     def load(self, addresses: np.ndarray, mask: np.ndarray | None, dtype_name: str) -> np.ndarray:
         dtype = self._costs.dtype(dtype_name)
-        if mask is not None and all_set(mask):
-            mask = None  # the same accesses, without gathering the lanes
-        active = addresses if mask is None else addresses[mask]
-        if active.size == 0:
+        plan = self._plan(addresses, mask, dtype.itemsize, "load", "a load")
+        if not plan.count:
             return np.zeros(addresses.shape, dtype=dtype)
-        allocation, indices = self._locate(active, dtype.itemsize, "load", addresses, mask)
-        self._check_working_set(active.size * dtype.itemsize, "a load")
-        gathered = load_elements(self._costs.dma_view, self._pe, allocation, dtype, indices,
-                                 label=self._kernel, program=self._program, data=not self._timing_only)
+        gathered = load_elements(self._costs.dma_view, self._pe, plan.allocation, dtype, plan.indices,
+                                 label=self._kernel, program=self._program, data=not self._timing_only,
+                                 pieces=plan.pieces)
         if self._timing_only:
             # Nothing was read; the bridge poisons what it gets, so zeros that take no memory will do.
             return placeholder(addresses.shape, dtype)
-        if mask is None:
+        if plan.active_mask is None:
             return gathered.reshape(addresses.shape)
         out = np.zeros(addresses.shape, dtype=dtype)
-        out[mask] = gathered
+        out[plan.active_mask] = gathered
         return out
 
     def store(self, addresses: np.ndarray, values: np.ndarray, mask: np.ndarray | None) -> None:
-        if mask is not None and all_set(mask):
-            mask = None
-        active = addresses if mask is None else addresses[mask]
-        if active.size == 0:
-            return
         values = np.asarray(values)
-        allocation, indices = self._locate(active, values.dtype.itemsize, "store", addresses, mask)
-        self._check_working_set(active.size * values.dtype.itemsize, "a store")
-        payload = (values if mask is None else values[mask]).reshape(-1)
-        store_elements(self._costs.dma_view, self._pe, allocation, indices, payload,
-                       label=self._kernel, program=self._program, data=not self._timing_only)
+        plan = self._plan(addresses, mask, values.dtype.itemsize, "store", "a store")
+        if not plan.count:
+            return
+        payload = (values if plan.active_mask is None else values[plan.active_mask]).reshape(-1)
+        store_elements(self._costs.dma_view, self._pe, plan.allocation, plan.indices, payload,
+                       label=self._kernel, program=self._program, data=not self._timing_only, pieces=plan.pieces)
 
     def atomic_rmw(self, op: str, addresses, values, mask, dtype_name: str) -> np.ndarray:
         dtype = np.dtype(resolve_dtype(dtype_name).numpy) if dtype_name not in ("u16", "u32", "u64") \
@@ -246,6 +242,27 @@ class SimProgramPort:
             self._pe.vector, duration, kind="vector", label=self._kernel, program=self._program, pairs=pairs))
 
     # ---- shared machinery --------------------------------------------------------------
+    def _plan(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, access: str,
+              what: str) -> AccessPlan:
+        """The launch's kept plan of this access, else a new one (checked: a fault or an oversized block raises,
+        and is not kept)."""
+        cube = self._pe.cube
+        plan = self._plans.find(addresses, mask, itemsize, cube, self._memory)
+        if plan is not None:
+            return plan
+        active_mask = None if mask is None or all_set(mask) else mask  # all set: the same accesses, no gather
+        active = addresses if active_mask is None else addresses[active_mask]
+        if active.size == 0:
+            plan = AccessPlan(addresses, mask, active_mask, 0, None, 0, None, ())
+        else:
+            allocation, indices = self._locate(active, itemsize, access, addresses, active_mask)
+            self._check_working_set(active.size * itemsize, what)
+            pieces = plan_dmas(self._costs.dma_view, self._pe, allocation, indices, itemsize)
+            plan = AccessPlan(addresses, mask, active_mask, active.size, allocation, int(active.item(0)), indices,
+                              pieces)
+        self._plans.keep(plan, itemsize, cube)
+        return plan
+
     def _locate(self, active: np.ndarray, itemsize: int, access: str, addresses: np.ndarray, mask):
         """The allocation holding every active address, and their element indices in it; else a fault."""
         allocation = self._memory.find(active.item(0))

@@ -1,0 +1,89 @@
+"""ADR 0007, "Kept access plans": a launch works out where a block of addresses goes once, and nothing can tell."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.kernels.library.matmul import matmul
+from kernbench.runtime_api import access_plans
+from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
+from kernbench.session import Session
+
+
+def _kernels(torch):
+    # A rows spread over every cube (a 64-row block spans cubes: several DMAs per load), B replicated per cube
+    # (each PE reads its own cube's replica), masked K and N tails, masked stores.
+    props = torch.ahbm.get_device_properties()
+    rows = torch.DPPolicy(cube="row_wise", pe="row_wise")
+    per_cube = torch.DPPolicy(cube="replicate", pe="row_wise", num_pes=props.multi_processor_count)
+    a = torch.randn(320, 200, dtype="f16", dp=rows, name="A")
+    b = torch.randn(200, 136, dtype="f16", dp=per_cube, name="B")
+    c = torch.empty(320, 136, dtype="f16", dp=rows, name="C")
+    matmul(a, b, c, block_m=64, block_n=64, block_k=32, group_m=2)
+    torch.ahbm.synchronize()
+    return None if torch.ahbm.is_timing_only() else c.numpy()
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+def test_adr0007_t98_kept_access_plans_give_the_op_log_and_results_of_plans_worked_out_every_time(
+        timing_only, monkeypatch):
+    found = []
+    real_find = AccessPlans.find
+
+    def counting_find(self, *args):
+        plan = real_find(self, *args)
+        found.append(plan is not None)
+        return plan
+
+    monkeypatch.setattr(AccessPlans, "find", counting_find)
+    runs = []
+    for budget in (access_plans.PLAN_BYTES, 0):
+        monkeypatch.setattr(access_plans, "PLAN_BYTES", budget)
+        found.clear()
+        session = Session("default", timing_only=timing_only)
+        result = session.run(_kernels, session.torch)
+        runs.append((session.ctx.machine.oplog.to_json(), session.ctx.engine.now, result, sum(found), len(found)))
+    (kept_log, kept_now, kept_result, hits, accesses), (fresh_log, fresh_now, fresh_result, fresh_hits, _) = runs
+    assert hits >= accesses // 4 and fresh_hits == 0  # the plans were used, then never
+    assert kept_log == fresh_log and kept_now == fresh_now
+    if not timing_only:
+        assert kept_result.tobytes() == fresh_result.tobytes()
+
+
+class _Memory:
+    def __init__(self, allocation):
+        self.allocation = allocation
+
+    def find(self, address):
+        return self.allocation
+
+
+def _plan(allocation, size: int = 64) -> AccessPlan:
+    addresses = np.arange(size, dtype=np.int64) * 2 + 4096
+    return AccessPlan(addresses, None, None, size, allocation, 4096, np.arange(size, dtype=np.int64), ())
+
+
+def test_adr0007_t99_a_plan_is_used_only_for_its_arrays_while_its_allocation_holds_them_and_within_its_bytes(
+        monkeypatch):
+    allocation, other = object(), object()
+    plans = AccessPlans()
+    plan = _plan(allocation)
+    plans.keep(plan, 2, cube=0)
+    memory = _Memory(allocation)
+    assert plans.find(plan.addresses, None, 2, 0, memory) is plan
+    assert plans.find(plan.addresses.copy(), None, 2, 0, memory) is None  # equal contents, another array
+    assert plans.find(plan.addresses, np.ones(64, dtype=bool), 2, 0, memory) is None
+    assert plans.find(plan.addresses, None, 4, 0, memory) is None
+    assert plans.find(plan.addresses, None, 2, 1, memory) is None  # another cube may read another replica
+    assert plans.find(plan.addresses, None, 2, 0, _Memory(other)) is None  # freed, or another allocation now
+    assert plans.find(plan.addresses, None, 2, 0, _Memory(None)) is None
+
+    monkeypatch.setattr(access_plans, "PLAN_BYTES", 3 * plan.nbytes)
+    bounded = AccessPlans()
+    kept = [_plan(allocation) for _ in range(5)]
+    for each in kept:
+        bounded.keep(each, 2, cube=0)
+    memory = _Memory(allocation)
+    assert [bounded.find(each.addresses, None, 2, 0, memory) is each for each in kept] == [False, False, True, True,
+                                                                                             True]
