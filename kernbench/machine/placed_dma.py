@@ -106,8 +106,9 @@ def home_cube(machine: Machine, pe: PeUnits, allocation: Allocation, first: int,
     """The cube whose HBM serves `pe` every element of [first, stop) of `allocation` (from the replica nearest
     the PE), or None when no one cube holds them all (or the range is empty)."""
     placement = allocation.placement
-    replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
-    groups = lanes_per_cube(placement, slice(first, stop), replica) if stop > first else []
+    if stop <= first:
+        return None
+    groups = lanes_per_cube(placement, slice(first, stop), replica_for(machine, pe, placement))
     if len(groups) != 1 or groups[0][1] is not _ALL:
         return None
     return groups[0][0]
@@ -203,15 +204,21 @@ class DmaPiece(NamedTuple):
     region: Region
 
 
-def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
-              itemsize: int) -> tuple[DmaPiece, ...]:
+def replica_for(machine: Machine, pe: PeUnits, placement) -> int:
+    """The replica of `placement` whose elements `pe` moves: the one nearest it (0 when there is one)."""
+    return 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
+
+
+def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice, itemsize: int,
+              replica: int | None = None) -> tuple[DmaPiece, ...]:
     """The DMAs that move elements `indices` of `allocation` between `pe`'s TCM and HBM, in cube order: one per
-    cube of the replica nearest the PE holding some of them. A pure function of its arguments (and of the
-    allocation's placement), so a caller that moves the same elements again may keep it (`issue_load`'s
-    `pieces`)."""
+    cube of `replica` (default `replica_for` the PE) holding some of them. A function of its arguments, the PE's
+    SIP and the allocation's placement only, so a caller that moves the same elements again may keep it
+    (`issue_load`'s `pieces`)."""
     ends = _ends(pe)
     placement = allocation.placement
-    replica = 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
+    if replica is None:
+        replica = replica_for(machine, pe, placement)
     pieces = []
     for cube, lanes, count in lanes_per_cube(placement, indices, replica):
         if isinstance(indices, slice):

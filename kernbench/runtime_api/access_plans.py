@@ -8,16 +8,19 @@ cube holding some of them, from the replica nearest the PE
 replayed from one trace (ADR 0007) access the same blocks again and again:
 the trace's memo hands every program of a block row the same pointer
 arrays, step by step of the K loop. So a launch keeps each answer
-(`AccessPlan`) under the identity of the address and mask arrays, the
-element size and the PE's cube (which picks the replica). The arrays are
-held by the plan, so their ids stay theirs while it is kept.
+(`AccessPlan`) under the identity of the address and mask arrays and the
+element size, with its DMAs per replica (PEs of different cubes may read
+different replicas of a tensor). The arrays are held by the plan, so their
+ids stay theirs while it is kept.
 
 A kept plan is used only while the allocation it found still holds its
 first active address (`Memory.find` returns that same object): the same
 allocation object has the same base, placement and size, so the indices,
 the bounds checks and the DMAs are exactly what working them out again
 would give. A plan is a pure function of what it is kept under; the DMAs
-are still issued, timed and logged one by one for every access.
+are still issued, timed and logged one by one for every access. The launches
+of a run that run at once draw the plans' bytes from one pool of the run,
+as their tapes' memos do (ADR 0007).
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Bytes of address, mask and index arrays one launch keeps; past it the oldest plans are dropped.
-PLAN_BYTES = 16 << 20
+from kernbench.kernels.triton_bridge.trace import MemoBudget
+
+#: Bytes of address, mask and index arrays the launches of a run that run at once keep, together (a run's
+#: `access_plan_pool`); a launch that finds the pool empty drops its own oldest plans.
+PLAN_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
 class AccessPlan:
     """One block's access: the arrays it is kept under, the active lanes' mask (None: every lane), how many
-    lanes are active, and — when some are — their allocation, element indices and DMAs."""
+    lanes are active, and — when some are — their allocation, element indices, and their DMAs for each replica
+    asked for so far (`pieces`, filled in by the port)."""
 
     addresses: np.ndarray
     mask: np.ndarray | None
@@ -42,7 +49,7 @@ class AccessPlan:
     allocation: object | None
     first_address: int
     indices: np.ndarray | None
-    pieces: tuple
+    pieces: dict[int, tuple]
 
     @property
     def nbytes(self) -> int:
@@ -51,31 +58,41 @@ class AccessPlan:
 
 
 class AccessPlans:
-    """The plans of one launch, oldest dropped first past `PLAN_BYTES`."""
+    """The plans of one launch, drawing their bytes from the run's pool (`MemoBudget`); given back at its end."""
 
-    __slots__ = ("_plans", "_held")
+    __slots__ = ("_plans", "_budget")
 
-    def __init__(self) -> None:
+    def __init__(self, pool: list[int]) -> None:
         self._plans: dict[tuple, AccessPlan] = {}
-        self._held = 0
+        self._budget = MemoBudget()
+        self._budget.share(pool)
 
-    def find(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, cube: int,
-             memory) -> AccessPlan | None:
-        """The plan kept for this access from a PE of `cube`, if its allocation in `memory` still holds it."""
-        plan = self._plans.get((id(addresses), id(mask), itemsize, cube))
+    def find(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, memory) -> AccessPlan | None:
+        """The plan kept for this access, if its allocation in `memory` still holds it."""
+        plan = self._plans.get((id(addresses), id(mask), itemsize))
         if plan is None or plan.addresses is not addresses or plan.mask is not mask:
             return None
         if plan.allocation is not None and memory.find(plan.first_address) is not plan.allocation:
             return None
         return plan
 
-    def keep(self, plan: AccessPlan, itemsize: int, cube: int) -> None:
-        key = (id(plan.addresses), id(plan.mask), itemsize, cube)
+    def keep(self, plan: AccessPlan, itemsize: int) -> None:
+        """Keep `plan` (replacing one kept under its key), dropping the oldest plans while the pool lacks its
+        bytes; a plan that would not fit even then is not kept, and nothing is dropped for it."""
+        key = (id(plan.addresses), id(plan.mask), itemsize)
         plans = self._plans
+        budget = self._budget
         previous = plans.pop(key, None)
         if previous is not None:
-            self._held -= previous.nbytes
+            budget.give(previous.nbytes)
+        size = plan.nbytes
+        if size > budget.pool[0] + budget.held:
+            return
+        while not budget.take(size):
+            budget.give(plans.pop(next(iter(plans))).nbytes)
         plans[key] = plan
-        self._held += plan.nbytes
-        while self._held > PLAN_BYTES and plans:
-            self._held -= plans.pop(next(iter(plans))).nbytes
+
+    def release(self) -> None:
+        """The launch has ended: every plan is dropped and its bytes go back to the pool."""
+        self._plans.clear()
+        self._budget.release()

@@ -17,6 +17,7 @@ import numpy as np
 
 from kernbench.kernels.triton_bridge import trace
 from kernbench.machine import Machine
+from kernbench.runtime_api import access_plans
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, parse_device
 from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.random import Generator, as_seed, generator_class
@@ -43,6 +44,7 @@ class RuntimeContext:
         self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
         self.programs_done = 0  # kernel programs finished so far, for the progress line
         self.replay_memo_pool = [trace.MEMO_BYTES]  # bytes the running launches may keep for later programs, together
+        self.access_plan_pool = [access_plans.PLAN_BYTES]  # bytes of access plans the running launches keep, together
         self.default_seed = as_seed(seed)  # where every rank's default generator starts (`kernbench run --seed`)
         self.Generator = generator_class(self)  # torch.Generator of this run
 

@@ -53,19 +53,24 @@ def launch(prepared) -> None:
     prepared.timing_only = ctx.timing_only
     prepared.memcheck = ctx.memcheck
     grid = prepared.grid
-    plans = AccessPlans()
+    plans = AccessPlans(ctx.access_plan_pool)
 
     def run_program(pe, linear: int) -> None:
         program_id = (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
         try:
-            prepared.run_program(program_id, SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only, plans))
+            port = SimProgramPort(ctx, prepared.kernel_name, linear, pe, ctx.timing_only, plans)
+            prepared.run_program(program_id, port)
         except KernelFault as fault:
             _name_what_is_there(ctx, pe.sip, fault)
             raise
 
+    def finished() -> None:
+        prepared.finished()
+        plans.release()
+
     prepared.share_memo_pool(ctx.replay_memo_pool)
     launch_programs(ctx, tensors, tensors, grid[0] * grid[1] * grid[2], prepared.kernel_name,
-                    f"kernel {prepared.kernel_name}{grid}", run_program, finished=prepared.finished)
+                    f"kernel {prepared.kernel_name}{grid}", run_program, finished=finished)
 
 
 def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: str, run_program,

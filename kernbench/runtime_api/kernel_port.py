@@ -33,7 +33,7 @@ from kernbench.dtypes import resolve_dtype
 from kernbench.kernels import KernelFault
 from kernbench.kernels.triton_bridge.values import all_set, placeholder
 from kernbench.machine import Transfer, hbm, tcm
-from kernbench.machine.placed_dma import lanes_per_cube, load_elements, plan_dmas, store_elements
+from kernbench.machine.placed_dma import lanes_per_cube, load_elements, plan_dmas, replica_for, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
 from kernbench.runtime_api.errors import WorkingSetTooLarge
@@ -148,12 +148,12 @@ class SimProgramPort:
     # ---- memory ------------------------------------------------------------------------
     def load(self, addresses: np.ndarray, mask: np.ndarray | None, dtype_name: str) -> np.ndarray:
         dtype = self._costs.dtype(dtype_name)
-        plan = self._plan(addresses, mask, dtype.itemsize, "load", "a load")
+        plan, pieces = self._plan(addresses, mask, dtype.itemsize, "load", "a load")
         if not plan.count:
             return np.zeros(addresses.shape, dtype=dtype)
         gathered = load_elements(self._costs.dma_view, self._pe, plan.allocation, dtype, plan.indices,
                                  label=self._kernel, program=self._program, data=not self._timing_only,
-                                 pieces=plan.pieces)
+                                 pieces=pieces)
         if self._timing_only:
             # Nothing was read; the bridge poisons what it gets, so zeros that take no memory will do.
             return placeholder(addresses.shape, dtype)
@@ -165,12 +165,12 @@ class SimProgramPort:
 
     def store(self, addresses: np.ndarray, values: np.ndarray, mask: np.ndarray | None) -> None:
         values = np.asarray(values)
-        plan = self._plan(addresses, mask, values.dtype.itemsize, "store", "a store")
+        plan, pieces = self._plan(addresses, mask, values.dtype.itemsize, "store", "a store")
         if not plan.count:
             return
         payload = (values if plan.active_mask is None else values[plan.active_mask]).reshape(-1)
         store_elements(self._costs.dma_view, self._pe, plan.allocation, plan.indices, payload,
-                       label=self._kernel, program=self._program, data=not self._timing_only, pieces=plan.pieces)
+                       label=self._kernel, program=self._program, data=not self._timing_only, pieces=pieces)
 
     def atomic_rmw(self, op: str, addresses, values, mask, dtype_name: str) -> np.ndarray:
         dtype = np.dtype(resolve_dtype(dtype_name).numpy) if dtype_name not in ("u16", "u32", "u64") \
@@ -221,7 +221,8 @@ class SimProgramPort:
         n = b.shape[-1]
         batch = int(np.prod(a.shape[:-2], dtype=np.int64)) if a.ndim > 2 else 1
         flops = 2 * batch * m * n * k
-        operand_bytes = a.nbytes + b.nbytes + (acc.nbytes if acc is not None else batch * m * n * np.dtype(out_dtype).itemsize)
+        result_bytes = acc.nbytes if acc is not None else batch * m * n * np.dtype(out_dtype).itemsize
+        operand_bytes = a.nbytes + b.nbytes + result_bytes
         self._check_working_set(operand_bytes, "a dot's operands")
         duration, pairs = self._costs.gemm(in_dtype.name, m, n, k, flops)
         self._engine.sleep_until(self._machine.issue_compute(
@@ -243,25 +244,30 @@ class SimProgramPort:
 
     # ---- shared machinery --------------------------------------------------------------
     def _plan(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, access: str,
-              what: str) -> AccessPlan:
-        """The launch's kept plan of this access, else a new one (checked: a fault or an oversized block raises,
-        and is not kept)."""
-        cube = self._pe.cube
-        plan = self._plans.find(addresses, mask, itemsize, cube, self._memory)
-        if plan is not None:
-            return plan
-        active_mask = None if mask is None or all_set(mask) else mask  # all set: the same accesses, no gather
-        active = addresses if active_mask is None else addresses[active_mask]
-        if active.size == 0:
-            plan = AccessPlan(addresses, mask, active_mask, 0, None, 0, None, ())
-        else:
-            allocation, indices = self._locate(active, itemsize, access, addresses, active_mask)
-            self._check_working_set(active.size * itemsize, what)
-            pieces = plan_dmas(self._costs.dma_view, self._pe, allocation, indices, itemsize)
-            plan = AccessPlan(addresses, mask, active_mask, active.size, allocation, int(active.item(0)), indices,
-                              pieces)
-        self._plans.keep(plan, itemsize, cube)
-        return plan
+              what: str) -> tuple[AccessPlan, tuple]:
+        """The launch's kept plan of this access (a new one, checked, if none: a fault or an oversized block
+        raises and is not kept), and its DMAs from this PE."""
+        plan = self._plans.find(addresses, mask, itemsize, self._memory)
+        if plan is None:
+            active_mask = None if mask is None or all_set(mask) else mask  # all set: the same accesses, no gather
+            active = addresses if active_mask is None else addresses[active_mask]
+            if active.size == 0:
+                plan = AccessPlan(addresses, mask, active_mask, 0, None, 0, None, {})
+            else:
+                allocation, indices = self._locate(active, itemsize, access, addresses, active_mask)
+                self._check_working_set(active.size * itemsize, what)
+                plan = AccessPlan(addresses, mask, active_mask, active.size, allocation, int(active.item(0)),
+                                  indices, {})
+            self._plans.keep(plan, itemsize)
+        if not plan.count:
+            return plan, ()
+        machine = self._costs.dma_view
+        replica = replica_for(machine, self._pe, plan.allocation.placement)
+        pieces = plan.pieces.get(replica)
+        if pieces is None:
+            pieces = plan.pieces[replica] = plan_dmas(machine, self._pe, plan.allocation, plan.indices, itemsize,
+                                                      replica)
+        return plan, pieces
 
     def _locate(self, active: np.ndarray, itemsize: int, access: str, addresses: np.ndarray, mask):
         """The allocation holding every active address, and their element indices in it; else a fault."""

@@ -292,8 +292,10 @@ def test_adr0007_t62_a_replayed_program_holds_one_step_of_its_loop_not_all_of_th
 
 def test_adr0007_t63_the_launches_of_a_run_share_one_memo_pool_and_give_it_back_when_they_end(monkeypatch):
     """Two ranks' GEMMs run at once: what their tapes keep for later programs comes out of one pool of the run,
-    never below empty, and is all back (the results dropped) once the launches end."""
+    never below empty, and is all back (the results dropped) once the launches end; so are their access plans
+    (ADR 0007, "Kept access plans"), from a pool of their own."""
     from kernbench.kernels.library.matmul import matmul as library_matmul
+    from kernbench.runtime_api import access_plans
     from kernbench.session import Session
 
     pool_size = 96 << 10  # less than two launches would keep: the second finds the pool drained
@@ -313,8 +315,9 @@ def test_adr0007_t63_the_launches_of_a_run_share_one_memo_pool_and_give_it_back_
         a, b, c = (torch.empty(256, 256, dtype=torch.float16, device=device) for _ in range(3))
         library_matmul(a, b, c)
     torch.ahbm.synchronize(0), torch.ahbm.synchronize(1)
-    pool = session.ctx.replay_memo_pool
-    assert {id(p) for _, p, _, _ in seen} == {id(pool)}  # every launch drew from the run's pool
+    pool, plan_pool = session.ctx.replay_memo_pool, session.ctx.access_plan_pool
+    assert {id(p) for _, p, _, _ in seen} == {id(pool), id(plan_pool)}  # the run's pools: memos, access plans
+    seen = [entry for entry in seen if entry[1] is pool]
     assert len({budget for budget, _, _, _ in seen}) == 2
     assert min(left for _, _, left, _ in seen) >= 0 and any(not taken for *_, taken in seen)
-    assert pool == [pool_size]  # all given back
+    assert pool == [pool_size] and plan_pool == [access_plans.PLAN_BYTES]  # all given back

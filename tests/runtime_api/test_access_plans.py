@@ -61,29 +61,33 @@ class _Memory:
 
 def _plan(allocation, size: int = 64) -> AccessPlan:
     addresses = np.arange(size, dtype=np.int64) * 2 + 4096
-    return AccessPlan(addresses, None, None, size, allocation, 4096, np.arange(size, dtype=np.int64), ())
+    return AccessPlan(addresses, None, None, size, allocation, 4096, np.arange(size, dtype=np.int64), {})
 
 
-def test_adr0007_t99_a_plan_is_used_only_for_its_arrays_while_its_allocation_holds_them_and_within_its_bytes(
-        monkeypatch):
+def test_adr0007_t99_a_plan_is_found_only_for_its_arrays_while_its_allocation_holds_them_and_within_its_bytes():
     allocation, other = object(), object()
-    plans = AccessPlans()
+    plans = AccessPlans([access_plans.PLAN_BYTES])
     plan = _plan(allocation)
-    plans.keep(plan, 2, cube=0)
+    plans.keep(plan, 2)
     memory = _Memory(allocation)
-    assert plans.find(plan.addresses, None, 2, 0, memory) is plan
-    assert plans.find(plan.addresses.copy(), None, 2, 0, memory) is None  # equal contents, another array
-    assert plans.find(plan.addresses, np.ones(64, dtype=bool), 2, 0, memory) is None
-    assert plans.find(plan.addresses, None, 4, 0, memory) is None
-    assert plans.find(plan.addresses, None, 2, 1, memory) is None  # another cube may read another replica
-    assert plans.find(plan.addresses, None, 2, 0, _Memory(other)) is None  # freed, or another allocation now
-    assert plans.find(plan.addresses, None, 2, 0, _Memory(None)) is None
+    assert plans.find(plan.addresses, None, 2, memory) is plan
+    assert plans.find(plan.addresses.copy(), None, 2, memory) is None  # equal contents, another array
+    assert plans.find(plan.addresses, np.ones(64, dtype=bool), 2, memory) is None
+    assert plans.find(plan.addresses, None, 4, memory) is None
+    assert plans.find(plan.addresses, None, 2, _Memory(other)) is None  # freed, or another allocation now
+    assert plans.find(plan.addresses, None, 2, _Memory(None)) is None
 
-    monkeypatch.setattr(access_plans, "PLAN_BYTES", 3 * plan.nbytes)
-    bounded = AccessPlans()
-    kept = [_plan(allocation) for _ in range(5)]
+    pool = [3 * plan.nbytes]  # the run's, shared with another launch holding one plan's worth
+    other_launch, bounded = AccessPlans(pool), AccessPlans(pool)
+    other_launch.keep(_plan(allocation), 2)
+    kept = [_plan(allocation) for _ in range(4)]
     for each in kept:
-        bounded.keep(each, 2, cube=0)
+        bounded.keep(each, 2)
+        assert pool[0] >= 0
     memory = _Memory(allocation)
-    assert [bounded.find(each.addresses, None, 2, 0, memory) is each for each in kept] == [False, False, True, True,
-                                                                                             True]
+    assert [bounded.find(each.addresses, None, 2, memory) is each for each in kept] == [False, False, True, True]
+    bounded.keep(_plan(allocation, size=1024), 2)  # more than the pool: not kept, nothing else dropped
+    assert [bounded.find(each.addresses, None, 2, memory) is each for each in kept] == [False, False, True, True]
+    bounded.release()
+    other_launch.release()
+    assert pool == [3 * plan.nbytes]  # every byte back when the launches end

@@ -336,8 +336,9 @@ MEMO_BYTES = 128 << 20
 
 
 class MemoBudget:
-    """The bytes of remembered results one launch's tapes hold, drawn from a pool shared with the other launches
-    of its run (a list of the bytes left), and given back when the launch ends (`release`).
+    """The bytes one launch keeps for its later programs (its tapes' remembered results, or its access plans),
+    drawn from a pool shared with the other launches of its run (a list of the bytes left), and given back when
+    the launch ends (`release`) or drops something it kept (`give`).
 
     A run's ranks and streams run many launches at once; each with a budget of
     its own, a timing-only transformer layer on eight ranks held a budget's
@@ -359,6 +360,11 @@ class MemoBudget:
         self.pool[0] -= size
         self.held += size
         return True
+
+    def give(self, size: int) -> None:
+        """Give back `size` of the bytes held."""
+        self.pool[0] += size
+        self.held -= size
 
     def release(self) -> None:
         self.pool[0] += self.held
