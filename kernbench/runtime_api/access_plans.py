@@ -57,42 +57,54 @@ class AccessPlan:
         return held + (0 if self.indices is None else self.indices.nbytes)
 
 
-class AccessPlans:
-    """The plans of one launch, drawing their bytes from the run's pool (`MemoBudget`); given back at its end."""
+class KeptPlans:
+    """What one launch keeps under keys for its later programs, the bytes drawn from the run's pool
+    (`MemoBudget`), the oldest dropped first when the pool is dry, everything given back at the launch's end."""
 
-    __slots__ = ("_plans", "_budget")
+    __slots__ = ("_kept", "_budget")
 
     def __init__(self, pool: list[int]) -> None:
-        self._plans: dict[tuple, AccessPlan] = {}
+        self._kept: dict[object, tuple[object, int]] = {}  # key -> (value, bytes)
         self._budget = MemoBudget()
         self._budget.share(pool)
 
+    def get(self, key):
+        known = self._kept.get(key)
+        return None if known is None else known[0]
+
+    def keep(self, key, value, nbytes: int) -> None:
+        """Keep `value` under `key` (replacing what was kept there), dropping the oldest while the pool lacks
+        `nbytes`; a value that would not fit even then is not kept, and nothing is dropped for it."""
+        kept = self._kept
+        budget = self._budget
+        previous = kept.pop(key, None)
+        if previous is not None:
+            budget.give(previous[1])
+        if nbytes > budget.pool[0] + budget.held:
+            return
+        while not budget.take(nbytes):
+            budget.give(kept.pop(next(iter(kept)))[1])
+        kept[key] = (value, nbytes)
+
+    def release(self) -> None:
+        """The launch has ended: everything kept is dropped and its bytes go back to the pool."""
+        self._kept.clear()
+        self._budget.release()
+
+
+class AccessPlans(KeptPlans):
+    """The access plans of one launch, kept under the identity of their arrays and their element size."""
+
+    __slots__ = ()
+
     def find(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, memory) -> AccessPlan | None:
         """The plan kept for this access, if its allocation in `memory` still holds it."""
-        plan = self._plans.get((id(addresses), id(mask), itemsize))
+        plan = self.get((id(addresses), id(mask), itemsize))
         if plan is None or plan.addresses is not addresses or plan.mask is not mask:
             return None
         if plan.allocation is not None and memory.find(plan.first_address) is not plan.allocation:
             return None
         return plan
 
-    def keep(self, plan: AccessPlan, itemsize: int) -> None:
-        """Keep `plan` (replacing one kept under its key), dropping the oldest plans while the pool lacks its
-        bytes; a plan that would not fit even then is not kept, and nothing is dropped for it."""
-        key = (id(plan.addresses), id(plan.mask), itemsize)
-        plans = self._plans
-        budget = self._budget
-        previous = plans.pop(key, None)
-        if previous is not None:
-            budget.give(previous.nbytes)
-        size = plan.nbytes
-        if size > budget.pool[0] + budget.held:
-            return
-        while not budget.take(size):
-            budget.give(plans.pop(next(iter(plans))).nbytes)
-        plans[key] = plan
-
-    def release(self) -> None:
-        """The launch has ended: every plan is dropped and its bytes go back to the pool."""
-        self._plans.clear()
-        self._budget.release()
+    def keep_plan(self, plan: AccessPlan, itemsize: int) -> None:
+        self.keep((id(plan.addresses), id(plan.mask), itemsize), plan, plan.nbytes)

@@ -23,7 +23,8 @@ import numpy as np
 
 from kernbench.dtypes import DType, float32
 from kernbench.machine.pe import gemm_ps, vector_ps
-from kernbench.machine.placed_dma import load_elements, store_elements
+from kernbench.machine.placed_dma import load_elements, plan_dmas, replica_for, store_elements
+from kernbench.runtime_api.access_plans import KeptPlans
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.kernel_launch import launch_programs
 from kernbench.runtime_api.promotion import is_tensor
@@ -46,10 +47,11 @@ class Program:
     def data(self) -> bool:
         return not self.ctx.timing_only
 
-    def load(self, tensor, indices) -> np.ndarray:
-        """HBM → TCM: `tensor`'s storage elements `indices` (a slice or an array), in order."""
+    def load(self, tensor, indices, pieces: tuple | None = None) -> np.ndarray:
+        """HBM → TCM: `tensor`'s storage elements `indices` (a slice or an array), in order (`pieces`: their
+        `placed_dma.plan_dmas` from this PE, if the caller kept it)."""
         return load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, _as_array(indices),
-                             label=self.label, program=self.number, data=self.data)
+                             label=self.label, program=self.number, data=self.data, pieces=pieces)
 
     def store(self, tensor, indices, values: np.ndarray) -> None:
         store_elements(self.ctx.machine, self.pe, tensor.allocation, _as_array(indices),
@@ -89,14 +91,16 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
     return indices
 
 
-def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None]) -> None:
-    """Launch `n_programs` tile programs reading `inputs` and writing `output` (all on one device)."""
+def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None],
+              finished: Callable[[], None] | None = None) -> None:
+    """Launch `n_programs` tile programs reading `inputs` and writing `output` (all on one device); `finished()`,
+    if given, is called when they have ended."""
     tensors = [*inputs, output]  # the output last: launch placement follows the largest, ties to the first
 
     def run(pe, number: int) -> None:
         run_program(Program(ctx, pe, label, number))
 
-    launch_programs(ctx, tensors, [output], n_programs, label, label, run)
+    launch_programs(ctx, tensors, [output], n_programs, label, label, run, finished=finished)
 
 
 def check_same_device(tensors, call: str):
@@ -318,6 +322,8 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     if not batches * tiles_m * tiles_n:
         return
     operand = a.dtype
+    # The programs of a tile row load the same A blocks, those of a tile column the same B blocks.
+    blocks = KeptPlans(out._ctx.access_plan_pool)
 
     def program(p: Program) -> None:
         index, tile = divmod(p.number, tiles_m * tiles_n)
@@ -328,15 +334,33 @@ def matmul(a, b, out, name: str = "matmul") -> None:
         accumulator = np.zeros((len(rows), len(cols)), dtype=_accumulator(operand))
         for k0 in range(0, max(k_size, 1), BLOCK_K):
             ks = range(k0, min(k_size, k0 + BLOCK_K))
-            block_a = p.load(a, _block(a, coords, rows, ks))
-            block_b = p.load(b, _block(b, coords, ks, cols))
+            block_a = p.load(a, *_kept_block(blocks, p, a, ("a", index, tm, k0), coords, rows, ks))
+            block_b = p.load(b, *_kept_block(blocks, p, b, ("b", index, k0, tn), coords, ks, cols))
             p.gemm(len(rows), len(cols), len(ks), operand)
             if p.data:
                 accumulator += np.matmul(block_a.reshape(len(rows), len(ks)).astype(accumulator.dtype),
                                          block_b.reshape(len(ks), len(cols)).astype(accumulator.dtype))
         p.store(out, _block(out, coords, rows, cols), accumulator.reshape(-1))
 
-    run_tiles(out._ctx, [a, b], out, batches * tiles_m * tiles_n, name, program)
+    run_tiles(out._ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=blocks.release)
+
+
+def _kept_block(blocks: KeptPlans, p: Program, tensor, key: tuple, batch_coords, rows: range,
+                cols: range) -> tuple[np.ndarray, tuple]:
+    """`_block(tensor, ...)` and its DMAs from `p`'s PE, worked out once per block and replica for the op's
+    programs (`blocks`, kept under `key`): the same arrays and DMAs as working them out again."""
+    known = blocks.get(key)
+    if known is None:
+        known = (_block(tensor, batch_coords, rows, cols), {})
+        blocks.keep(key, known, known[0].nbytes)
+    indices, by_replica = known
+    machine = p.ctx.machine
+    replica = replica_for(machine, p.pe, tensor.allocation.placement)
+    pieces = by_replica.get(replica)
+    if pieces is None:
+        pieces = by_replica[replica] = plan_dmas(machine, p.pe, tensor.allocation, indices, tensor.dtype.itemsize,
+                                                 replica)
+    return indices, pieces
 
 
 def _block(tensor, batch_coords, rows: range, cols: range) -> np.ndarray:

@@ -258,7 +258,7 @@ class SimProgramPort:
                 self._check_working_set(active.size * itemsize, what)
                 plan = AccessPlan(addresses, mask, active_mask, active.size, allocation, int(active.item(0)),
                                   indices, {})
-            self._plans.keep(plan, itemsize)
+            self._plans.keep_plan(plan, itemsize)
         if not plan.count:
             return plan, ()
         machine = self._costs.dma_view

@@ -7,6 +7,7 @@ import pytest
 
 from kernbench.kernels.library.matmul import matmul
 from kernbench.runtime_api import access_plans
+from kernbench.runtime_api import device_ops
 from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
 from kernbench.session import Session
 
@@ -68,7 +69,7 @@ def test_adr0007_t99_a_plan_is_found_only_for_its_arrays_while_its_allocation_ho
     allocation, other = object(), object()
     plans = AccessPlans([access_plans.PLAN_BYTES])
     plan = _plan(allocation)
-    plans.keep(plan, 2)
+    plans.keep_plan(plan, 2)
     memory = _Memory(allocation)
     assert plans.find(plan.addresses, None, 2, memory) is plan
     assert plans.find(plan.addresses.copy(), None, 2, memory) is None  # equal contents, another array
@@ -79,15 +80,54 @@ def test_adr0007_t99_a_plan_is_found_only_for_its_arrays_while_its_allocation_ho
 
     pool = [3 * plan.nbytes]  # the run's, shared with another launch holding one plan's worth
     other_launch, bounded = AccessPlans(pool), AccessPlans(pool)
-    other_launch.keep(_plan(allocation), 2)
+    other_launch.keep_plan(_plan(allocation), 2)
     kept = [_plan(allocation) for _ in range(4)]
     for each in kept:
-        bounded.keep(each, 2)
+        bounded.keep_plan(each, 2)
         assert pool[0] >= 0
     memory = _Memory(allocation)
     assert [bounded.find(each.addresses, None, 2, memory) is each for each in kept] == [False, False, True, True]
-    bounded.keep(_plan(allocation, size=1024), 2)  # more than the pool: not kept, nothing else dropped
+    bounded.keep_plan(_plan(allocation, size=1024), 2)  # more than the pool: not kept, nothing else dropped
     assert [bounded.find(each.addresses, None, 2, memory) is each for each in kept] == [False, False, True, True]
     bounded.release()
     other_launch.release()
     assert pool == [3 * plan.nbytes]  # every byte back when the launches end
+
+
+def _device_matmuls(torch):
+    props = torch.ahbm.get_device_properties()
+    per_cube = torch.DPPolicy(cube="replicate", pe="row_wise", num_pes=props.multi_processor_count)
+    rows = torch.DPPolicy(cube="row_wise", pe="row_wise")
+    a = torch.randn(4, 1, 150, 70, name="a")  # batch (4, 1) broadcast against b's (1, 2)
+    b = torch.randn(1, 2, 70, 90, name="b")
+    w = torch.randn(72, 130, dtype="f16", dp=per_cube, name="w")
+    x = torch.randn(160, 72, dtype="f16", dp=rows, name="x")  # 20 rows a PE: 64-row blocks span PEs and cubes
+    batched, plain = a @ b, x @ w
+    torch.ahbm.synchronize()
+    return None if torch.ahbm.is_timing_only() else (batched.numpy(), plain.numpy())
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+def test_adr0016_t100_a_matmuls_kept_blocks_give_the_op_log_and_values_of_blocks_worked_out_every_time(
+        timing_only, monkeypatch):
+    made = []
+    real_block = device_ops._block
+
+    def counting_block(*args):
+        made.append(1)
+        return real_block(*args)
+
+    monkeypatch.setattr(device_ops, "_block", counting_block)
+    runs = []
+    for budget in (access_plans.PLAN_BYTES, 0):
+        monkeypatch.setattr(access_plans, "PLAN_BYTES", budget)
+        made.clear()
+        session = Session("default", timing_only=timing_only)
+        result = session.run(_device_matmuls, session.torch)
+        runs.append((session.ctx.machine.oplog.to_json(), session.ctx.engine.now, result, len(made)))
+    (kept_log, kept_now, kept_result, kept_made), (fresh_log, fresh_now, fresh_result, fresh_made) = runs
+    assert 2 * kept_made < fresh_made  # blocks were kept and used
+    assert kept_log == fresh_log and kept_now == fresh_now
+    if not timing_only:
+        for kept, fresh in zip(kept_result, fresh_result):
+            assert kept.tobytes() == fresh.tobytes()
