@@ -78,17 +78,33 @@ def tile_elements(ctx, bytes_per_element: int) -> int:
 
 
 def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: int):
-    """Storage elements of `layout`, broadcast to `shape`, at row-major positions [start, stop) of `shape`."""
+    """Storage elements of `layout`, broadcast to `shape`, at row-major positions [start, stop) of `shape`.
+
+    The positions are cut into rows of the longest run of trailing axes that
+    is at most a quarter of them: each row's offsets are the trailing box's,
+    made once by broadcasting one arange per axis, plus the row's own base,
+    so only the few row numbers are unravelled, not every position.
+    """
     if layout.shape == shape and layout.is_contiguous():
         return slice(layout.offset + start, layout.offset + stop)
-    positions = np.arange(start, stop, dtype=np.int64)
-    coords = np.unravel_index(positions, shape) if shape else ()
-    indices = np.full(stop - start, layout.offset, dtype=np.int64)
     lead = len(shape) - len(layout.shape)
-    for axis, (n, stride) in enumerate(zip(layout.shape, layout.strides)):
-        if n != 1:
-            indices += coords[axis + lead] * stride
-    return indices
+    strides = (0,) * lead + tuple(stride if n != 1 else 0 for n, stride in zip(layout.shape, layout.strides))
+    split, row = len(shape), 1
+    while split > 0 and row * shape[split - 1] <= max(1, (stop - start) // 4):
+        split -= 1
+        row *= shape[split]
+    box = np.zeros((), dtype=np.int64)
+    for n, stride in zip(shape[split:], strides[split:]):
+        box = (box[..., None] + np.arange(n, dtype=np.int64) * stride)
+    first_row, last_row = start // row, (stop - 1) // row
+    rows = np.arange(first_row, last_row + 1, dtype=np.int64)
+    bases = np.full(rows.size, layout.offset, dtype=np.int64)
+    if split:
+        for coordinate, stride in zip(np.unravel_index(rows, shape[:split]), strides[:split]):
+            if stride:
+                bases += coordinate * stride
+    indices = (bases[:, None] + box.reshape(1, -1)).reshape(-1)
+    return indices[start - first_row * row:stop - first_row * row]
 
 
 def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None],

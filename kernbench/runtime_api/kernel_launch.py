@@ -30,6 +30,7 @@ instead of the one the kernel's pointer came from.
 
 from __future__ import annotations
 
+import weakref
 from typing import Iterator
 
 from kernbench.kernels import KernelFault, install_launch_hook
@@ -129,11 +130,7 @@ def _place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[objec
     owners = list(dict.fromkeys((s.cube, s.pe) for s in placement.shards if s.replica == 0))
     k = len(owners)
     if k == 1:
-        home = owners[0][0]
-        topology = ctx.topology
-        cubes = sorted(range(topology.cubes_per_sip),
-                       key=lambda c: (len(topology.noc_route(home, c, sip=sip)), c))
-        owners = [(cube, pe) for pe in range(topology.pes_per_cube) for cube in cubes]
+        owners = _nearest_first(ctx.machine, sip, owners[0][0])
         k = len(owners)
         # Program p goes to owner p mod k.
         shares = [range(i, n_programs, k) for i in range(k)]
@@ -141,6 +138,21 @@ def _place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[objec
         # Program p goes to owner ⌊p·k/n⌋, i.e. owner i gets ⌈i·n/k⌉ <= p < ⌈(i+1)·n/k⌉.
         shares = [range(-(-i * n_programs // k), -(-(i + 1) * n_programs // k)) for i in range(k)]
     return [(ctx.machine.pe(sip, cube, pe), programs) for (cube, pe), programs in zip(owners, shares) if programs]
+
+
+_NEAREST_FIRST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _nearest_first(machine, sip: int, home: int) -> tuple[tuple[int, int], ...]:
+    """Every (cube, pe) of a SIP, PE slot by PE slot, cubes nearest `home` on the NoC first (ties by index):
+    worked out once per machine, SIP and home cube, since every launch of a single-PE tensor asks."""
+    topology = machine.topology
+    known = _NEAREST_FIRST.setdefault(machine, {})
+    order = known.get((sip, home))
+    if order is None:
+        cubes = sorted(range(topology.cubes_per_sip), key=lambda c: (len(topology.noc_route(home, c, sip=sip)), c))
+        order = known[sip, home] = tuple((cube, pe) for pe in range(topology.pes_per_cube) for cube in cubes)
+    return order
 
 
 def _name_what_is_there(ctx, sip: int, fault: KernelFault) -> None:

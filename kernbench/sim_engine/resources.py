@@ -193,7 +193,11 @@ def _earliest_start(holds, now: int) -> int:
     while moved:
         moved = False
         for channel, offset, occupancy in holds:
-            begin = channel.earliest(start + offset, occupancy)
+            at = start + offset
+            if channel.gaps:
+                begin = channel.earliest(at, occupancy)
+            else:  # `earliest` without gaps, inline: most hops of a route have none
+                begin = channel.free_at if channel.free_at > at else at
             if begin - offset > start:
                 start, moved = begin - offset, True
     return start

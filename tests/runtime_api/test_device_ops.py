@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
+from kernbench.runtime_api.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.tensor_ops import BINARY, UNARY
+from kernbench.runtime_api.views import Layout
 from kernbench.session import Session
 from tests.runtime_api.closed_forms import dma_ps
 
@@ -264,3 +266,33 @@ def test_adr0016_t16_index_add_of_one_tile_takes_its_closed_form_on_an_idle_mach
     assert [op.kind for op in ops] == ["dma", "dma", "vector", "dma"]
     tile, gathered = (dma_ps(topology, count * 4, data_cube=0, pe_cube=0) for count in (10, n))
     assert ops[-1].end - ops[0].start == tile + gathered + vector_ps(topology, n) + tile
+
+
+@st.composite
+def _broadcast_views(draw):
+    """(layout, shape, start, stop): a view with any strides (broadcast axes, negative strides) under a shape it
+    broadcasts to, and a range of that shape's row-major positions."""
+    shape = tuple(draw(st.lists(st.integers(1, 9), max_size=4)))
+    kept = draw(st.integers(0, len(shape)))
+    view_shape = tuple(1 if draw(st.booleans()) else n for n in shape[len(shape) - kept:])
+    strides = tuple(draw(st.integers(-50, 50)) for _ in view_shape)
+    numel = int(np.prod(shape)) if shape else 1
+    start = draw(st.integers(0, numel - 1))
+    stop = draw(st.integers(start + 1, numel))
+    return Layout(view_shape, strides, draw(st.integers(0, 500))), shape, start, stop
+
+
+@settings(max_examples=300, deadline=None)
+@given(_broadcast_views())
+def test_adr0016_t101_storage_indices_follow_the_view_rule_position_by_position(case):
+    layout, shape, start, stop = case
+    got = storage_indices(layout, shape, start, stop)
+    if isinstance(got, slice):
+        got = np.arange(got.start, got.stop)
+    lead = len(shape) - len(layout.shape)
+    expected = []
+    for position, index in enumerate(np.ndindex(*shape)):
+        if start <= position < stop:
+            expected.append(layout.offset + sum(index[lead + axis] * stride for axis, (n, stride)
+                                                in enumerate(zip(layout.shape, layout.strides)) if n != 1))
+    assert got.tolist() == expected
