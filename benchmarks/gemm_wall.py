@@ -17,7 +17,10 @@ Run as `python benchmarks/gemm_wall.py` from the repository root;
 cProfile top functions of the 1024^3 runs, `--interpret` runs every
 program through Triton's language layer instead of replaying a trace of
 its shape (ADR 0007, "Replayed programs"; the simulated times are the
-same). The last line is `gemm_1024_timing_only_wall_s: X`.
+same), `--plans` runs 1024^3 timing-only again with no access plans kept
+(ADR 0007, "Kept access plans"), alternating three times with the default,
+and prints the ratio of the best wall times. The last line is
+`gemm_1024_timing_only_wall_s: X`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernbench.kernels import PreparedLaunch  # noqa: E402
 from kernbench.kernels.library.matmul import matmul  # noqa: E402
 from kernbench.numerics import assert_close  # noqa: E402
+from kernbench.runtime_api import access_plans  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 
 SIZES = (512, 1024)
@@ -98,13 +102,38 @@ def numpy_matmul_wall(size: int) -> float:
     return min(walls)
 
 
+def compare_plans(size: int = 1024, rounds: int = 3) -> None:
+    """Best wall seconds of `size`^3 timing-only with access plans kept and with none, alternated in this process."""
+    kept_bytes = access_plans.PLAN_BYTES
+    walls = {kept_bytes: [], 0: []}
+    simulated = set()
+    try:
+        for _ in range(rounds):
+            for budget in walls:
+                access_plans.PLAN_BYTES = budget
+                wall, _, ps = simulate(size, True)
+                walls[budget].append(wall)
+                simulated.add(ps)
+    finally:
+        access_plans.PLAN_BYTES = kept_bytes
+    if len(simulated) != 1:
+        raise AssertionError(f"{size}^3: simulated times differ with and without kept plans: {sorted(simulated)}")
+    kept, none = min(walls[kept_bytes]), min(walls[0])
+    print(f"{size}^3 timing only: {kept:.3f} s with access plans kept, {none:.3f} s with none: "
+          f"ratio {kept / none:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true", help="add 2048^3 and 4096^3, timing only")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of the 1024^3 runs")
     parser.add_argument("--interpret", action="store_true", help="interpret every program (no replayed traces)")
+    parser.add_argument("--plans", action="store_true",
+                        help="compare 1024^3 timing-only with and without kept access plans")
     options = parser.parse_args()
     PreparedLaunch.replays = not options.interpret
+    if options.plans:
+        compare_plans()
 
     cases = [(size, timing_only) for size in SIZES for timing_only in (False, True)]
     if options.large:

@@ -32,7 +32,7 @@ def run_report(ctx) -> dict:
           "bytes": channel.bytes_moved, "utilization": channel.busy_ps / total_ps if total_ps else 0.0}
          for name, channel in machine.channels.items() if channel.busy_ps),
         key=lambda row: natural_key(row["resource"]))
-    busiest = sorted(resources, key=lambda row: (-row["busy_ps"], natural_key(row["resource"])))[:BUSIEST_SHOWN]
+    busiest = sorted(resources, key=lambda row: -row["busy_ps"])[:BUSIEST_SHOWN]  # stable: ties stay in name order
     collectives = [dict(record) for record in ctx.collectives]
     return {
         "topology": str(ctx.topology.source),
