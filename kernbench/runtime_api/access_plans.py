@@ -69,6 +69,7 @@ class KeptPlans:
         self._budget.share(pool)
 
     def get(self, key):
+        """What is kept under `key`, or None."""
         known = self._kept.get(key)
         return None if known is None else known[0]
 

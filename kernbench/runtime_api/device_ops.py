@@ -95,7 +95,7 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
         row *= shape[split]
     box = np.zeros((), dtype=np.int64)
     for n, stride in zip(shape[split:], strides[split:]):
-        box = (box[..., None] + np.arange(n, dtype=np.int64) * stride)
+        box = box[..., None] + np.arange(n, dtype=np.int64) * stride
     first_row, last_row = start // row, (stop - 1) // row
     rows = np.arange(first_row, last_row + 1, dtype=np.int64)
     bases = np.full(rows.size, layout.offset, dtype=np.int64)
