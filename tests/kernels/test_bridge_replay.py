@@ -321,3 +321,33 @@ def test_adr0007_t63_the_launches_of_a_run_share_one_memo_pool_and_give_it_back_
     assert len({budget for budget, _, _, _ in seen}) == 2
     assert min(left for _, _, left, _ in seen) >= 0 and any(not taken for *_, taken in seen)
     assert pool == [pool_size] and plan_pool == [access_plans.PLAN_BYTES]  # all given back
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+def test_adr0007_t102_a_launch_whose_memo_outgrows_its_pool_drops_its_oldest_results_and_replays_exactly(
+        monkeypatch, timing_only):
+    """A K loop whose pointers of every step cannot all be kept: the oldest remembered results make room for new
+    ones (their identities never reused while an entry's key names them), programs look up what is still kept,
+    the port calls are the interpretation's, and the pool ends where it began."""
+    monkeypatch.setattr(trace, "MEMO_BYTES", 24 << 10)
+    drops = []
+    drop = trace.Tape._drop_oldest
+
+    def watched(tape):
+        drops.append(tape._memo_budget.pool[0])
+        drop(tape)
+
+    monkeypatch.setattr(trace.Tape, "_drop_oldest", watched)
+    meta = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2}
+    results = run_both(_matmul(64, 64, 256), matmul_kernel, (16,), meta, timing_only)
+    assert_same(results)
+    launch = results[1][2]
+    assert drops and launch._traces._reused > 0  # results were dropped, and programs still replayed
+    assert min(drops) >= 0
+    for tape in launch._traces._tapes:  # every identity a kept key names is an input its entry holds alive
+        for memo in tape._memos.values():
+            for key, (_, _, inputs) in memo.items():
+                named = {part for part in key if isinstance(part, int)}
+                assert named <= {id(value) for value in inputs}
+    launch.finished()
+    assert launch._traces.memo_budget.pool == [24 << 10]

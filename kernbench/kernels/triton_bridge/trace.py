@@ -331,7 +331,7 @@ class _NotedCharges:
 
 
 #: Bytes of PID results kept for later programs by all the launches that run at once, their tapes together (a
-#: run's launches share one pool: `MemoBudget`); past it, new results are not kept.
+#: run's launches share one pool: `MemoBudget`); past it, a launch drops its oldest results for new ones.
 MEMO_BYTES = 128 << 20
 
 
@@ -432,8 +432,12 @@ class Tape:
         self._pid_charges = pid_charges
         # PID slots are made again for each program; they need not be kept.
         self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
-        self._kept = {id(value) for value in self._values if value is not None}
+        self._constants = frozenset(id(value) for value in self._values if value is not None)
+        self._kept = set(self._constants)
         self._memo_budget = memo_budget  # shared by the launch's tapes
+        # What this tape remembered, oldest first: (memo, key) -> (results, bytes), for dropping when the pool is dry.
+        self._remembered: dict[tuple[int, tuple], tuple[dict, tuple, tuple, int]] = {}
+        self._remembered_bytes = 0
 
     def prepare(self, builder: BridgeBuilder) -> tuple[list, list] | None:
         """Phase 1 for `builder`'s program: its slots and PID charges, or None if a guard or a call fails."""
@@ -461,7 +465,9 @@ class Tape:
         """Drop the remembered results (the launch has ended: no program will look them up)."""
         for memo in self._memos.values():
             memo.clear()
-        self._kept = {id(value) for value in self._values if value is not None}
+        self._kept = set(self._constants)
+        self._remembered.clear()
+        self._remembered_bytes = 0
 
     def _make(self, step: _Call, memo: dict | None, builder: BridgeBuilder, values: list,
               noted: _NotedCharges) -> None:
@@ -477,7 +483,8 @@ class Tape:
             return
         first = len(noted.charges)
         step(builder, values)
-        self._remember(memo, key, step.made(values), noted.charges[first:])
+        inputs = tuple(values[slot] for slot in step.inputs)
+        self._remember(memo, key, step.made(values), noted.charges[first:], inputs)
 
     def _key(self, inputs: tuple[int, ...], values: list) -> tuple | None:
         kept = self._kept
@@ -494,13 +501,35 @@ class Tape:
                 return None
         return tuple(key)
 
-    def _remember(self, memo: dict, key: tuple, made, charges: list) -> None:
+    def _remember(self, memo: dict, key: tuple, made, charges: list, inputs: tuple) -> None:
+        """Keep what a call made for later programs, dropping this tape's oldest results while the pool lacks its
+        bytes (not kept if even all of them would not make room).
+
+        The entry holds the call's inputs: its key may name one by identity,
+        and a dropped result that is another entry's input must stay alive
+        (so its id is not reused) while that entry is kept. A dropped result
+        leaves `_kept`, so calls with it as an input are computed afresh.
+        """
         items = made if type(made) is tuple else (made,)
         size = sum(getattr(getattr(item, "data", None), "nbytes", 0) for item in items)
-        if not self._memo_budget.take(size):
+        budget = self._memo_budget
+        if size > budget.pool[0] + self._remembered_bytes:
             return
+        while not budget.take(size):
+            self._drop_oldest()
         self._kept.update(id(item) for item in items)
-        memo[key] = (made, tuple(charges))
+        memo[key] = (made, tuple(charges), inputs)
+        self._remembered[id(memo), key] = (memo, key, items, size)
+        self._remembered_bytes += size
+
+    def _drop_oldest(self) -> None:
+        memo, key, items, size = self._remembered.pop(next(iter(self._remembered)))
+        del memo[key]
+        for item in items:
+            if id(item) not in self._constants:
+                self._kept.discard(id(item))
+        self._remembered_bytes -= size
+        self._memo_budget.give(size)
 
     def finish(self, builder: BridgeBuilder, prepared: tuple[list, list]) -> None:
         """Phase 2: every port call of the program, in order (the port may switch greenlets in any).
