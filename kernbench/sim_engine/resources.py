@@ -18,10 +18,14 @@ sleeps until the returned end (`Engine.sleep_until`), or uses the
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from operator import itemgetter
 
 from kernbench.sim_engine.errors import EngineUsageError
 from kernbench.sim_engine.simtime import PS_PER_S, as_ps, ceil_div
+
+_gap_end = itemgetter(1)  # a gap is [start, end)
 
 
 class _Resource:
@@ -101,13 +105,21 @@ class Channel(_Resource):
         self.gaps: list[list[int]] = []
 
     def earliest(self, at: int, occupancy: int) -> int:
-        """The earliest time >= `at` from which this channel is free for `occupancy` ps."""
+        """The earliest time >= `at` from which this channel is free for `occupancy` ps.
+
+        The gaps are disjoint and in time order, so their ends ascend: the
+        gaps over by now are a prefix, and a gap ending before
+        `at + occupancy` cannot hold the transfer, so the first one that can
+        is found from the first gap ending at or after it (a busy HBM stack
+        of a large machine keeps dozens).
+        """
         gaps = self.gaps
         if gaps:
             now = self.engine._now
-            while gaps and gaps[0][1] <= now:
-                del gaps[0]
-            for gap_start, gap_end in gaps:
+            if gaps[0][1] <= now:
+                del gaps[:bisect_right(gaps, now, key=_gap_end)]
+            for index in range(bisect_left(gaps, at + occupancy, key=_gap_end), len(gaps)):
+                gap_start, gap_end = gaps[index]
                 begin = gap_start if gap_start > at else at
                 if begin + occupancy <= gap_end:
                     return begin

@@ -189,3 +189,30 @@ def test_adr0003_t29_every_transfer_starts_at_the_first_instant_each_hop_is_clea
     for name, intervals in booked.items():
         ordered = sorted(intervals)
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(ordered, ordered[1:])), name
+
+
+@st.composite
+def _gapped_channels(draw):
+    """(gaps as disjoint [start, end) in time order, free_at after them, now, at >= now, occupancy)."""
+    gaps, t = [], 0
+    for _ in range(draw(st.integers(0, 40))):
+        t += draw(st.integers(0, 30))
+        start = t
+        t += draw(st.integers(1, 30))
+        gaps.append([start, t])
+    now = draw(st.integers(0, t + 10))
+    return gaps, t + draw(st.integers(0, 50)), now, draw(st.integers(now, t + 60)), draw(st.integers(0, 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_gapped_channels())
+def test_adr0003_t103_a_channel_takes_the_first_gap_that_fits_and_forgets_the_gaps_already_over(case):
+    gaps, free_at, now, at, occupancy = case
+    eng = Engine()
+    eng.run(until=now)
+    channel = Channel(eng, "link", 10**9, 0)
+    channel.gaps, channel.free_at = [list(gap) for gap in gaps], free_at
+    left = [gap for gap in gaps if gap[1] > now]
+    first_fit = next((max(start, at) for start, end in left if max(start, at) + occupancy <= end), max(free_at, at))
+    assert channel.earliest(at, occupancy) == first_fit
+    assert channel.gaps == left
