@@ -435,7 +435,8 @@ class Tape:
         self._constants = frozenset(id(value) for value in self._values if value is not None)
         self._kept = set(self._constants)
         self._memo_budget = memo_budget  # shared by the launch's tapes
-        # What this tape remembered, oldest first: (memo, key) -> (results, bytes), for dropping when the pool is dry.
+        # What this tape remembered, oldest first, for dropping when the pool is dry:
+        # (id(memo), key) -> (memo, key, results, bytes).
         self._remembered: dict[tuple[int, tuple], tuple[dict, tuple, tuple, int]] = {}
         self._remembered_bytes = 0
 
