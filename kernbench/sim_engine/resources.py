@@ -26,6 +26,7 @@ from kernbench.sim_engine.errors import EngineUsageError
 from kernbench.sim_engine.simtime import PS_PER_S, as_ps, ceil_div
 
 _gap_end = itemgetter(1)  # a gap is [start, end)
+_GAPS_SCANNED = 8  # up to this many gaps, scanning them all costs less than bisecting
 
 
 class _Resource:
@@ -111,15 +112,16 @@ class Channel(_Resource):
         gaps over by now are a prefix, and a gap ending before
         `at + occupancy` cannot hold the transfer, so the first one that can
         is found from the first gap ending at or after it (a busy HBM stack
-        of a large machine keeps dozens).
+        of a large machine keeps dozens); a short list is scanned whole.
         """
         gaps = self.gaps
         if gaps:
             now = self.engine._now
             if gaps[0][1] <= now:
                 del gaps[:bisect_right(gaps, now, key=_gap_end)]
-            for index in range(bisect_left(gaps, at + occupancy, key=_gap_end), len(gaps)):
-                gap_start, gap_end = gaps[index]
+            if len(gaps) > _GAPS_SCANNED:
+                gaps = gaps[bisect_left(gaps, at + occupancy, key=_gap_end):]
+            for gap_start, gap_end in gaps:
                 begin = gap_start if gap_start > at else at
                 if begin + occupancy <= gap_end:
                     return begin
