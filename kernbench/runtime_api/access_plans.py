@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernbench.kernels.triton_bridge.trace import MemoBudget
+from kernbench.kernels.triton_bridge.trace import KeptValues, MemoBudget
 
 #: Bytes of address, mask and index arrays the launches of a run that run at once keep, together (a run's
 #: `access_plan_pool`); a launch that finds the pool empty drops its own oldest plans.
@@ -57,46 +57,14 @@ class AccessPlan:
         return held + (0 if self.indices is None else self.indices.nbytes)
 
 
-class KeptPlans:
-    """What one launch keeps under keys for its later programs, the bytes drawn from the run's pool
-    (`MemoBudget`), the oldest dropped first when the pool is dry, everything given back at the launch's end."""
-
-    __slots__ = ("_kept", "_budget")
-
-    def __init__(self, pool: list[int]) -> None:
-        self._kept: dict[object, tuple[object, int]] = {}  # key -> (value, bytes)
-        self._budget = MemoBudget()
-        self._budget.share(pool)
-
-    def get(self, key):
-        """What is kept under `key`, or None."""
-        known = self._kept.get(key)
-        return None if known is None else known[0]
-
-    def keep(self, key, value, nbytes: int) -> None:
-        """Keep `value` under `key` (replacing what was kept there), dropping the oldest while the pool lacks
-        `nbytes`; a value that would not fit even then is not kept, and nothing is dropped for it."""
-        kept = self._kept
-        budget = self._budget
-        previous = kept.pop(key, None)
-        if previous is not None:
-            budget.give(previous[1])
-        if nbytes > budget.pool[0] + budget.held:
-            return
-        while not budget.take(nbytes):
-            budget.give(kept.pop(next(iter(kept)))[1])
-        kept[key] = (value, nbytes)
-
-    def release(self) -> None:
-        """The launch has ended: everything kept is dropped and its bytes go back to the pool."""
-        self._kept.clear()
-        self._budget.release()
-
-
-class AccessPlans(KeptPlans):
-    """The access plans of one launch, kept under the identity of their arrays and their element size."""
+class AccessPlans(KeptValues):
+    """The access plans of one launch, kept under the identity of their arrays and their element size, their
+    bytes drawn from the run's pool `pool`; `release` at the launch's end."""
 
     __slots__ = ()
+
+    def __init__(self, pool: list[int]) -> None:
+        super().__init__(MemoBudget(pool))
 
     def find(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, memory) -> AccessPlan | None:
         """The plan kept for this access, if its allocation in `memory` still holds it."""

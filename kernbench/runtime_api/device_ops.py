@@ -24,7 +24,7 @@ import numpy as np
 from kernbench.dtypes import DType, float32
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import load_elements, plan_dmas, replica_for, store_elements
-from kernbench.runtime_api.access_plans import KeptPlans
+from kernbench.kernels.triton_bridge.trace import KeptValues, MemoBudget
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.kernel_launch import launch_programs
 from kernbench.runtime_api.promotion import is_tensor
@@ -339,7 +339,7 @@ def matmul(a, b, out, name: str = "matmul") -> None:
         return
     operand = a.dtype
     # The programs of a tile row load the same A blocks, those of a tile column the same B blocks.
-    blocks = KeptPlans(out._ctx.access_plan_pool)
+    blocks = KeptValues(MemoBudget(out._ctx.access_plan_pool))
 
     def program(p: Program) -> None:
         index, tile = divmod(p.number, tiles_m * tiles_n)
@@ -361,7 +361,7 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     run_tiles(out._ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=blocks.release)
 
 
-def _kept_block(blocks: KeptPlans, p: Program, tensor, key: tuple, batch_coords, rows: range,
+def _kept_block(blocks: KeptValues, p: Program, tensor, key: tuple, batch_coords, rows: range,
                 cols: range) -> tuple[np.ndarray, tuple]:
     """`_block(tensor, ...)` and its DMAs from `p`'s PE, worked out once per block and replica for the op's
     programs (`blocks`, kept under `key`): the same arrays and DMAs as working them out again."""

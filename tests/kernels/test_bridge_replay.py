@@ -331,13 +331,13 @@ def test_adr0007_t102_a_launch_whose_memo_outgrows_its_pool_drops_its_oldest_res
     the port calls are the interpretation's, and the pool ends where it began."""
     monkeypatch.setattr(trace, "MEMO_BYTES", 24 << 10)
     drops = []
-    drop = trace.Tape._drop_oldest
+    forget = trace.Tape._forget_items
 
-    def watched(tape):
-        drops.append(tape._memo_budget.pool[0])
-        drop(tape)
+    def watched(tape, result):
+        drops.append(tape._results._budget.pool[0])
+        forget(tape, result)
 
-    monkeypatch.setattr(trace.Tape, "_drop_oldest", watched)
+    monkeypatch.setattr(trace.Tape, "_forget_items", watched)
     meta = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2}
     results = run_both(_matmul(64, 64, 256), matmul_kernel, (16,), meta, timing_only)
     assert_same(results)
@@ -345,9 +345,8 @@ def test_adr0007_t102_a_launch_whose_memo_outgrows_its_pool_drops_its_oldest_res
     assert drops and launch._traces._reused > 0  # results were dropped, and programs still replayed
     assert min(drops) >= 0
     for tape in launch._traces._tapes:  # every identity a kept key names is an input its entry holds alive
-        for memo in tape._memos.values():
-            for key, (_, _, inputs) in memo.items():
-                named = {part for part in key if isinstance(part, int)}
-                assert named <= {id(value) for value in inputs}
+        for (_, key), (_, _, inputs, _) in tape._results.items():
+            named = {part for part in key if isinstance(part, int)}
+            assert named <= {id(value) for value in inputs}
     launch.finished()
     assert launch._traces.memo_budget.pool == [24 << 10]

@@ -345,8 +345,8 @@ class MemoBudget:
     worth per running launch, and its memory grew with the launches in flight.
     """
 
-    def __init__(self) -> None:
-        self.pool = [MEMO_BYTES]  # the launch's own until a run shares its pool (`share`)
+    def __init__(self, pool: list[int] | None = None) -> None:
+        self.pool = [MEMO_BYTES] if pool is None else pool  # the launch's own until a run shares its pool (`share`)
         self.held = 0
 
     def share(self, pool: list[int]) -> None:
@@ -369,6 +369,56 @@ class MemoBudget:
     def release(self) -> None:
         self.pool[0] += self.held
         self.held = 0
+
+
+class KeptValues:
+    """Values kept under keys for a launch's later programs, their bytes drawn through a `MemoBudget` (which
+    other stores of the launch may share): when the pool lacks the bytes of a new value, this store's oldest
+    values are dropped first (`dropped(value)` is told of each), and a value that would not fit even then is not
+    kept, nothing dropped for it. `release` drops everything and gives its bytes back."""
+
+    __slots__ = ("_kept", "_budget", "_bytes", "_dropped")
+
+    def __init__(self, budget: MemoBudget, dropped=None) -> None:
+        self._kept: dict = {}  # key -> (value, bytes), oldest first
+        self._budget = budget
+        self._bytes = 0  # this store's share of what the budget holds
+        self._dropped = dropped
+
+    def get(self, key):
+        """What is kept under `key`, or None."""
+        known = self._kept.get(key)
+        return None if known is None else known[0]
+
+    def items(self):
+        """(key, value) of everything kept, oldest first."""
+        return ((key, known[0]) for key, known in self._kept.items())
+
+    def keep(self, key, value, nbytes: int) -> bool:
+        """Keep `value` under `key` (replacing what was kept there); whether it was kept."""
+        kept = self._kept
+        budget = self._budget
+        previous = kept.pop(key, None)
+        if previous is not None:
+            self._give(previous[1])
+        if nbytes > budget.pool[0] + self._bytes:
+            return False
+        while not budget.take(nbytes):
+            oldest, size = kept.pop(next(iter(kept)))
+            self._give(size)
+            if self._dropped is not None:
+                self._dropped(oldest)
+        kept[key] = (value, nbytes)
+        self._bytes += nbytes
+        return True
+
+    def release(self) -> None:
+        self._kept.clear()
+        self._give(self._bytes)
+
+    def _give(self, size: int) -> None:
+        self._bytes -= size
+        self._budget.give(size)
 # A PID input this small is known by its contents; a larger one only as an object the tape keeps.
 _SMALL = 16
 
@@ -396,7 +446,6 @@ class Tape:
         steps = recorder.steps
         early = _guarded_steps(steps, recorder.kinds)
         self._phase1: list[_Call | _Guard] = []
-        self._memos: dict[int, dict] = {}
         timing: list[tuple] = []
         with_values: list[tuple] = []
         pid_charges = 0
@@ -407,11 +456,8 @@ class Tape:
             if step.effect:
                 actions = ((_CALL, step),)
             elif step.kind == PID:
-                memo = {} if step.inputs else None
-                if memo is not None:
-                    self._memos[id(step)] = memo
                 if index not in early:
-                    actions = ((_PID_CALL, (step, memo)),)
+                    actions = ((_PID_CALL, step),)
                 else:
                     self._phase1.append(step)
                     first, pid_charges = pid_charges, pid_charges + len(step.charges)
@@ -434,11 +480,9 @@ class Tape:
         self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
         self._constants = frozenset(id(value) for value in self._values if value is not None)
         self._kept = set(self._constants)
-        self._memo_budget = memo_budget  # shared by the launch's tapes
-        # What this tape remembered, oldest first, for dropping when the pool is dry:
-        # (id(memo), key) -> (memo, key, results, bytes).
-        self._remembered: dict[tuple[int, tuple], tuple[dict, tuple, tuple, int]] = {}
-        self._remembered_bytes = 0
+        # What PID calls made, under (id(step), key of its inputs): (made, charges, inputs, items). The budget is
+        # shared by the launch's tapes; a dropped result leaves `_kept`.
+        self._results = KeptValues(memo_budget, dropped=self._forget_items)
 
     def prepare(self, builder: BridgeBuilder) -> tuple[list, list] | None:
         """Phase 1 for `builder`'s program: its slots and PID charges, or None if a guard or a call fails."""
@@ -446,14 +490,13 @@ class Tape:
         port = builder.port
         noted = _NotedCharges()
         builder.port = noted
-        memos = self._memos
         try:
             for step in self._phase1:
                 if step.__class__ is _Guard:
                     if step.convert(values[step.slot].data.reshape(-1)[0]) != step.expected:
                         return None
                     continue
-                self._make(step, memos.get(id(step)), builder, values, noted)
+                self._make(step, builder, values, noted)
         except Exception:
             return None  # interpreting the program meets the same error where it belongs
         finally:
@@ -464,28 +507,24 @@ class Tape:
 
     def forget(self) -> None:
         """Drop the remembered results (the launch has ended: no program will look them up)."""
-        for memo in self._memos.values():
-            memo.clear()
+        self._results.release()
         self._kept = set(self._constants)
-        self._remembered.clear()
-        self._remembered_bytes = 0
 
-    def _make(self, step: _Call, memo: dict | None, builder: BridgeBuilder, values: list,
-              noted: _NotedCharges) -> None:
+    def _make(self, step: _Call, builder: BridgeBuilder, values: list, noted: _NotedCharges) -> None:
         """Make PID call `step` (or look it up) on `builder`, whose port is `noted`: its charges are noted there."""
-        key = None if memo is None else self._key(step.inputs, values)
+        key = self._key(step.inputs, values) if step.inputs else None
         if key is None:
             step(builder, values)
             return
-        known = memo.get(key)
+        key = (id(step), key)
+        known = self._results.get(key)
         if known is not None:
             step.bind(known[0], values)
             noted.charges += known[1]
             return
         first = len(noted.charges)
         step(builder, values)
-        inputs = tuple(values[slot] for slot in step.inputs)
-        self._remember(memo, key, step.made(values), noted.charges[first:], inputs)
+        self._remember(key, step.made(values), noted.charges[first:], tuple(values[slot] for slot in step.inputs))
 
     def _key(self, inputs: tuple[int, ...], values: list) -> tuple | None:
         kept = self._kept
@@ -502,9 +541,8 @@ class Tape:
                 return None
         return tuple(key)
 
-    def _remember(self, memo: dict, key: tuple, made, charges: list, inputs: tuple) -> None:
-        """Keep what a call made for later programs, dropping this tape's oldest results while the pool lacks its
-        bytes (not kept if even all of them would not make room).
+    def _remember(self, key: tuple, made, charges: list, inputs: tuple) -> None:
+        """Keep what a call made for later programs (`KeptValues`: this tape's oldest results make room).
 
         The entry holds the call's inputs: its key may name one by identity,
         and a dropped result that is another entry's input must stay alive
@@ -513,24 +551,13 @@ class Tape:
         """
         items = made if type(made) is tuple else (made,)
         size = sum(getattr(getattr(item, "data", None), "nbytes", 0) for item in items)
-        budget = self._memo_budget
-        if size > budget.pool[0] + self._remembered_bytes:
-            return
-        while not budget.take(size):
-            self._drop_oldest()
-        self._kept.update(id(item) for item in items)
-        memo[key] = (made, tuple(charges), inputs)
-        self._remembered[id(memo), key] = (memo, key, items, size)
-        self._remembered_bytes += size
+        if self._results.keep(key, (made, tuple(charges), inputs, items), size):
+            self._kept.update(id(item) for item in items)
 
-    def _drop_oldest(self) -> None:
-        memo, key, items, size = self._remembered.pop(next(iter(self._remembered)))
-        del memo[key]
-        for item in items:
+    def _forget_items(self, result: tuple) -> None:
+        for item in result[3]:
             if id(item) not in self._constants:
                 self._kept.discard(id(item))
-        self._remembered_bytes -= size
-        self._memo_budget.give(size)
 
     def finish(self, builder: BridgeBuilder, prepared: tuple[list, list]) -> None:
         """Phase 2: every port call of the program, in order (the port may switch greenlets in any).
@@ -553,7 +580,7 @@ class Tape:
                 noted = _NotedCharges()
                 builder.port = noted
                 try:
-                    self._make(payload[0], payload[1], builder, values, noted)
+                    self._make(payload, builder, values, noted)
                 finally:
                     builder.port = port
                 for charge in noted.charges:
@@ -589,7 +616,7 @@ def _with_releases(actions: list[tuple]) -> list[tuple]:
     """Each action with the slots whose last use it is, dropped after it so a program holds what it still needs."""
     last_use: dict[int, int] = {}
     for position, (code, payload) in enumerate(actions):
-        step = payload if code == _CALL else payload[0] if code == _PID_CALL else None
+        step = payload if code in (_CALL, _PID_CALL) else None
         if step is not None:
             for slot in step.inputs + _results_of(step):
                 last_use[slot] = position
