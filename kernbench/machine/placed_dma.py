@@ -229,6 +229,17 @@ def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np
     return tuple(pieces)
 
 
+def kept_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice, itemsize: int,
+              by_replica: dict[int, tuple[DmaPiece, ...]]) -> tuple[DmaPiece, ...]:
+    """`plan_dmas` of these elements from `pe`, kept in `by_replica` (the caller's, for these elements only) under
+    the replica the PE reads, so PEs reading the same replica work it out once."""
+    replica = replica_for(machine, pe, allocation.placement)
+    pieces = by_replica.get(replica)
+    if pieces is None:
+        pieces = by_replica[replica] = plan_dmas(machine, pe, allocation, indices, itemsize, replica)
+    return pieces
+
+
 def _issue(machine: Machine, pe: PeUnits, pieces: tuple[DmaPiece, ...], *, to_tcm: bool, read, write, label: str,
            program: int | None, data: bool, owner) -> list:
     """The DMAs `pieces`, issued in cube order through the PE's least busy DMA engine (what

@@ -22,9 +22,9 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import DType, float32
-from kernbench.machine.pe import gemm_ps, vector_ps
-from kernbench.machine.placed_dma import load_elements, plan_dmas, replica_for, store_elements
 from kernbench.kernels.triton_bridge.trace import KeptValues, MemoBudget
+from kernbench.machine.pe import gemm_ps, vector_ps
+from kernbench.machine.placed_dma import kept_dmas, load_elements, store_elements
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.kernel_launch import launch_programs
 from kernbench.runtime_api.promotion import is_tensor
@@ -370,13 +370,7 @@ def _kept_block(blocks: KeptValues, p: Program, tensor, key: tuple, batch_coords
         known = (_block(tensor, batch_coords, rows, cols), {})
         blocks.keep(key, known, known[0].nbytes)
     indices, by_replica = known
-    machine = p.ctx.machine
-    replica = replica_for(machine, p.pe, tensor.allocation.placement)
-    pieces = by_replica.get(replica)
-    if pieces is None:
-        pieces = by_replica[replica] = plan_dmas(machine, p.pe, tensor.allocation, indices, tensor.dtype.itemsize,
-                                                 replica)
-    return indices, pieces
+    return indices, kept_dmas(p.ctx.machine, p.pe, tensor.allocation, indices, tensor.dtype.itemsize, by_replica)
 
 
 def _block(tensor, batch_coords, rows: range, cols: range) -> np.ndarray:

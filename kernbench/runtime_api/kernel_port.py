@@ -33,7 +33,7 @@ from kernbench.dtypes import resolve_dtype
 from kernbench.kernels import KernelFault
 from kernbench.kernels.triton_bridge.values import all_set, placeholder
 from kernbench.machine import Transfer, hbm, tcm
-from kernbench.machine.placed_dma import lanes_per_cube, load_elements, plan_dmas, replica_for, store_elements
+from kernbench.machine.placed_dma import kept_dmas, lanes_per_cube, load_elements, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
 from kernbench.runtime_api.errors import WorkingSetTooLarge
@@ -148,7 +148,7 @@ class SimProgramPort:
     # ---- memory ------------------------------------------------------------------------
     def load(self, addresses: np.ndarray, mask: np.ndarray | None, dtype_name: str) -> np.ndarray:
         dtype = self._costs.dtype(dtype_name)
-        plan, pieces = self._plan(addresses, mask, dtype.itemsize, "load", "a load")
+        plan, pieces = self._plan(addresses, mask, dtype.itemsize, "load")
         if not plan.count:
             return np.zeros(addresses.shape, dtype=dtype)
         gathered = load_elements(self._costs.dma_view, self._pe, plan.allocation, dtype, plan.indices,
@@ -165,7 +165,7 @@ class SimProgramPort:
 
     def store(self, addresses: np.ndarray, values: np.ndarray, mask: np.ndarray | None) -> None:
         values = np.asarray(values)
-        plan, pieces = self._plan(addresses, mask, values.dtype.itemsize, "store", "a store")
+        plan, pieces = self._plan(addresses, mask, values.dtype.itemsize, "store")
         if not plan.count:
             return
         payload = (values if plan.active_mask is None else values[plan.active_mask]).reshape(-1)
@@ -243,8 +243,8 @@ class SimProgramPort:
             self._pe.vector, duration, kind="vector", label=self._kernel, program=self._program, pairs=pairs))
 
     # ---- shared machinery --------------------------------------------------------------
-    def _plan(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int, access: str,
-              what: str) -> tuple[AccessPlan, tuple]:
+    def _plan(self, addresses: np.ndarray, mask: np.ndarray | None, itemsize: int,
+              access: str) -> tuple[AccessPlan, tuple]:
         """The launch's kept plan of this access (a new one, checked, if none: a fault or an oversized block
         raises and is not kept), and its DMAs from this PE."""
         plan = self._plans.find(addresses, mask, itemsize, self._memory)
@@ -255,19 +255,13 @@ class SimProgramPort:
                 plan = AccessPlan(addresses, mask, active_mask, 0, None, 0, None, {})
             else:
                 allocation, indices = self._locate(active, itemsize, access, addresses, active_mask)
-                self._check_working_set(active.size * itemsize, what)
+                self._check_working_set(active.size * itemsize, f"a {access}")
                 plan = AccessPlan(addresses, mask, active_mask, active.size, allocation, int(active.item(0)),
                                   indices, {})
             self._plans.keep_plan(plan, itemsize)
         if not plan.count:
             return plan, ()
-        machine = self._costs.dma_view
-        replica = replica_for(machine, self._pe, plan.allocation.placement)
-        pieces = plan.pieces.get(replica)
-        if pieces is None:
-            pieces = plan.pieces[replica] = plan_dmas(machine, self._pe, plan.allocation, plan.indices, itemsize,
-                                                      replica)
-        return plan, pieces
+        return plan, kept_dmas(self._costs.dma_view, self._pe, plan.allocation, plan.indices, itemsize, plan.pieces)
 
     def _locate(self, active: np.ndarray, itemsize: int, access: str, addresses: np.ndarray, mask):
         """The allocation holding every active address, and their element indices in it; else a fault."""

@@ -419,6 +419,8 @@ class KeptValues:
     def _give(self, size: int) -> None:
         self._bytes -= size
         self._budget.give(size)
+
+
 # A PID input this small is known by its contents; a larger one only as an object the tape keeps.
 _SMALL = 16
 
