@@ -317,8 +317,30 @@ def _as_array(indices) -> np.ndarray:
 
 
 # ---- matmul ----------------------------------------------------------------------------------
-BLOCK_M = BLOCK_N = 64
-BLOCK_K = 32
+SMALLEST_TILE = (64, 64, 32)
+
+
+def gemm_tile(ctx, batches: int, m: int, n: int, dtype: DType, smallest: tuple[int, int, int] = SMALLEST_TILE,
+              ) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K) of a GEMM of `batches` (m, n) outputs in `dtype`: `smallest`, or a larger
+    square tile, BLOCK_K half its side, as a GEMM library picks one for a large problem (adr/0016-device-ops.md,
+    "Matmul tiles").
+
+    A tile is taken only if its A and B blocks, accumulator and result fit a
+    PE's share of TCM (the rule of every device op's tile) and its grid still
+    gives each PE of the SIP a program; the largest such side wins. A larger
+    tile reloads each operand block fewer times and issues fewer, larger ops.
+    """
+    budget = ctx.topology.pe.tcm.capacity_bytes // _TCM_SHARE
+    pes = ctx.topology.pes_per_sip
+    # Per output element: its share of the A and B blocks (side x side/2 each), the accumulator and the result.
+    per_element = 2 * dtype.itemsize + np.dtype(_accumulator(dtype)).itemsize
+    best, side = smallest, max(smallest[:2])
+    if side * side <= smallest[0] * smallest[1]:
+        side *= 2
+    while side * side * per_element <= budget and batches * -(-m // side) * -(-n // side) >= pes:
+        best, side = (side, side, side // 2), side * 2
+    return best
 
 
 def matmul(a, b, out, name: str = "matmul") -> None:
@@ -327,6 +349,7 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     Each program walks K in blocks: loads an A block and a B block, one
     matrix-unit op of 2·m·n·k flops, accumulating in fp32 (int32 for
     integers) as the library matmul kernel does; then stores its C tile.
+    The tile is `gemm_tile`'s.
     """
     batch, (m_size, k_size), n_size = out.shape[:-2], a.shape[-2:], out.shape[-1]
     batches = prod(batch)
@@ -334,7 +357,8 @@ def matmul(a, b, out, name: str = "matmul") -> None:
         out._host_array[...] = np.matmul(a._host_array.astype(_accumulator(a.dtype)),
                                          b._host_array.astype(_accumulator(b.dtype))).astype(out.dtype.numpy)
         return
-    tiles_m, tiles_n = -(-m_size // BLOCK_M), -(-n_size // BLOCK_N)
+    block_m, block_n, block_k = gemm_tile(out._ctx, batches, m_size, n_size, a.dtype)
+    tiles_m, tiles_n = -(-m_size // block_m), -(-n_size // block_n)
     if not batches * tiles_m * tiles_n:
         return
     operand = a.dtype
@@ -344,12 +368,12 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     def program(p: Program) -> None:
         index, tile = divmod(p.number, tiles_m * tiles_n)
         tm, tn = divmod(tile, tiles_n)
-        rows = range(tm * BLOCK_M, min(m_size, (tm + 1) * BLOCK_M))
-        cols = range(tn * BLOCK_N, min(n_size, (tn + 1) * BLOCK_N))
+        rows = range(tm * block_m, min(m_size, (tm + 1) * block_m))
+        cols = range(tn * block_n, min(n_size, (tn + 1) * block_n))
         coords = np.unravel_index(index, batch) if batch else ()
         accumulator = np.zeros((len(rows), len(cols)), dtype=_accumulator(operand))
-        for k0 in range(0, max(k_size, 1), BLOCK_K):
-            ks = range(k0, min(k_size, k0 + BLOCK_K))
+        for k0 in range(0, max(k_size, 1), block_k):
+            ks = range(k0, min(k_size, k0 + block_k))
             block_a = p.load(a, *_kept_block(blocks, p, a, ("a", index, tm, k0), coords, rows, ks))
             block_b = p.load(b, *_kept_block(blocks, p, b, ("b", index, k0, tn), coords, ks, cols))
             p.gemm(len(rows), len(cols), len(ks), operand)

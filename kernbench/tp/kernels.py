@@ -104,7 +104,11 @@ def copy_chunks_kernel(
         tl.store(dst_base + cols[None, :], values, mask=mask)
 
 
-def linear(x, weight, bias, out, block_m: int = 64, block_n: int = 128, block_k: int = 64):
+LINEAR_TILE = (64, 128, 64)  # (BLOCK_M, BLOCK_N, BLOCK_K) unless the caller picks larger
+
+
+def linear(x, weight, bias, out, block_m: int = LINEAR_TILE[0], block_n: int = LINEAR_TILE[1],
+           block_k: int = LINEAR_TILE[2]):
     """out[..., N] = x[..., K] @ weight[N, K].T (+ bias[N] when bias is not None); returns out.
 
     x and out are contiguous with any number of leading dims (Megatron's [sequence, batch, hidden]),

@@ -45,6 +45,7 @@ import numpy as np
 
 from kernbench.dtypes import resolve_dtype
 from kernbench.runtime_api.autograd import Function
+from kernbench.runtime_api.device_ops import gemm_tile
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
@@ -413,7 +414,9 @@ def _linear(input_, weight, bias, name: str):
     """`input_ @ weight.T (+ bias)` into a new tensor on the input's device, by the Triton linear kernel."""
     torch = parallel_state.get_torch_namespace()
     output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
-    return kernels.linear(input_.contiguous(), weight, bias, output)
+    tile = gemm_tile(input_._ctx, 1, input_.numel() // input_.shape[-1], weight.shape[0], input_.dtype,
+                     smallest=kernels.LINEAR_TILE)  # a GEMM library's pick for a large problem
+    return kernels.linear(input_.contiguous(), weight, bias, output, *tile)
 
 
 def _rows(grad_output):

@@ -296,3 +296,47 @@ def test_adr0016_t101_storage_indices_follow_the_view_rule_position_by_position(
             expected.append(layout.offset + sum(index[lead + axis] * stride for axis, (n, stride)
                                                 in enumerate(zip(layout.shape, layout.strides)) if n != 1))
     assert got.tolist() == expected
+
+
+# A PE's TCM share is a quarter of its TCM. A square tile of side s (BLOCK_K = s/2) holds s² elements of A and B
+# blocks, an s² accumulator (4 bytes for f16/f32) and an s² result: s² · (2·itemsize + 4 + itemsize) bytes.
+@pytest.mark.parametrize(("topology", "batches", "m", "n", "dtype", "tile"), [
+    # default: 1 MiB TCM -> 256 KiB share, 32 PEs a SIP. f16: s=128 needs 128 KiB, s=256 needs 512 KiB.
+    ("default", 1, 1024, 1024, "f16", (128, 128, 64)),  # 8 x 8 = 64 tiles of 128 >= 32 PEs
+    ("default", 1, 512, 512, "f16", (64, 64, 32)),  # 4 x 4 = 16 tiles of 128 < 32 PEs: the smallest
+    ("default", 2, 500, 520, "f16", (128, 128, 64)),  # 2 x 4 x 5 = 40 tiles, tails included
+    ("default", 1, 1024, 1024, "f32", (128, 128, 64)),  # f32: s=128 needs 192 KiB
+    # large: 2 MiB TCM -> 512 KiB share, 128 PEs a SIP. f16 s=256: 512 KiB, fits exactly; f32 s=256: 768 KiB.
+    ("large", 1, 2048, 4608, "f16", (256, 256, 128)),  # GPT-3's QKV at tp 8: 8 x 18 = 144 tiles
+    ("large", 1, 2048, 4608, "f32", (128, 128, 64)),
+    ("large", 1, 2048, 1024, "f16", (128, 128, 64)),  # 8 x 4 = 32 tiles of 256 < 128; 16 x 8 = 128 of 128
+    # h100: 228 KiB TCM -> 57 KiB share: even s=128 (128 KiB) does not fit.
+    ("h100", 1, 8192, 8192, "f16", (64, 64, 32)),
+])
+def test_adr0016_t104_a_matmul_tile_is_the_largest_that_fits_a_tcm_share_and_gives_every_pe_a_program(
+        topology, batches, m, n, dtype, tile):
+    from kernbench.runtime_api.device_ops import gemm_tile
+
+    session = Session(topology)
+    assert gemm_tile(session.ctx, batches, m, n, resolve_dtype(dtype)) == tile
+    # The Triton linear of kernbench.tp starts from its own smallest tile, (64, 128, 64).
+    linear_tile = gemm_tile(session.ctx, batches, m, n, resolve_dtype(dtype), smallest=(64, 128, 64))
+    assert linear_tile == (tile if tile[0] > 64 else (64, 128, 64))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_adr0016_t105_a_matmul_in_larger_tiles_gives_numpys_values_and_each_block_is_its_flops(dtype):
+    """(2, 500, 200) @ (200, 520) on the default machine: 40 tiles of 128 x 128, K in blocks of 64 (a 72-wide tail
+    of K is split 64 + 8), masked row and column tails; each gemm op is its block's 2·m·n·k flops over the matrix
+    unit."""
+    rng = np.random.default_rng(105)
+    # Scaled by a power of two (exact) so that sums of 200 products stay near 1, where f32's tolerance is set.
+    a, b = _values(rng, (2, 500, 200), dtype) / 16, _values(rng, (200, 520), dtype) / 16
+    session, got = _run(lambda torch: (torch.tensor(a) @ torch.tensor(b)).numpy())
+    assert_close(got, a.astype(np.float32) @ b.astype(np.float32), dtype)
+    gemms = [op for op in session.ctx.machine.oplog.select(label="matmul") if op.kind == "gemm"]
+    blocks = [(m, n, k) for _ in range(2) for m in (128, 128, 128, 116) for n in (128, 128, 128, 128, 8)
+              for k in (64, 64, 64, 8)]
+    assert sorted(op.flops for op in gemms) == sorted(2 * m * n * k for m, n, k in blocks)
+    for op in gemms:
+        assert op.end - op.start == gemm_ps(session.ctx.topology, dtype, op.flops)

@@ -239,3 +239,23 @@ def test_adr0011_t51_linear_with_frozen_weight_refuses_what_has_no_weight_gradie
     assert all("\n" not in message for message in refusals)
     np.testing.assert_array_equal(out, np.ones((4, 4), np.float32))  # eye @ onesᵀ
     np.testing.assert_array_equal(grad, np.full((4, 4), 4.0, np.float32))  # ones @ ones
+
+
+def test_adr0011_t106_a_large_linear_runs_in_the_tile_a_gemm_library_picks_with_the_same_values():
+    """1024 tokens x 256 -> 1024 on one SIP of 32 PEs: 8 x 8 = 64 tiles of 128 fill it, and 128² · (2·2 + 4 + 2)
+    bytes = 160 KiB fit a quarter of its 1 MiB TCM (`device_ops.gemm_tile`), so the Triton linear runs in
+    128 x 128 tiles with K in blocks of 64 instead of its smallest (64, 128, 64)."""
+    tokens, features, out_features = 1024, 256, 1024
+    x = random_f16(np.random.default_rng(106), tokens, features)
+    w, b = weights(107, out_features, features)
+
+    def column_parallel(torch, rank):
+        layer = ColumnParallelLinear(features, out_features)
+        layer.load_full_weight(w, b)
+        out, _ = layer(torch.tensor(x, dtype="f16"))
+        values = out.numpy()
+        return values, [op.flops for op in out._ctx.machine.oplog.select(label="linear_kernel") if op.kind == "gemm"]
+
+    (out, dots), = run_tensor_parallel(1, column_parallel).values()
+    assert_close(out, x @ w.T + b, "f16")
+    assert dots == [2 * 128 * 128 * 64] * (8 * 8 * features // 64)
