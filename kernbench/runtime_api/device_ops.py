@@ -50,11 +50,11 @@ class Program:
     def load(self, tensor, indices, pieces: tuple | None = None) -> np.ndarray:
         """HBM → TCM: `tensor`'s storage elements `indices` (a slice or an array), in order (`pieces`: their
         `placed_dma.plan_dmas` from this PE, if the caller kept it)."""
-        return load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, _as_array(indices),
+        return load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, indices,
                              label=self.label, program=self.number, data=self.data, pieces=pieces)
 
     def store(self, tensor, indices, values: np.ndarray) -> None:
-        store_elements(self.ctx.machine, self.pe, tensor.allocation, _as_array(indices),
+        store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
                        values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
 
     def vector(self, op: str, n_elements: int, dtype: DType) -> None:
