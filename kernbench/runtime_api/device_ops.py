@@ -77,6 +77,18 @@ def tile_elements(ctx, bytes_per_element: int) -> int:
     return 1 << (count.bit_length() - 1)
 
 
+def elementwise_block(ctx, n_elements: int, bytes_per_element: int, smallest: int) -> int:
+    """BLOCK_SIZE of a library's elementwise Triton kernel over `n_elements`: `smallest`, or a larger power of
+    two, as a library picks for a large tensor (adr/0016-device-ops.md, "Matmul tiles"): the largest that fits
+    a PE's TCM share as a device op's tile does (`tile_elements`) and still gives every PE of the SIP a
+    program."""
+    largest, pes = tile_elements(ctx, bytes_per_element), ctx.topology.pes_per_sip
+    block = smallest
+    while 2 * block <= largest and -(-n_elements // (2 * block)) >= pes:
+        block *= 2
+    return block
+
+
 def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: int):
     """Storage elements of `layout`, broadcast to `shape`, at row-major positions [start, stop) of `shape`.
 

@@ -12,6 +12,7 @@ these, like the layers, need `initialize_model_parallel` first.
 from __future__ import annotations
 
 from kernbench.runtime_api.autograd import Function
+from kernbench.runtime_api.device_ops import elementwise_block
 from kernbench.runtime_api.tensor_ops import gelu_tanh_slope
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.errors import ModelParallelError
@@ -25,6 +26,12 @@ def bias_gelu_impl(input, bias):
     return BiasGeluFunction.apply(input, bias)
 
 
+def elementwise_block_of(input, bias) -> int:
+    """The block of a bias kernel over `input` (input, bias and output elements in TCM): a library's pick."""
+    return elementwise_block(input._ctx, input.numel(), 2 * input.dtype.itemsize + bias.dtype.itemsize,
+                             kernels.ELEMENTWISE_BLOCK)
+
+
 class BiasGeluFunction(Function):
     """Forward: the Triton bias_gelu kernel. Backward: grad · gelu_tanh'(input + bias), and its column sums."""
 
@@ -33,7 +40,7 @@ class BiasGeluFunction(Function):
         ctx.save_for_backward(input, bias)
         torch = parallel_state.get_torch_namespace()
         output = torch.empty(*input.shape, dtype=input.dtype, device=input.device, name=f"{input.name}.bias_gelu")
-        return kernels.bias_gelu(input.contiguous(), bias, output)
+        return kernels.bias_gelu(input.contiguous(), bias, output, block_size=elementwise_block_of(input, bias))
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -105,6 +105,7 @@ def copy_chunks_kernel(
 
 
 LINEAR_TILE = (64, 128, 64)  # (BLOCK_M, BLOCK_N, BLOCK_K) unless the caller picks larger
+ELEMENTWISE_BLOCK = 1024  # bias_gelu's and add_bias's BLOCK_SIZE unless the caller picks larger
 
 
 def linear(x, weight, bias, out, block_m: int = LINEAR_TILE[0], block_n: int = LINEAR_TILE[1],
@@ -127,14 +128,14 @@ def linear(x, weight, bias, out, block_m: int = LINEAR_TILE[0], block_n: int = L
     return out
 
 
-def bias_gelu(x, bias, out, block_size: int = 1024):
+def bias_gelu(x, bias, out, block_size: int = ELEMENTWISE_BLOCK):
     """out = gelu_tanh(x + bias), bias broadcast over the rows of x; returns out."""
     n = x.numel()
     bias_gelu_kernel[(triton.cdiv(n, block_size),)](x, bias, out, n, bias.numel(), BLOCK_SIZE=block_size)
     return out
 
 
-def add_bias(x, bias, out, block_size: int = 1024):
+def add_bias(x, bias, out, block_size: int = ELEMENTWISE_BLOCK):
     """out = x + bias, bias broadcast over the rows of x (out may be x); returns out."""
     n = x.numel()
     add_bias_kernel[(triton.cdiv(n, block_size),)](x, bias, out, n, bias.numel(), BLOCK_SIZE=block_size)

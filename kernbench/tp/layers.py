@@ -49,6 +49,7 @@ from kernbench.runtime_api.device_ops import gemm_tile
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.fusions import elementwise_block_of
 from kernbench.tp.mappings import (
     copy_to_tensor_model_parallel_region,
     gather_along_first_dim,
@@ -437,7 +438,7 @@ class AddBiasFunction(Function):
     def forward(ctx, input_, bias):
         torch = parallel_state.get_torch_namespace()
         output = torch.empty(*input_.shape, dtype=input_.dtype, device=input_.device, name=f"{input_.name}.bias")
-        return kernels.add_bias(input_.contiguous(), bias, output)
+        return kernels.add_bias(input_.contiguous(), bias, output, block_size=elementwise_block_of(input_, bias))
 
     @staticmethod
     def backward(ctx, grad_output):

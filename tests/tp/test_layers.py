@@ -8,7 +8,7 @@ import pytest
 from kernbench.numerics import assert_close
 from kernbench.tp import (ColumnParallelLinear, ModelParallelConfig, ModelParallelError, RowParallelLinear,
                           bias_gelu_impl, init_method_normal)
-from tests.tp.harness import TP_SIZES, mlp_reference, random_f16, run_tensor_parallel
+from tests.tp.harness import TP_SIZES, gelu_tanh, mlp_reference, random_f16, run_tensor_parallel
 
 TOKENS, IN, OUT = 40, 96, 384  # no size equals another, so a transposed or wrong partition cannot pass
 
@@ -259,3 +259,22 @@ def test_adr0011_t106_a_large_linear_runs_in_the_tile_a_gemm_library_picks_with_
     (out, dots), = run_tensor_parallel(1, column_parallel).values()
     assert_close(out, x @ w.T + b, "f16")
     assert dots == [2 * 128 * 128 * 64] * (8 * 8 * features // 64)
+
+
+def test_adr0011_t107_a_large_bias_kernel_runs_in_the_block_a_library_picks_with_the_same_values():
+    """gelu(x + b) over 1024 x 1024 f16 on one SIP of 32 PEs: x, b and the output take 6 bytes an element, so a
+    quarter of the 1 MiB TCM holds 43 690 and the block is 2^15 = 32 768 elements, which still gives the 32 PEs
+    a program each (`device_ops.elementwise_block`): 32 programs instead of 1024 of Triton's 1024."""
+    x = random_f16(np.random.default_rng(107), 1024, 1024)
+    b = random_f16(np.random.default_rng(108), 1024)
+
+    def fused(torch, rank):
+        out = bias_gelu_impl(torch.tensor(x, dtype="f16"), torch.tensor(b, dtype="f16"))
+        values = out.numpy()
+        ops = out._ctx.machine.oplog.select(label="bias_gelu_kernel")
+        return values, len({op.program for op in ops}), {op.nbytes for op in ops if op.kind == "dma"}
+
+    (out, programs, dma_bytes), = run_tensor_parallel(1, fused).values()
+    assert_close(out, gelu_tanh(x + b), "f16")
+    assert programs == 32
+    assert 32768 * 2 in dma_bytes  # a whole block of x loaded, or of the output stored, in one DMA
