@@ -4,8 +4,9 @@ For each tensor-parallel size (`--tp`, default every divisor of the SIP
 count), sequence parallelism off and on (`--sp`) and the overlap of the
 tensor-parallel communication with the GEMMs off and on (`--overlap`,
 Megatron's `tp_comm_overlap`: the column-parallel backward's all-reduce, or
-reduce-scatter, beside the weight-gradient GEMM), every rank (one per
-SIP) builds Megatron's transformer layer (`kernbench.tp.transformer`), runs
+reduce-scatter, beside the weight-gradient GEMM), every rank (one per SIP:
+tp x dp of them, `--dp` data-parallel replicas, by default as many as fill
+the SIPs) builds Megatron's transformer layer (`kernbench.tp.transformer`), runs
 forward, `loss.backward()` and Megatron's `finalize_model_grads` (every
 gradient averaged over data parallelism; with sequence parallelism, the
 norms' and row-parallel biases' partial gradients summed over the
@@ -22,7 +23,7 @@ tensor-parallel group), and rank 0 reports:
   attention scores and context) over the step time and the f16 peak of the
   tensor-parallel group's SIPs.
 
-Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --sp off,on
+Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --dp D --sp off,on
 --overlap off,on --plot FILE (the step's breakdown per configuration). With --timing-only
 nothing is computed and the table is the same.
 """
@@ -47,9 +48,10 @@ def run(torch, argv=()):
                 if (sp or overlap) and tp == 1:
                     continue  # sequence parallelism and the overlap need a tensor-parallel group
                 measured = {}
+                dp = options.dp or torch.ahbm.device_count() // tp
                 torch.multiprocessing.spawn(_worker, args=(torch, options, tp, sp, overlap, measured),
-                                            nprocs=torch.ahbm.device_count())
-                rows.append((tp, sp, overlap, measured))
+                                            nprocs=tp * dp)
+                rows.append((tp, dp, sp, overlap, measured))
     _print_table(torch, options, rows)
     if options.plot:
         _plot(options.plot, rows)
@@ -61,6 +63,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seq", type=int, default=256, help="sequence length (default 256)")
     parser.add_argument("--batch", type=int, default=1, help="micro-batch size (default 1)")
     parser.add_argument("--tp", default=None, help="tensor-parallel sizes, comma-separated (default: every divisor)")
+    parser.add_argument("--dp", default=None,
+                        help="data-parallel replicas, tp x dp ranks in all (default: as many as fill the SIPs)")
     parser.add_argument("--sp", default="off,on", help="sequence parallelism: off, on, or off,on")
     parser.add_argument("--overlap", default="off,on",
                         help="tensor-parallel communication overlapped with the GEMMs: off, on, or off,on")
@@ -72,10 +76,13 @@ def _options(torch, argv):
     world = torch.ahbm.device_count()
     options.tp = [d for d in range(1, world + 1) if world % d == 0] if options.tp is None else \
         [_positive(value, "--tp") for value in options.tp.split(",")]
+    options.dp = None if options.dp is None else _positive(options.dp, "--dp")
     for tp in options.tp:
         if world % tp or options.heads % tp or options.hidden % options.heads:
             raise LayerBenchError(f"tp_layer: --tp {tp} must divide the {world} SIPs and the {options.heads} heads, "
                                   f"and --heads must divide --hidden {options.hidden}")
+        if options.dp and tp * options.dp > world:
+            raise LayerBenchError(f"tp_layer: --tp {tp} x --dp {options.dp} ranks do not fit the {world} SIPs")
     options.sp, options.overlap = _switch(options.sp, "--sp"), _switch(options.overlap, "--overlap")
     for name in ("hidden", "heads", "seq", "batch"):
         _positive(getattr(options, name), f"--{name}")
@@ -132,11 +139,11 @@ def _print_table(torch, options, rows) -> None:
     flops = _training_flops(options)
     print(f"tp_layer: hidden={options.hidden} heads={options.heads} seq={options.seq} batch={options.batch} f16, "
           f"one training step (forward, backward, finalize_model_grads), rank 0")
-    print(f"{'tp':>3} {'sp':>4} {'overlap':>8} {'step':>12} {'compute':>12} {'exposed comm':>13} {'MFU':>7}")
-    for tp, sp, overlap, measured in rows:
+    print(f"{'tp':>3} {'dp':>3} {'sp':>4} {'overlap':>8} {'step':>12} {'compute':>12} {'exposed comm':>13} {'MFU':>7}")
+    for tp, dp, sp, overlap, measured in rows:
         step = measured["compute"] + measured["communication"]
         mfu = flops / (step * 1e-12) / (tp * peak) if step else 0.0
-        print(f"{tp:>3} {'on' if sp else 'off':>4} {'on' if overlap else 'off':>8} {step / 1e6:>9.3f} us "
+        print(f"{tp:>3} {dp:>3} {'on' if sp else 'off':>4} {'on' if overlap else 'off':>8} {step / 1e6:>9.3f} us "
               f"{measured['compute'] / 1e6:>9.3f} us {measured['communication'] / 1e6:>10.3f} us {100 * mfu:>6.1f}%")
 
 
@@ -146,7 +153,7 @@ def _plot(path, rows) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"tp{tp}{' sp' if sp else ''}{' ov' if overlap else ''}" for tp, sp, overlap, _ in rows]
+    labels = [f"tp{tp}{' sp' if sp else ''}{' ov' if overlap else ''}" for tp, _, sp, overlap, _ in rows]
     compute = [m["compute"] / 1e6 for *_, m in rows]
     communication = [m["communication"] / 1e6 for *_, m in rows]
     figure, axes = plt.subplots(figsize=(7, 4))

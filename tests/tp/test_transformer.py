@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
 from kernbench.session import Session
 from kernbench.tp import finalize_model_grads, parallel_state
@@ -120,10 +121,27 @@ def test_adr0011_t45_the_bench_exposed_communication_is_the_collectives_records(
     session.run(tp_layer.run, session.torch, ["--hidden", "64", "--heads", "4", "--seq", "16", "--tp", "2",
                                               "--sp", "off", "--overlap", "off"])
     row = capsys.readouterr().out.splitlines()[2].split()
-    step, compute, communication = (float(row[i]) for i in (3, 5, 7))
-    assert row[:3] == ["2", "off", "off"] and step == pytest.approx(compute + communication, abs=2e-3)
+    step, compute, communication = (float(row[i]) for i in (4, 6, 8))
+    assert row[:4] == ["2", "2", "off", "off"] and step == pytest.approx(compute + communication, abs=2e-3)
     rank0 = [record["time_ps"] for record in session.ctx.collectives if 0 in record["ranks"]]
     assert communication == pytest.approx(sum(rank0) / 1e6, abs=1e-3)
+
+
+def test_adr0011_t108_the_bench_runs_tp_times_dp_ranks_and_names_a_world_that_does_not_fit(capsys):
+    """`--dp 1` at tp 2 on the default machine's 4 SIPs: two ranks, SIPs 2 and 3 idle, and with no data
+    parallelism every collective of rank 0 is its tensor-parallel group's; tp 4 x dp 2 = 8 ranks do not fit."""
+    from kernbench.benches import tp_layer
+
+    session = Session("default", timing_only=True)
+    session.run(tp_layer.run, session.torch, ["--hidden", "64", "--heads", "4", "--seq", "16", "--tp", "2",
+                                              "--dp", "1", "--sp", "off", "--overlap", "off"])
+    row = capsys.readouterr().out.splitlines()[2].split()
+    assert row[:4] == ["2", "1", "off", "off"]
+    assert {op.device for op in session.ctx.machine.oplog} == {"sip0", "sip1"}
+    assert {tuple(record["ranks"]) for record in session.ctx.collectives} == {(0, 1)}
+    refused = Session("default", timing_only=True)
+    with pytest.raises(KernbenchError, match=r"--tp 4 x --dp 2 ranks do not fit the 4 SIPs"):
+        refused.run(tp_layer.run, refused.torch, ["--tp", "4", "--dp", "2"])
 
 
 def test_adr0011_t48_the_bench_shows_the_overlap_hiding_communication(capsys):
@@ -135,10 +153,11 @@ def test_adr0011_t48_the_bench_shows_the_overlap_hiding_communication(capsys):
     session.run(tp_layer.run, session.torch, ["--hidden", "256", "--heads", "4", "--seq", "64", "--tp", "4",
                                               "--sp", "off,on", "--overlap", "off,on"])
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:6]]
-    assert [row[:3] for row in rows] == [["4", "off", "off"], ["4", "off", "on"], ["4", "on", "off"], ["4", "on", "on"]]
+    assert [row[:4] for row in rows] == [["4", "1", "off", "off"], ["4", "1", "off", "on"], ["4", "1", "on", "off"],
+                                         ["4", "1", "on", "on"]]
     for serial, overlapped in (rows[0], rows[1]), (rows[2], rows[3]):
-        step, compute, exposed = (float(serial[i]) for i in (3, 5, 7))
-        step_on, compute_on, exposed_on = (float(overlapped[i]) for i in (3, 5, 7))
+        step, compute, exposed = (float(serial[i]) for i in (4, 6, 8))
+        step_on, compute_on, exposed_on = (float(overlapped[i]) for i in (4, 6, 8))
         assert step_on == pytest.approx(compute_on + exposed_on, abs=2e-3)
         assert exposed_on < exposed and step_on < step
 
