@@ -79,9 +79,9 @@ def tile_elements(ctx, bytes_per_element: int) -> int:
 
 def elementwise_block(ctx, n_elements: int, bytes_per_element: int, smallest: int) -> int:
     """BLOCK_SIZE of a library's elementwise Triton kernel over `n_elements`: `smallest`, or a larger power of
-    two, as a library picks for a large tensor (adr/0016-device-ops.md, "Matmul tiles"): the largest that fits
-    a PE's TCM share as a device op's tile does (`tile_elements`) and still gives every PE of the SIP a
-    program."""
+    two, as a library picks for a large tensor (`gemm_tile`'s rule in one dimension, adr/0016-device-ops.md,
+    "Matmul tiles"): the largest that fits a PE's TCM share as a device op's tile does (`tile_elements`) and
+    still gives every PE of the SIP a program."""
     largest, pes = tile_elements(ctx, bytes_per_element), ctx.topology.pes_per_sip
     block = smallest
     while 2 * block <= largest and -(-n_elements // (2 * block)) >= pes:
