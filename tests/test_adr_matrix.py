@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,14 @@ def test_every_adr_test_is_listed_in_its_record():
         if (m := ADR_TEST_NAME.match(name)) and (m.group(1), f"t{m.group(2)}") not in listed
     )
     assert not unlisted, "tests carry ADR ids that no record lists:\n" + "\n".join(unlisted)
+
+
+
+def test_a_records_marker_selects_its_tests():
+    """`pytest -m adrNNNN` runs one record's matrix (README): the marker tests/conftest.py derives from a test's
+    name selects exactly that record's tests of a file."""
+    path = "tests/tp/test_layers.py"
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-p", "no:cacheprovider",
+                                "-m", "adr0011", path], cwd=ROOT, capture_output=True, text=True).stdout
+    selected = {line.split("::")[1].split("[")[0] for line in collected.splitlines() if line.startswith(path)}
+    assert selected == {name for name in TESTS[ROOT / path] if name.startswith("test_adr0011_")}, collected
