@@ -10,7 +10,10 @@ same three and take precedence over the environment.
 
 As in Megatron, the first linear skips its bias so that the bias is fused
 into GELU (`bias_gelu`), and the second skips its bias so it is added once,
-after the all-reduce, as the next fused op would. Each rank's output is
+after the all-reduce, as the next fused op would. Both bias kernels run in
+place, in the block the layers' own bias kernels take
+(`fusions.elementwise_block_of`: a library's pick for the tensor, ADR 0011).
+Each rank's output is
 checked against a numpy MLP with the same, unsharded weights (f16
 tolerance), and all ranks must agree bit for bit after the all-reduce
 (with `--timing-only` no values exist, so nothing is checked).
@@ -34,6 +37,7 @@ from kernbench.cli.bench_options import parse_bench_options, positive_count
 from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
 from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels, parallel_state
+from kernbench.tp.fusions import elementwise_block_of
 
 HIDDEN = 512
 TOKENS = 256
@@ -90,8 +94,9 @@ def mlp_phases(torch, tp: int, tokens: int, hidden: int) -> dict:
     outputs, phases = {}, {}
     torch.multiprocessing.spawn(_worker, args=(torch, tp, problem, outputs, phases), nprocs=world_size)
     if not torch.is_timing_only():
+        expected = _reference(*problem)
         for rank, output in sorted(outputs.items()):
-            assert_close(output, _reference(*problem), "f16")
+            assert_close(output, expected, "f16")
             assert np.array_equal(output, outputs[0]), f"rank {rank}'s output differs from rank 0's"
     return phases
 
@@ -112,11 +117,11 @@ def _worker(rank, torch, tp, problem, outputs, phases):
     timeline.mark("start")
     intermediate, bias1 = fc1(activations)
     timeline.mark("gemm")
-    kernels.bias_gelu(intermediate, bias1, intermediate)
+    kernels.bias_gelu(intermediate, bias1, intermediate, block_size=elementwise_block_of(intermediate, bias1))
     timeline.mark("elementwise")
     output, bias2 = fc2(intermediate)
     timeline.mark("gemm")  # at tp 1 the row gemm; after an all-reduce, an empty interval
-    kernels.add_bias(output, bias2, output)
+    kernels.add_bias(output, bias2, output, block_size=elementwise_block_of(output, bias2))
     timeline.mark("elementwise")
 
     if not torch.is_timing_only():

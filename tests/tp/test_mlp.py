@@ -72,3 +72,21 @@ def test_adr0011_t28_the_benchs_all_reduce_time_is_the_collectives_own(tp):
     rank0 = [row for row in session.ctx.collectives if row["ranks"] == list(range(tp))]
     assert [(row["collective"], row["bytes"]) for row in rank0] == [("all_reduce", 32 * 64 * 2)]
     assert phases["all-reduce"] == rank0[0]["time_ps"] == rank0[0]["end_ps"] - rank0[0]["start_ps"] > 0
+
+
+def test_adr0011_t109_the_benchs_bias_kernels_run_in_the_block_a_library_picks():
+    """tp_mlp's in-place bias kernels take their block as the layers' do (`fusions.elementwise_block_of`). At tp 1,
+    128 tokens and hidden 128, GELU runs over 128 x 512 = 65 536 elements a rank: Triton's 1024 would make 64
+    programs, and 2048 (input, bias and output elements, 6 bytes each, far inside a quarter of the 1 MiB TCM)
+    still gives each of a default SIP's 32 PEs a program, so 32 run; the bias add over 128 x 128 = 16 384 keeps
+    1024 (16 programs: a larger block would leave PEs idle)."""
+    from kernbench.benches import tp_mlp
+
+    session = Session("default")
+    session.run(tp_mlp.mlp_phases, session.torch, 1, 128, 128)
+    assert session.ctx.topology.pes_per_sip == 32
+    oplog = session.ctx.machine.oplog
+    for kernel, programs in (("bias_gelu_kernel", 32), ("add_bias_kernel", 16)):
+        for sip in range(4):
+            ops = [op for op in oplog.select(label=kernel) if op.device == f"sip{sip}"]
+            assert len({op.program for op in ops}) == programs, (kernel, sip)
