@@ -36,7 +36,7 @@ from kernbench.report.stream_timeline import StreamTimeline
 from kernbench.cli.bench_options import parse_bench_options, positive_count
 from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
-from kernbench.tp import ColumnParallelLinear, RowParallelLinear, kernels, parallel_state
+from kernbench.tp import ColumnParallelLinear, ModelParallelConfig, RowParallelLinear, kernels, parallel_state
 from kernbench.tp.fusions import elementwise_block_of
 
 HIDDEN = 512
@@ -108,9 +108,11 @@ def _worker(rank, torch, tp, problem, outputs, phases):
     parallel_state.initialize_model_parallel(tp, torch=timeline.instrumented())
     x, w1, b1, w2, b2 = problem
     tokens, hidden = x.shape
-    fc1 = ColumnParallelLinear(hidden, 4 * hidden, skip_bias_add=True)
+    # The weights are loaded next: Megatron's `perform_initialization=False` skips drawing them first.
+    config = ModelParallelConfig(perform_initialization=False, params_dtype=torch.float16)
+    fc1 = ColumnParallelLinear(hidden, 4 * hidden, config=config, skip_bias_add=True)
     fc1.load_full_weight(w1, b1)
-    fc2 = RowParallelLinear(4 * hidden, hidden, input_is_parallel=True, skip_bias_add=True)
+    fc2 = RowParallelLinear(4 * hidden, hidden, config=config, input_is_parallel=True, skip_bias_add=True)
     fc2.load_full_weight(w2, b2)
     activations = torch.tensor(x, dtype="f16", name="x")
 
