@@ -1,34 +1,32 @@
-"""Running kernels on the simulated PEs: the Triton bridge and kernel errors."""
+"""Running kernels on the simulated PEs: the Triton bridge and kernel errors.
+
+The bridge's names load Triton, so they are imported when first used (a
+module `__getattr__`): a run that launches no kernel never imports Triton
+(`triton_import`).
+"""
 
 from kernbench.kernels.errors import DescriptorError, KernelFault, TimingOnlyRefusal, UnsupportedKernelError
-from kernbench.kernels.triton_bridge import (
-    CompiledKernel,
-    DeviceProperties,
-    DriverHost,
-    PointerArg,
-    PreparedLaunch,
-    ProgramPort,
-    install_driver,
-    install_launch_hook,
-    prepare_launch,
-    uninstall_driver,
-    uninstall_launch_hook,
-)
 
-__all__ = [
+_BRIDGE = frozenset({
     "CompiledKernel",
-    "DescriptorError",
     "DeviceProperties",
     "DriverHost",
-    "KernelFault",
     "PointerArg",
     "PreparedLaunch",
     "ProgramPort",
-    "TimingOnlyRefusal",
-    "UnsupportedKernelError",
     "install_driver",
     "install_launch_hook",
     "prepare_launch",
     "uninstall_driver",
     "uninstall_launch_hook",
-]
+})
+
+__all__ = sorted(_BRIDGE | {"DescriptorError", "KernelFault", "TimingOnlyRefusal", "UnsupportedKernelError"})
+
+
+def __getattr__(name: str):
+    if name in _BRIDGE:
+        from kernbench.kernels import triton_bridge
+
+        return getattr(triton_bridge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

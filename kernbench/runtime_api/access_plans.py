@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernbench.kernels.triton_bridge.trace import KeptValues, MemoBudget
+from kernbench.kernels.kept_values import KeptValues, MemoBudget
 
 #: Bytes of address, mask and index arrays the launches of a run that run at once keep, together (a run's
 #: `access_plan_pool`); a launch that finds the pool empty drops its own oldest plans.

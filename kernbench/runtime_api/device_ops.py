@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import DType, float32
-from kernbench.kernels.triton_bridge.trace import KeptValues, MemoBudget
+from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import kept_dmas, load_elements, store_elements
 from kernbench.runtime_api.errors import TensorError

@@ -33,14 +33,22 @@ from __future__ import annotations
 import weakref
 from typing import Iterator
 
-from kernbench.kernels import KernelFault, install_launch_hook
+from kernbench.kernels.errors import KernelFault
+from kernbench.kernels.triton_import import when_imported
 from kernbench.runtime_api.access_plans import AccessPlans
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.kernel_port import SimProgramPort
 
 
 def install() -> None:
-    """Route launches on kernbench tensors here (idempotent; see ADR 0007 for the hook)."""
+    """Route launches on kernbench tensors here (idempotent; see ADR 0007 for the hook), from when Triton is
+    imported: now if it is, else right after its import (a run that launches no kernel never loads it)."""
+    when_imported(_install_hook)
+
+
+def _install_hook() -> None:
+    from kernbench.kernels.triton_bridge.hook import install_launch_hook
+
     install_launch_hook(launch)
 
 

@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from kernbench.dtypes import resolve_dtype
-from kernbench.kernels import KernelFault
+from kernbench.kernels.errors import KernelFault
 from kernbench.kernels.triton_bridge.values import all_set, placeholder
 from kernbench.machine import Transfer, hbm, tcm
 from kernbench.machine.placed_dma import kept_dmas, lanes_per_cube, load_elements, store_elements

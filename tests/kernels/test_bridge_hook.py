@@ -103,3 +103,55 @@ def test_adr0007_t24_uninstall_restores_triton_run_methods():
     assert [vars(c)["run"] for c in classes] != originals
     uninstall_launch_hook()
     assert [vars(c)["run"] for c in classes] == originals
+
+
+_KERNEL_FILE = '''
+import triton
+import triton.language as tl
+
+# Asked at import, as tutorial 02 asks for its device's properties: the run's driver must already answer.
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+PES = triton.runtime.driver.active.utils.get_device_properties(DEVICE.index)["multiprocessor_count"]
+
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+'''
+
+_BENCH = '''
+import sys
+
+
+def run(torch):
+    torch.distributed.init_process_group(backend="ahbm")
+    torch.multiprocessing.spawn(worker, args=(torch,), nprocs=torch.distributed.get_world_size())
+    print("triton loaded by the collectives:", "triton" in sys.modules)
+    import late_kernels  # Triton is first imported here, during the run
+
+    x = torch.arange(100, dtype=torch.float32)
+    late_kernels.double[(2,)](x, 100, BLOCK=64)
+    print("device", late_kernels.DEVICE, "pes", late_kernels.PES, "doubled", x.numpy()[[0, 1, 99]].tolist())
+
+
+def worker(rank, torch):
+    torch.ahbm.set_device(rank)
+    x = torch.ones(64) * (rank + 1)
+    torch.distributed.all_reduce(x)
+    torch.ahbm.synchronize()
+'''
+
+
+def test_adr0007_t110_triton_is_loaded_when_the_runs_code_imports_it_and_finds_the_hook_and_driver(tmp_path):
+    """In a fresh interpreter, as a user runs a bench: an all-reduce and device ops load no Triton; a kernel file
+    the bench imports mid-run asks the driver about the device on import (answered from the run's topology: the
+    default machine's 32 PEs a SIP, device ahbm:0) and its launch on a kernbench tensor runs on the simulator."""
+    from tests.cli import run_kernbench
+
+    (tmp_path / "late_kernels.py").write_text(_KERNEL_FILE)
+    (tmp_path / "mid_run_import.py").write_text(_BENCH)
+    result = run_kernbench("run", "mid_run_import.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "triton loaded by the collectives: False" in result.stdout
+    assert "device ahbm:0 pes 32 doubled [0.0, 2.0, 198.0]" in result.stdout

@@ -19,6 +19,7 @@ from flat_port import FlatMemory, FlatPort, run_grid
 from kernels_under_test import add_kernel, matmul_kernel, softmax_kernel
 
 from kernbench.kernels import KernelFault, prepare_launch
+from kernbench.kernels import kept_values
 from kernbench.kernels.triton_bridge import trace
 
 
@@ -285,7 +286,7 @@ def test_adr0007_t62_a_replayed_program_holds_one_step_of_its_loop_not_all_of_th
     # Results remembered for later programs are bounded apart (MEMO_BYTES); here only what the running
     # program itself holds is measured. Its addresses and tiles of one K step are ~100 KiB: eight
     # times the steps must not hold eight times the bytes.
-    monkeypatch.setattr(trace, "MEMO_BYTES", 0)
+    monkeypatch.setattr(kept_values, "MEMO_BYTES", 0)
     short, long = (_replayed_program_peak_bytes(steps, timing_only) for steps in (4, 32))
     assert long < 1.5 * short
 
@@ -299,16 +300,16 @@ def test_adr0007_t63_the_launches_of_a_run_share_one_memo_pool_and_give_it_back_
     from kernbench.session import Session
 
     pool_size = 96 << 10  # less than two launches would keep: the second finds the pool drained
-    monkeypatch.setattr(trace, "MEMO_BYTES", pool_size)
+    monkeypatch.setattr(kept_values, "MEMO_BYTES", pool_size)
     seen = []
-    take = trace.MemoBudget.take
+    take = kept_values.MemoBudget.take
 
     def watched(budget, size):
         taken = take(budget, size)
         seen.append((id(budget), budget.pool, budget.pool[0], taken))
         return taken
 
-    monkeypatch.setattr(trace.MemoBudget, "take", watched)
+    monkeypatch.setattr(kept_values.MemoBudget, "take", watched)
     session = Session("default", timing_only=True)
     torch = session.torch
     for device in ("ahbm:0", "ahbm:1"):  # enqueued on two devices: both launches run at once
@@ -329,7 +330,7 @@ def test_adr0007_t102_a_launch_whose_memo_outgrows_its_pool_drops_its_oldest_res
     """A K loop whose pointers of every step cannot all be kept: the oldest remembered results make room for new
     ones (their identities never reused while an entry's key names them), programs look up what is still kept,
     the port calls are the interpretation's, and the pool ends where it began."""
-    monkeypatch.setattr(trace, "MEMO_BYTES", 24 << 10)
+    monkeypatch.setattr(kept_values, "MEMO_BYTES", 24 << 10)
     drops = []
     forget = trace.Tape._forget_items
 

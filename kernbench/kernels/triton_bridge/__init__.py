@@ -1,21 +1,31 @@
-"""The Triton bridge: real `@triton.jit` kernels on kernbench's simulated machine."""
+"""The Triton bridge: real `@triton.jit` kernels on kernbench's simulated machine.
 
-from kernbench.kernels.triton_bridge.compiled import CompiledKernel
-from kernbench.kernels.triton_bridge.driver import DeviceProperties, DriverHost, install_driver, uninstall_driver
-from kernbench.kernels.triton_bridge.hook import install_launch_hook, uninstall_launch_hook
-from kernbench.kernels.triton_bridge.launch import PointerArg, PreparedLaunch, prepare_launch
-from kernbench.kernels.triton_bridge.port import ProgramPort
+Each name is imported from its module when first used (a module
+`__getattr__`), so a module of the bridge that needs no Triton (`values`)
+can be imported without loading Triton.
+"""
 
-__all__ = [
-    "CompiledKernel",
-    "DeviceProperties",
-    "DriverHost",
-    "PointerArg",
-    "PreparedLaunch",
-    "ProgramPort",
-    "install_driver",
-    "install_launch_hook",
-    "prepare_launch",
-    "uninstall_driver",
-    "uninstall_launch_hook",
-]
+import importlib
+
+_MODULE_OF = {
+    "CompiledKernel": "compiled",
+    "DeviceProperties": "driver",
+    "DriverHost": "driver",
+    "install_driver": "driver",
+    "uninstall_driver": "driver",
+    "install_launch_hook": "hook",
+    "uninstall_launch_hook": "hook",
+    "PointerArg": "launch",
+    "PreparedLaunch": "launch",
+    "prepare_launch": "launch",
+    "ProgramPort": "port",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

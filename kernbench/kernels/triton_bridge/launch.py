@@ -129,7 +129,7 @@ class PreparedLaunch:
 
     def share_memo_pool(self, pool: list[int]) -> None:
         """Keep results for later programs within `pool` (a list of the bytes left), shared with the other
-        launches of the run (`trace.MemoBudget`)."""
+        launches of the run (`kept_values.MemoBudget`)."""
         if self._traces is not None:
             self._traces.memo_budget.share(pool)
 

@@ -21,9 +21,12 @@ origin to that allocation.
 
 from __future__ import annotations
 
-import numpy as np
-import triton.language as tl
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+if TYPE_CHECKING:  # the port's helpers here are used where no kernel runs, and Triton is not loaded for them
+    import triton.language as tl
 
 _ZERO: dict[np.dtype, np.ndarray] = {}
 
