@@ -28,5 +28,6 @@ def __getattr__(name: str):
     if name in _BRIDGE:
         from kernbench.kernels import triton_bridge
 
-        return getattr(triton_bridge, name)
+        value = globals()[name] = getattr(triton_bridge, name)  # found here from now on, without this call
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
