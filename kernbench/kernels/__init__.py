@@ -1,13 +1,14 @@
 """Running kernels on the simulated PEs: the Triton bridge and kernel errors.
 
-The bridge's names load Triton, so they are imported when first used (a
-module `__getattr__`): a run that launches no kernel never imports Triton
+The bridge's names load Triton, so they are imported when first used
+(`lazy_names`): a run that launches no kernel never imports Triton
 (`triton_import`).
 """
 
 from kernbench.kernels.errors import DescriptorError, KernelFault, TimingOnlyRefusal, UnsupportedKernelError
+from kernbench.lazy_names import lazy_getattr
 
-_BRIDGE = frozenset({
+_BRIDGE = {name: "kernbench.kernels.triton_bridge" for name in (
     "CompiledKernel",
     "DeviceProperties",
     "DriverHost",
@@ -19,15 +20,7 @@ _BRIDGE = frozenset({
     "prepare_launch",
     "uninstall_driver",
     "uninstall_launch_hook",
-})
+)}
 
-__all__ = sorted(_BRIDGE | {"DescriptorError", "KernelFault", "TimingOnlyRefusal", "UnsupportedKernelError"})
-
-
-def __getattr__(name: str):
-    if name in _BRIDGE:
-        from kernbench.kernels import triton_bridge
-
-        value = globals()[name] = getattr(triton_bridge, name)  # found here from now on, without this call
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = sorted([*_BRIDGE, "DescriptorError", "KernelFault", "TimingOnlyRefusal", "UnsupportedKernelError"])
+__getattr__ = lazy_getattr(__name__, _BRIDGE)

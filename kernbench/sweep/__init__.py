@@ -6,7 +6,7 @@ package when it starts, and the loaders behind them bring in the simulator
 handlers are in place.
 """
 
-import importlib
+from kernbench.lazy_names import lazy_getattr
 
 _PUBLIC = {
     "SweepError": "kernbench.sweep.errors",
@@ -26,9 +26,4 @@ _PUBLIC = {
 }
 
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'kernbench.sweep' has no attribute {name!r}")
-    return getattr(importlib.import_module(_PUBLIC[name]), name)
+__getattr__ = lazy_getattr(__name__, _PUBLIC)
