@@ -13,6 +13,12 @@ limit (ADR 0014's output tests) can leave a cut-short `.pyc` that later
 interpreters fail to load. So the run compiles the package once, where
 Python keeps its bytecode (`__pycache__`, ignored by git), and the
 interpreters it starts read it and write none (PYTHONDONTWRITEBYTECODE).
+
+The test processes themselves (the xdist workers, or the one process with
+`-n0`) do write bytecode, whatever the environment says: pytest keeps each
+test module's assertion-rewritten code there, and without it every worker
+rewrites all test modules at every run (collection 6.3 s instead of 2.6 s
+a worker on this project).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import compileall
 import os
 import re
+import sys
 from pathlib import Path
 
 ADR_TEST_NAME = re.compile(r"^test_adr(\d{4})_t(\d+)_")
@@ -33,6 +40,7 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"adr{number}: tests of {record.name}")
     if not hasattr(config, "workerinput"):  # once per run: in the process that starts any xdist workers
         _compile_for_child_interpreters()
+    sys.dont_write_bytecode = False  # pytest's rewritten test modules are kept (the module docstring says why)
 
 
 def pytest_collection_modifyitems(config, items):
