@@ -13,10 +13,9 @@ into GELU (`bias_gelu`), and the second skips its bias so it is added once,
 after the all-reduce, as the next fused op would. Both bias kernels run in
 place, in the block the layers' own bias kernels take
 (`fusions.elementwise_block_of`: a library's pick for the tensor, ADR 0011).
-Each rank's output is
-checked against a numpy MLP with the same, unsharded weights (f16
-tolerance), and all ranks must agree bit for bit after the all-reduce
-(with `--timing-only` no values exist, so nothing is checked).
+Each rank's output is checked against a numpy MLP with the same, unsharded
+weights (f16 tolerance), and all ranks must agree bit for bit after the
+all-reduce (with `--timing-only` no values exist, so nothing is checked).
 
 Rank 0 prints where its simulated time went: `torch.ahbm` events on its
 stream mark the end of each phase, and the all-reduce is bracketed from

@@ -43,7 +43,7 @@ class RuntimeContext:
         self._tensor_ids = 0
         self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
         self.programs_done = 0  # kernel programs finished so far, for the progress line
-        self.replay_memo_pool = [kept_values.MEMO_BYTES]  # bytes the running launches may keep for later programs, together
+        self.replay_memo_pool = [kept_values.MEMO_BYTES]  # bytes the running launches keep for later programs, together
         self.access_plan_pool = [access_plans.PLAN_BYTES]  # bytes of access plans the running launches keep, together
         self.default_seed = as_seed(seed)  # where every rank's default generator starts (`kernbench run --seed`)
         self.Generator = generator_class(self)  # torch.Generator of this run
