@@ -299,7 +299,7 @@ def test_adr0016_t101_storage_indices_follow_the_view_rule_position_by_position(
 
 
 # A PE's TCM share is a quarter of its TCM. A square tile of side s (BLOCK_K = s/2) holds s² elements of A and B
-# blocks, an s² accumulator (4 bytes for f16/f32) and an s² result: s² · (2·itemsize + 4 + itemsize) bytes.
+# blocks, an s² accumulator (4 bytes for f16/f32) and an s² result: s² · (2·itemsize + 4) bytes.
 @pytest.mark.parametrize(("topology", "batches", "m", "n", "dtype", "tile"), [
     # default: 1 MiB TCM -> 256 KiB share, 32 PEs a SIP. f16: s=128 needs 128 KiB, s=256 needs 512 KiB.
     ("default", 1, 1024, 1024, "f16", (128, 128, 64)),  # 8 x 8 = 64 tiles of 128 >= 32 PEs
