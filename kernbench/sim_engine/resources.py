@@ -18,7 +18,7 @@ sleeps until the returned end (`Engine.sleep_until`), or uses the
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Sequence
 from operator import itemgetter
 
@@ -110,21 +110,27 @@ class Channel(_Resource):
 
         The gaps are disjoint and in time order, so their ends ascend: the
         gaps over by now are a prefix, and a gap ending before
-        `at + occupancy` cannot hold the transfer, so the first one that can
-        is found from the first gap ending at or after it (a busy HBM stack
-        of a large machine keeps dozens); a short list is scanned whole.
+        `at + occupancy` cannot hold the transfer: when even the last one
+        does (most calls on a busy machine, the transfer coming after every
+        gap) none can, and otherwise the first one that can is found from
+        the first gap ending at or after it (a busy HBM stack of a large
+        machine keeps dozens); a short list is scanned whole.
         """
         gaps = self.gaps
         if gaps:
             now = self.engine._now
-            if gaps[0][1] <= now:
-                del gaps[:bisect_right(gaps, now, key=_gap_end)]
-            if len(gaps) > _GAPS_SCANNED:
-                gaps = gaps[bisect_left(gaps, at + occupancy, key=_gap_end):]
-            for gap_start, gap_end in gaps:
-                begin = gap_start if gap_start > at else at
-                if begin + occupancy <= gap_end:
-                    return begin
+            if gaps[0][1] <= now:  # the gaps over by now: usually one, so counted rather than bisected
+                over = 1
+                while over < len(gaps) and gaps[over][1] <= now:
+                    over += 1
+                del gaps[:over]
+            if gaps and gaps[-1][1] >= at + occupancy:  # else even the last gap ends too early: none can hold it
+                if len(gaps) > _GAPS_SCANNED:
+                    gaps = gaps[bisect_left(gaps, at + occupancy, key=_gap_end):]
+                for gap_start, gap_end in gaps:
+                    begin = gap_start if gap_start > at else at
+                    if begin + occupancy <= gap_end:
+                        return begin
         return self.free_at if self.free_at > at else at
 
     def hold(self, begin: int, occupancy: int) -> None:
