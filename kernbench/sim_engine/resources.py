@@ -91,7 +91,7 @@ class Channel(_Resource):
     `bytes_moved` counts the bytes of every reservation.
     """
 
-    __slots__ = ("bandwidth_bytes_per_s", "latency_ps", "bytes_moved", "gaps")
+    __slots__ = ("bandwidth_bytes_per_s", "latency_ps", "bytes_moved", "gaps", "_longest", "_longest_of")
 
     def __init__(self, engine, name: str, bandwidth_bytes_per_s: int, latency_ps: int, device: str = "sip0"):
         super().__init__(engine, name, device)
@@ -104,6 +104,10 @@ class Channel(_Resource):
         # Idle stretches before `free_at`, [start, end) in time order: left when a transfer whose start waits on
         # another hop of its route was booked here later than `free_at`. A later transfer that fits uses one.
         self.gaps: list[list[int]] = []
+        # No gap of the list `_longest_of` is longer than `_longest`: a bound that stays true as gaps end or are
+        # cut by bookings, so it is raised only when a gap is added and worked out again when it lets a scan
+        # through that finds no fit (or when `gaps` is a list it was not worked out for).
+        self._longest, self._longest_of = 0, None
 
     def earliest(self, at: int, occupancy: int) -> int:
         """The earliest time >= `at` from which this channel is free for `occupancy` ps.
@@ -112,9 +116,11 @@ class Channel(_Resource):
         gaps over by now are a prefix, and a gap ending before
         `at + occupancy` cannot hold the transfer: when even the last one
         does (most calls on a busy machine, the transfer coming after every
-        gap) none can, and otherwise the first one that can is found from
-        the first gap ending at or after it (a busy HBM stack of a large
-        machine keeps dozens); a short list is scanned whole.
+        gap) none can, nor can any when the transfer is longer than every
+        gap (most of the rest: the gaps a busy stack keeps are slivers).
+        Otherwise the first one that can is found from the first gap ending
+        at or after it (a busy HBM stack of a large machine keeps dozens); a
+        short list is scanned whole.
         """
         gaps = self.gaps
         if gaps:
@@ -124,14 +130,21 @@ class Channel(_Resource):
                 while over < len(gaps) and gaps[over][1] <= now:
                     over += 1
                 del gaps[:over]
-            if gaps and gaps[-1][1] >= at + occupancy:  # else even the last gap ends too early: none can hold it
-                if len(gaps) > _GAPS_SCANNED:
-                    gaps = gaps[bisect_left(gaps, at + occupancy, key=_gap_end):]
-                for gap_start, gap_end in gaps:
+            if gaps and gaps[-1][1] >= at + occupancy and occupancy <= (
+                    self._longest if self._longest_of is gaps else self._bound(gaps)):
+                tail = gaps[bisect_left(gaps, at + occupancy, key=_gap_end):] if len(gaps) > _GAPS_SCANNED else gaps
+                for gap_start, gap_end in tail:
                     begin = gap_start if gap_start > at else at
                     if begin + occupancy <= gap_end:
                         return begin
+                self._bound(gaps)  # the bound let through a transfer no gap holds: make it exact again
         return self.free_at if self.free_at > at else at
+
+    def _bound(self, gaps: list) -> int:
+        """`_longest` worked out exactly for `gaps`."""
+        self._longest = max(gap_end - gap_start for gap_start, gap_end in gaps)
+        self._longest_of = gaps
+        return self._longest
 
     def hold(self, begin: int, occupancy: int) -> None:
         """Book [begin, begin + occupancy) inside the gap `earliest` found it in; what is left of the gap either
@@ -233,7 +246,10 @@ def _hold_all(holds, start: int, nbytes: int, now: int) -> None:
             channel.hold(begin, occupancy)
         else:
             if begin > free_at and begin > now:
-                channel.gaps.append([free_at if free_at > now else now, begin])
+                gap_start = free_at if free_at > now else now
+                channel.gaps.append([gap_start, begin])
+                if begin - gap_start > channel._longest:
+                    channel._longest = begin - gap_start
             channel.free_at = begin + occupancy
             channel.busy_ps += occupancy
             channel.ops += 1
