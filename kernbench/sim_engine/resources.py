@@ -125,13 +125,9 @@ class Channel(_Resource):
         gaps = self.gaps
         if gaps:
             now = self.engine._now
-            if gaps[0][1] <= now:  # the gaps over by now: usually one, so counted rather than bisected
-                over = 1
-                while over < len(gaps) and gaps[over][1] <= now:
-                    over += 1
-                del gaps[:over]
-            if gaps and gaps[-1][1] >= at + occupancy and occupancy <= (
-                    self._longest if self._longest_of is gaps else self._bound(gaps)):
+            if gaps[0][1] <= now:
+                _drop_over(gaps, now)
+            if self.may_hold(at, occupancy):
                 tail = gaps[bisect_left(gaps, at + occupancy, key=_gap_end):] if len(gaps) > _GAPS_SCANNED else gaps
                 for gap_start, gap_end in tail:
                     begin = gap_start if gap_start > at else at
@@ -139,6 +135,13 @@ class Channel(_Resource):
                         return begin
                 self._bound(gaps)  # the bound let through a transfer no gap holds: make it exact again
         return self.free_at if self.free_at > at else at
+
+    def may_hold(self, at: int, occupancy: int) -> bool:
+        """Whether a gap might hold `occupancy` ps from `at` or later: one that ends late enough, and no
+        transfer longer than the gaps' length bound. False is certain; True asks `earliest` to look."""
+        gaps = self.gaps
+        return bool(gaps) and gaps[-1][1] >= at + occupancy and occupancy <= (
+            self._longest if self._longest_of is gaps else self._bound(gaps))
 
     def _bound(self, gaps: list) -> int:
         """`_longest` worked out exactly for `gaps`."""
@@ -213,14 +216,17 @@ def _book(holds, latency: int, slowest: int, nbytes: int, now: int) -> tuple[int
 def _earliest_start(holds, now: int) -> int:
     """The earliest start >= now at which every hop (channel, offset, occupancy) is free for its occupancy
     when the data reaches it: each hop pushes the start to its own earliest fit until none does. Where no
-    hop has a gap, that is one pass: max(now, free_at - offset) over the hops."""
-    start, gapped = now, False
-    for channel, offset, _ in holds:
+    hop has a gap, that is one pass: max(now, free_at - offset) over the hops; so it is where the hop that
+    sets that maximum has no gap that could hold the transfer (an earlier start finds that hop still busy),
+    the usual case on a busy machine."""
+    start, gapped, latest = now, False, None
+    for hop in holds:
+        channel, offset, _ = hop
         if channel.gaps:
             gapped = True
         if channel.free_at - offset > start:
-            start = channel.free_at - offset
-    if not gapped:
+            start, latest = channel.free_at - offset, hop
+    if not gapped or latest is None or not latest[0].may_hold(now + latest[1], latest[2]):
         return start
     start, moved = now, True
     while moved:
@@ -246,14 +252,25 @@ def _hold_all(holds, start: int, nbytes: int, now: int) -> None:
             channel.hold(begin, occupancy)
         else:
             if begin > free_at and begin > now:
-                gap_start = free_at if free_at > now else now
-                channel.gaps.append([gap_start, begin])
+                gaps, gap_start = channel.gaps, free_at if free_at > now else now
+                if gaps and gaps[0][1] <= now:  # as `earliest` does: a hop `_earliest_start` may never ask
+                    _drop_over(gaps, now)
+                gaps.append([gap_start, begin])
                 if begin - gap_start > channel._longest:
                     channel._longest = begin - gap_start
             channel.free_at = begin + occupancy
             channel.busy_ps += occupancy
             channel.ops += 1
         channel.bytes_moved += nbytes
+
+
+def _drop_over(gaps: list, now: int) -> None:
+    """Forget the gaps over by `now`, a prefix of `gaps` (their ends ascend): usually one, so counted rather
+    than bisected."""
+    over = 1
+    while over < len(gaps) and gaps[over][1] <= now:
+        over += 1
+    del gaps[:over]
 
 
 class Route:
