@@ -144,6 +144,9 @@ class IpcQueue:
         # Op-log args that never change, shared by every record of this queue (OpLog.append_pairs).
         self._to_pair, self._from_pair = ("to", self._names[1]), ("from", self._names[0])
         self._buffer_pair = ("buffer", settings.buffer_kind)
+        # A message's args after its flow id, shared by the queue's one-chunk messages and by its receives.
+        self._sent_pairs = (self._to_pair, self._buffer_pair, *_ONLY_CHUNK)
+        self._received_pairs = (self._from_pair, self._buffer_pair)
         self._backpressure_pair = ("backpressure", settings.backpressure)
         # What a Deadlock report prints for each wait (built once: a wait happens per message).
         self._slot_wait = f"a free IPCQ slot to send from {self._names[0]} to {self._names[1]} ({label})"
@@ -205,11 +208,11 @@ class IpcQueue:
         chunk.arrival = (network_end if network_end > buffer_end else buffer_end) + self._overhead
         chunk.flow_id = flow_id = next(self._flow_ids)
         count = chunk.count
-        self._machine.oplog.append_pairs(
+        self._machine.oplog.append_message(
             "ipcq_send", self._devices[0], self._units[0], self._label, self._programs[0], chunk.nbytes, 0,
-            chunk.start, chunk.arrival,
-            (("flow_id", flow_id), self._to_pair, self._buffer_pair,
-             *(_ONLY_CHUNK if count == 1 else (("chunk", chunk.number), ("chunks", count)))))
+            chunk.start, chunk.arrival, flow_id,
+            self._sent_pairs if count == 1
+            else (self._to_pair, self._buffer_pair, ("chunk", chunk.number), ("chunks", count)))
         if self._chunk_landed is not None:
             landed, self._chunk_landed = self._chunk_landed, None
             landed.succeed()
@@ -261,9 +264,9 @@ class IpcQueue:
                 yield chunk.arrival
             start, end = self._copy_route.transfer(engine, chunk.nbytes)
             yield end
-            self._machine.oplog.append_pairs(
+            self._machine.oplog.append_message(
                 "ipcq_recv", self._devices[1], self._units[1], self._label, self._programs[1], chunk.nbytes, 0,
-                start, end, (("flow_id", chunk.flow_id), self._from_pair, self._buffer_pair))
+                start, end, chunk.flow_id, self._received_pairs)
             self._credits.append(end + self._credit_latency)
             if self._credit_returned is not None:
                 returned, self._credit_returned = self._credit_returned, None

@@ -13,7 +13,8 @@ a 256-rank all-reduce's half a million ops held more than 100 MB. Every
 `BLOCK` records the list becomes one `_Block` of columns: numpy integers
 for the sizes, start times and durations, a code per distinct kind, device,
 unit, label and args tuple, and a `flow_id` (the one arg that differs per
-message, first in an IPCQ record's args) in a column of its own, each
+message, first in an IPCQ record's args, which `append_message` keeps
+beside the args its queue shares) in a column of its own, each
 column in the narrowest integer type that holds its block's values (the
 start times alone need 64 bits): about 36 bytes a record. Reading rebuilds
 each record's tuple as it was appended, so queries, reports and the
@@ -123,7 +124,7 @@ class OpLog:
         if end < start:
             raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
         self._records.append((kind, device, unit, label, program, nbytes, flops, start, end,
-                              None if args is None else tuple(args.items())))
+                              None if args is None else tuple(args.items()), -1))
         if len(self._records) >= BLOCK:
             self._compact()
 
@@ -138,7 +139,23 @@ class OpLog:
         if end < start:
             raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
         records = self._records
-        records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs))
+        records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs, -1))
+        if len(records) >= BLOCK:
+            self._compact()
+
+    def append_message(self, kind, device, unit, label, program, nbytes, flops, start, end, flow_id: int,
+                       pairs) -> None:
+        """A message's record: `append_pairs` whose args are `("flow_id", flow_id)` (an int >= 0) then `pairs`.
+
+        The flow id is kept beside the pairs, not in a tuple of its own, so
+        the pairs a queue's messages share stay one object and a block takes
+        the id straight into its flow column. Reading gives the same
+        `OpRecord` as `append_pairs(..., (("flow_id", flow_id), *pairs))`.
+        """
+        if end < start:
+            raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
+        records = self._records
+        records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs, flow_id))
         if len(records) >= BLOCK:
             self._compact()
 
@@ -181,7 +198,7 @@ class OpLog:
 
     def _stored(self):
         """Every record's tuple as appended, oldest first."""
-        return chain(*(block.tuples(self._values) for block in self._blocks), self._records)
+        return chain(*(block.tuples(self._values) for block in self._blocks), map(_as_appended, self._records))
 
     def __len__(self) -> int:
         return sum(len(block) for block in self._blocks) + len(self._records)
@@ -327,6 +344,12 @@ def _block_columns(block, values: list) -> Columns:
                    start, start + block.duration, block.args.astype(np.int64), values)
 
 
+def _as_appended(record: tuple) -> tuple:
+    """A record not compacted yet (its args and its flow id, -1 for none, apart) as the tuple appended."""
+    *fields, args, flow = record
+    return (*fields, args if flow < 0 else (("flow_id", flow), *args))
+
+
 def _as_record(stored: tuple) -> OpRecord:
     args = stored[9]
     return OpRecord(*stored[:9], None if args is None else dict(args))
@@ -377,7 +400,7 @@ class _Block(_Reading):
     def __init__(self, records: list[tuple], code):
         import numpy as np  # here, not at import: `kernbench topo` and `--help` load the engine without numpy
 
-        kind, device, unit, label, program, nbytes, flops, start, end, args = zip(*records)
+        kind, device, unit, label, program, nbytes, flops, start, end, args, flows = zip(*records)
 
         def codes(values, by_identity: bool = False) -> np.ndarray:
             # One `code` call per distinct value: names by value, whose hash Python keeps; args tuples (and
@@ -399,11 +422,11 @@ class _Block(_Reading):
         self.flops = _narrowest(_integers(flops, "flop counts"))
         self.start = _integers(start, "start times")
         self.duration = _narrowest(_integers(end, "end times") - self.start)  # short next to the times themselves
-        flows, rests = [-1] * len(args), list(args)
+        flows, rests = list(flows), list(args)  # `append_message`'s flow ids are apart already
         shared_rests = {}  # the ids of a rest's pairs -> one rest tuple: a queue's records share their pairs
         ids = list(map(id, args))
         with_flow = {key for key, pairs in dict(zip(ids, args)).items() if _carries_flow(pairs)}
-        if with_flow:  # messages' records, each with an args tuple of its own; the rest share a few
+        if with_flow:  # records appended with a flow id among their args, each args tuple its own
             for index, key in enumerate(ids):
                 if key in with_flow:
                     pairs = args[index]

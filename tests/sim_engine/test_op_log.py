@@ -146,3 +146,58 @@ def test_adr0003_t27_a_record_the_columns_cannot_hold_is_one_line(monkeypatch):
     log.append("dma", "sip0", "pe0.dma0", None, None, 1, 0, 0, 10)
     with pytest.raises(EngineUsageError, match="op log: program ids must not be negative"):
         log.append("dma", "sip0", "pe0.dma0", None, -1, 1, 0, 10, 20)  # -1 would read back as None
+
+
+def test_adr0003_t111_a_message_appended_with_its_flow_id_apart_reads_as_appended_with_it_first(monkeypatch):
+    """`append_message` (the IPCQ's way: flow id beside the pairs its queue shares) against `append_pairs` with the
+    id first among the pairs, interleaved with other records, before and after compaction: the same records, JSON,
+    columns and copies, and no more memory once compacted."""
+    import tracemalloc
+
+    from kernbench.sim_engine import op_log
+    from kernbench.sim_engine.op_log import Image
+
+    sent = (("to", "sip1.cube0.pe0.tcm"), ("buffer", "sram"), ("chunk", 0), ("chunks", 1))
+    received = (("from", "sip0.cube0.pe0.tcm"), ("buffer", "sram"))
+
+    def filled(apart: bool, block: int) -> OpLog:
+        monkeypatch.setattr(op_log, "BLOCK", block)
+        log = OpLog()
+        for i in range(600):
+            t = 10**9 + 977 * i
+            for kind, pairs in (("ipcq_send", sent), ("ipcq_recv", received)):
+                if apart:
+                    log.append_message(kind, "sip0", "cube0.pe0.ipcq", "all_reduce#0", 0, 65536, 0, t, t + 500, i,
+                                       pairs)
+                else:
+                    log.append_pairs(kind, "sip0", "cube0.pe0.ipcq", "all_reduce#0", 0, 65536, 0, t, t + 500,
+                                     (("flow_id", i), *pairs))
+            log.append("dma", "sip0", "cube0.pe0.dma0", "all_reduce#0", 0, 4096, 0, t, t + 99, {"flow_id": i})
+        return log
+
+    reference = filled(False, 10**9)
+    for block in (10**9, 250):
+        log = filled(True, block)
+        assert list(log) == list(reference) and log.to_json() == reference.to_json(), block
+        assert log.select(kind="ipcq_recv")[7].args == {"flow_id": 7, "from": "sip0.cube0.pe0.tcm", "buffer": "sram"}
+        if block == 250:
+            assert len(log._blocks) == 7
+    apart, together = filled(True, 250), filled(False, 250)
+    columns = [[field.tolist() for field in log.columns()[:9]] for log in (apart, together)]
+    assert columns[0] == columns[1]
+    image = Image(lambda name: name.replace("sip0", "sip1").replace("sip1.cube", "sip2.cube"), 1, 2, 10**6)
+    for log in (apart, together):
+        log.replicate(log.seal() - 1, [image])
+    assert list(apart) == list(together)
+
+    sizes = []
+    for apart_ in (True, False):
+        tracemalloc.start()
+        try:
+            kept = filled(apart_, 250)
+            kept.seal()
+            sizes.append(tracemalloc.get_traced_memory()[0])
+        finally:
+            tracemalloc.stop()
+        del kept
+    assert sizes[0] <= sizes[1], sizes
