@@ -141,7 +141,7 @@ class IpcQueue:
         self._names = (pe_name(sender), pe_name(receiver))
         self._devices = (f"sip{sender.sip}", f"sip{receiver.sip}")
         self._units = (f"cube{sender.cube}.pe{sender.pe}.ipcq", f"cube{receiver.cube}.pe{receiver.pe}.ipcq")
-        # Op-log args that never change, shared by every record of this queue (OpLog.append_pairs).
+        # Op-log args that never change, shared by every record of this queue (OpLog.append_pairs, append_message).
         self._to_pair, self._from_pair = ("to", self._names[1]), ("from", self._names[0])
         self._buffer_pair = ("buffer", settings.buffer_kind)
         # A message's args after its flow id, shared by the queue's one-chunk messages and by its receives.
