@@ -2,16 +2,16 @@
 
 A GPT-class layer is what a simulator must run that the host cannot: one
 step at GPT-3 width (`kernbench run tp_layer --topology large --timing-only
--- --hidden 12288 --heads 96 --seq 2048 --tp 8 --dp 1`) takes about a
-quarter of an hour. This runs the same bench, tp 8 with sequence
+-- --hidden 12288 --heads 96 --seq 2048 --tp 8 --dp 1`) takes about twelve
+minutes. This runs the same bench, tp 8 with sequence
 parallelism and overlap, at two smaller widths that exercise the same paths
 (Triton linear kernels, device-op attention, the collectives between them,
 busy HBM stacks whose channels keep gaps) in a minute or so: each case is
 the command a user types, in a fresh interpreter. Per case: the simulated
 step (which must be the same in every round: checked), the simulated ops
 the report counts, the best wall and CPU seconds of `--rounds`, the cases
-taking turns, and the wall time per simulated op, the figure that says how
-far a layer of another size will take.
+taking turns, and the wall time per simulated op (a layer of another size
+costs about its op count times that, somewhat more per op when wider).
 
 Run as `python benchmarks/tp_layer_wall.py` from the repository root. The
 last line is `tp_layer_wall_s: X`, the wider case's best wall time.
