@@ -80,7 +80,6 @@ def test_every_adr_test_is_listed_in_its_record():
     assert not unlisted, "tests carry ADR ids that no record lists:\n" + "\n".join(unlisted)
 
 
-
 def test_a_records_marker_selects_its_tests():
     """`pytest -m adrNNNN` runs one record's matrix (README): the marker tests/conftest.py derives from a test's
     name selects exactly that record's tests of a file."""

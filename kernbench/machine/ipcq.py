@@ -141,7 +141,7 @@ class IpcQueue:
         self._names = (pe_name(sender), pe_name(receiver))
         self._devices = (f"sip{sender.sip}", f"sip{receiver.sip}")
         self._units = (f"cube{sender.cube}.pe{sender.pe}.ipcq", f"cube{receiver.cube}.pe{receiver.pe}.ipcq")
-        # Op-log args that never change, shared by every record of this queue (OpLog.append_pairs, append_message).
+        # Op-log args that never change, shared by every record of this queue (OpLog.append_pairs).
         self._to_pair, self._from_pair = ("to", self._names[1]), ("from", self._names[0])
         self._buffer_pair = ("buffer", settings.buffer_kind)
         # A message's args after its flow id, shared by the queue's one-chunk messages and by its receives.
@@ -208,11 +208,11 @@ class IpcQueue:
         chunk.arrival = (network_end if network_end > buffer_end else buffer_end) + self._overhead
         chunk.flow_id = flow_id = next(self._flow_ids)
         count = chunk.count
-        self._machine.oplog.append_message(
+        self._machine.oplog.append_pairs(
             "ipcq_send", self._devices[0], self._units[0], self._label, self._programs[0], chunk.nbytes, 0,
-            chunk.start, chunk.arrival, flow_id,
+            chunk.start, chunk.arrival,
             self._sent_pairs if count == 1
-            else (self._to_pair, self._buffer_pair, ("chunk", chunk.number), ("chunks", count)))
+            else (self._to_pair, self._buffer_pair, ("chunk", chunk.number), ("chunks", count)), flow_id)
         if self._chunk_landed is not None:
             landed, self._chunk_landed = self._chunk_landed, None
             landed.succeed()
@@ -264,9 +264,9 @@ class IpcQueue:
                 yield chunk.arrival
             start, end = self._copy_route.transfer(engine, chunk.nbytes)
             yield end
-            self._machine.oplog.append_message(
+            self._machine.oplog.append_pairs(
                 "ipcq_recv", self._devices[1], self._units[1], self._label, self._programs[1], chunk.nbytes, 0,
-                start, end, chunk.flow_id, self._received_pairs)
+                start, end, self._received_pairs, chunk.flow_id)
             self._credits.append(end + self._credit_latency)
             if self._credit_returned is not None:
                 returned, self._credit_returned = self._credit_returned, None

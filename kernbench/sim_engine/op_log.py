@@ -13,8 +13,8 @@ a 256-rank all-reduce's half a million ops held more than 100 MB. Every
 `BLOCK` records the list becomes one `_Block` of columns: numpy integers
 for the sizes, start times and durations, a code per distinct kind, device,
 unit, label and args tuple, and a `flow_id` (the one arg that differs per
-message, first in an IPCQ record's args, which `append_message` keeps
-beside the args its queue shares) in a column of its own, each
+message, first in an IPCQ record's args, which `append_pairs` takes
+apart from the args its queue shares) in a column of its own, each
 column in the narrowest integer type that holds its block's values (the
 start times alone need 64 bits): about 36 bytes a record. Reading rebuilds
 each record's tuple as it was appended, so queries, reports and the
@@ -128,29 +128,20 @@ class OpLog:
         if len(self._records) >= BLOCK:
             self._compact()
 
-    def append_pairs(self, kind, device, unit, label, program, nbytes, flops, start, end, pairs) -> None:
+    def append_pairs(self, kind, device, unit, label, program, nbytes, flops, start, end, pairs,
+                     flow_id: int = -1) -> None:
         """`append` with `args` given as stored: a tuple of (key, value) pairs, or None.
 
         For callers that log many ops: a pair that never changes (a queue's
         `("to", name)`) is built once and shared by every record, which
         costs no dict per op and no memory per record. Reading gives the
         same `OpRecord` as `append(..., dict(pairs))`.
-        """
-        if end < start:
-            raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
-        records = self._records
-        records.append((kind, device, unit, label, program, nbytes, flops, start, end, pairs, -1))
-        if len(records) >= BLOCK:
-            self._compact()
 
-    def append_message(self, kind, device, unit, label, program, nbytes, flops, start, end, flow_id: int,
-                       pairs) -> None:
-        """A message's record: `append_pairs` whose args are `("flow_id", flow_id)` (an int >= 0) then `pairs`.
-
-        The flow id is kept beside the pairs, not in a tuple of its own, so
-        the pairs a queue's messages share stay one object and a block takes
-        the id straight into its flow column. Reading gives the same
-        `OpRecord` as `append_pairs(..., (("flow_id", flow_id), *pairs))`.
+        A message's `flow_id` (an int >= 0) is given apart: the record's args
+        are `("flow_id", flow_id)` then `pairs`, read back as
+        `append_pairs(..., (("flow_id", flow_id), *pairs))` would give them,
+        while the pairs a queue's messages share stay one object and a block
+        takes the id straight into its flow column.
         """
         if end < start:
             raise EngineUsageError(f"op {kind} on {device}:{unit} ends at {end} ps before it starts at {start} ps")
@@ -422,7 +413,7 @@ class _Block(_Reading):
         self.flops = _narrowest(_integers(flops, "flop counts"))
         self.start = _integers(start, "start times")
         self.duration = _narrowest(_integers(end, "end times") - self.start)  # short next to the times themselves
-        flows, rests = list(flows), list(args)  # `append_message`'s flow ids are apart already
+        flows, rests = list(flows), list(args)  # flow ids given to `append_pairs` apart are columns already
         shared_rests = {}  # the ids of a rest's pairs -> one rest tuple: a queue's records share their pairs
         ids = list(map(id, args))
         with_flow = {key for key, pairs in dict(zip(ids, args)).items() if _carries_flow(pairs)}

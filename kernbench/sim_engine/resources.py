@@ -219,14 +219,12 @@ def _earliest_start(holds, now: int) -> int:
     hop has a gap, that is one pass: max(now, free_at - offset) over the hops; so it is where the hop that
     sets that maximum has no gap that could hold the transfer (an earlier start finds that hop still busy),
     the usual case on a busy machine."""
-    start, gapped, latest = now, False, None
+    start, latest = now, None
     for hop in holds:
         channel, offset, _ = hop
-        if channel.gaps:
-            gapped = True
         if channel.free_at - offset > start:
             start, latest = channel.free_at - offset, hop
-    if not gapped or latest is None or not latest[0].may_hold(now + latest[1], latest[2]):
+    if latest is None or not latest[0].may_hold(now + latest[1], latest[2]):
         return start
     start, moved = now, True
     while moved:

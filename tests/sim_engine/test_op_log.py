@@ -149,8 +149,8 @@ def test_adr0003_t27_a_record_the_columns_cannot_hold_is_one_line(monkeypatch):
 
 
 def test_adr0003_t111_a_message_appended_with_its_flow_id_apart_reads_as_appended_with_it_first(monkeypatch):
-    """`append_message` (the IPCQ's way: flow id beside the pairs its queue shares) against `append_pairs` with the
-    id first among the pairs, interleaved with other records, before and after compaction: the same records, JSON,
+    """`append_pairs` given the flow id apart (the IPCQ's way: beside the pairs its queue shares) against the id first
+    among the pairs, interleaved with other records, before and after compaction: the same records, JSON,
     columns and copies, and no more memory once compacted."""
     import tracemalloc
 
@@ -167,8 +167,8 @@ def test_adr0003_t111_a_message_appended_with_its_flow_id_apart_reads_as_appende
             t = 10**9 + 977 * i
             for kind, pairs in (("ipcq_send", sent), ("ipcq_recv", received)):
                 if apart:
-                    log.append_message(kind, "sip0", "cube0.pe0.ipcq", "all_reduce#0", 0, 65536, 0, t, t + 500, i,
-                                       pairs)
+                    log.append_pairs(kind, "sip0", "cube0.pe0.ipcq", "all_reduce#0", 0, 65536, 0, t, t + 500, pairs,
+                                     flow_id=i)
                 else:
                     log.append_pairs(kind, "sip0", "cube0.pe0.ipcq", "all_reduce#0", 0, 65536, 0, t, t + 500,
                                      (("flow_id", i), *pairs))
