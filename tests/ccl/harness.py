@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.ccl.collective import CollectiveRequest, Member, Region, run_collective
+from kernbench.ccl.members import whole
 from kernbench.dtypes import resolve_dtype
 from kernbench.session import Session
 from kernbench.sim_engine import ProcessFailed
@@ -33,9 +34,10 @@ def device_tensor(session: Session, sip: int, values: np.ndarray, dtype: str, na
 
 
 def region(tensor, indices: np.ndarray | None = None) -> Region:
-    count = int(np.prod(tensor.shape))
-    return Region(tensor._allocation, tensor.dtype.numpy,
-                  np.arange(count, dtype=np.int64) if indices is None else np.asarray(indices, dtype=np.int64))
+    """The tensor's elements `indices`, or the whole tensor as `torch.distributed` passes it (a range, no array)."""
+    if indices is None:
+        return whole(tensor)
+    return Region(tensor._allocation, tensor.dtype.numpy, np.asarray(indices, dtype=np.int64))
 
 
 def values_of(tensor) -> np.ndarray:

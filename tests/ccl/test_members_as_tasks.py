@@ -73,7 +73,9 @@ def contend(session: Session, tensors) -> None:
 def outcome(algorithm: str, kind: str, *, as_processes: bool, contended: bool, timing_only: bool,
             buffer_kind: str, monkeypatch) -> tuple:
     """Run one collective; return what must not depend on how its members are run."""
-    cfg = config(algorithm, buffer_kind=buffer_kind)
+    # Whole tensors are ranges, so a timing-only shipped ring could run symmetric (rank 0 alone, the others
+    # copied in rank order): off, so that the two runs are compared event by event.
+    cfg = config(algorithm, buffer_kind=buffer_kind, symmetric=False)
     if as_processes:
         shipped = getattr(importlib.import_module(SHIPPED_ALGORITHMS[algorithm]), kind)
         module = types.ModuleType("members_as_processes")
