@@ -163,6 +163,11 @@ class HazardDetector:
 
 def _common_bytes(region: Region, written: Region) -> tuple[int, int] | None:
     """(offset, nbytes) from the first to the last byte both regions hold, or None when they share none."""
+    if region.elements.__class__ is slice and written.elements.__class__ is slice:
+        # Two runs of whole elements: the bytes both hold are where their byte ranges overlap.
+        (lo, hi), (written_lo, written_hi) = region.bounds(), written.bounds()
+        lo, hi = max(lo, written_lo), min(hi, written_hi)
+        return (lo, hi - lo) if lo < hi else None
     unit = min(region.itemsize, written.itemsize)
     common = np.intersect1d(region.byte_offsets(unit), written.byte_offsets(unit))
     if not common.size:

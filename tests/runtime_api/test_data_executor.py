@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import triton
 import triton.language as tl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernbench.cli import main
 from kernbench.kernels.library.matmul import matmul
 from kernbench.kernels.library.vector_add import add
-from kernbench.machine.data_executor import DataHazard
+from kernbench.machine.data_executor import DataHazard, Region, _common_bytes
 from kernbench.session import Session
 
 BLOCK = 4096
@@ -163,3 +166,17 @@ def test_adr0009_t11_a_copy_on_another_stream_racing_a_kernel_is_reported():
     hazard = session.ctx.hazards[0]
     assert hazard.tensor == "x"
     assert hazard.reader.label == "add_kernel" and hazard.writer.label == "copy host -> x"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 64), st.integers(0, 64), st.integers(0, 64), st.integers(0, 64),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
+def test_adr0009_t12_contiguous_runs_share_the_bytes_their_elements_share(start, count, written_start, written_count,
+                                                                           itemsize, written_itemsize):
+    """Two slices' common bytes, taken from their byte ranges, are what comparing their elements gives."""
+    read = slice(start, start + count)
+    written = slice(written_start, written_start + written_count)
+    as_runs = _common_bytes(Region(None, read, itemsize), Region(None, written, written_itemsize))
+    as_elements = _common_bytes(Region(None, np.arange(read.start, read.stop), itemsize),
+                                Region(None, np.arange(written.start, written.stop), written_itemsize))
+    assert as_runs == as_elements
