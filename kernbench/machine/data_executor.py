@@ -169,11 +169,13 @@ def _common_bytes(region: Region, written: Region) -> tuple[int, int] | None:
         lo, hi = max(lo, written_lo), min(hi, written_hi)
         return (lo, hi - lo) if lo < hi else None
     unit = min(region.itemsize, written.itemsize)
-    common = np.intersect1d(region.byte_offsets(unit), written.byte_offsets(unit))
+    mine = region.byte_offsets(unit)
+    # Only the first and last shared byte are wanted: a membership test, not a sorted intersection.
+    common = mine[np.isin(mine, written.byte_offsets(unit))]
     if not common.size:
         return None
-    offset = int(common[0]) * unit
-    return offset, (int(common[-1]) + 1) * unit - offset
+    offset = int(common.min()) * unit
+    return offset, (int(common.max()) + 1) * unit - offset
 
 
 def _access_dict(access: Access) -> dict:

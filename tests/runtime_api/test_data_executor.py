@@ -168,15 +168,26 @@ def test_adr0009_t11_a_copy_on_another_stream_racing_a_kernel_is_reported():
     assert hazard.reader.label == "add_kernel" and hazard.writer.label == "copy host -> x"
 
 
+def _bytes_of(elements, itemsize: int) -> set[int]:
+    return {element * itemsize + byte for element in elements for byte in range(itemsize)}
+
+
+# A run of elements, or element indices in any order, repeats included.
+_ELEMENTS = st.one_of(
+    st.tuples(st.integers(0, 64), st.integers(0, 64)).map(lambda run: slice(run[0], run[0] + run[1])),
+    st.lists(st.integers(0, 96), max_size=40).map(lambda picked: np.array(picked, dtype=np.int64)),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 64), st.integers(0, 64), st.integers(0, 64), st.integers(0, 64),
-       st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
-def test_adr0009_t12_contiguous_runs_share_the_bytes_their_elements_share(start, count, written_start, written_count,
-                                                                           itemsize, written_itemsize):
-    """Two slices' common bytes, taken from their byte ranges, are what comparing their elements gives."""
-    read = slice(start, start + count)
-    written = slice(written_start, written_start + written_count)
-    as_runs = _common_bytes(Region(None, read, itemsize), Region(None, written, written_itemsize))
-    as_elements = _common_bytes(Region(None, np.arange(read.start, read.stop), itemsize),
-                                Region(None, np.arange(written.start, written.stop), written_itemsize))
-    assert as_runs == as_elements
+@given(_ELEMENTS, _ELEMENTS, st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
+def test_adr0009_t12_two_regions_share_the_bytes_a_byte_by_byte_comparison_finds(read, written, itemsize,
+                                                                                   written_itemsize):
+    """The first to the last byte two regions both hold (runs as slices, or element indices in any order), as
+    comparing their sets of bytes finds them."""
+    def elements(chosen):
+        return range(chosen.start, chosen.stop) if isinstance(chosen, slice) else chosen.tolist()
+
+    shared = _bytes_of(elements(read), itemsize) & _bytes_of(elements(written), written_itemsize)
+    expected = (min(shared), max(shared) + 1 - min(shared)) if shared else None
+    assert _common_bytes(Region(None, read, itemsize), Region(None, written, written_itemsize)) == expected
