@@ -342,8 +342,13 @@ def _as_appended(record: tuple) -> tuple:
 
 
 def _as_record(stored: tuple) -> OpRecord:
-    args = stored[9]
-    return OpRecord(*stored[:9], None if args is None else dict(args))
+    kind, device, unit, label, program, nbytes, flops, start, end, args = stored
+    # tuple.__new__ directly: a NamedTuple's own __new__ is one more Python call per record read.
+    return _new_tuple(OpRecord, (kind, device, unit, label, program, nbytes, flops, start, end,
+                                 None if args is None else dict(args)))
+
+
+_new_tuple = tuple.__new__
 
 
 class _Reading:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 
+import pytest
+
 from kernbench.sim_engine import OpLog, chrome_trace_events, write_chrome_trace
+from kernbench.sim_engine.trace import _EVENTS_PER_WRITE
 
 REQUIRED = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},
@@ -85,3 +89,22 @@ def test_adr0003_t21_flow_events_link_a_send_to_its_receive():
     assert (flows[0]["pid"], flows[0]["tid"]) == (send["pid"], send["tid"])
     assert (flows[1]["pid"], flows[1]["tid"]) == (recv["pid"], recv["tid"])
     assert chrome_trace_events(sample_log()) == events
+
+
+@pytest.mark.parametrize("ops", [0, 1, _EVENTS_PER_WRITE - 11, 2 * _EVENTS_PER_WRITE + 5])
+def test_adr0003_t112_the_trace_is_written_in_chunks_as_json_dump_writes_the_whole_document(tmp_path, ops):
+    """No event, fewer than a chunk, exactly one chunk (3 metadata events, the ops, and 8 flow events for the first
+    8 ops, two flows of 4 hops), and several: the file is json.dump's, byte for byte, written to an open file or to
+    a path."""
+    log = OpLog()
+    for op in range(ops):
+        log.append("ipcq_send" if op % 2 else "dma", "sip0", f"unit{op % 2}", "run", op % 7, 64, 0, op, op + 3,
+                   {"flow_id": op // 4} if op < 8 else None)
+    events = chrome_trace_events(log)
+    assert ops != _EVENTS_PER_WRITE - 11 or len(events) == _EVENTS_PER_WRITE
+    expected = io.StringIO()
+    json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, expected)
+    streamed = io.StringIO()
+    write_chrome_trace(log, streamed)
+    write_chrome_trace(log, tmp_path / "trace.json")
+    assert streamed.getvalue() == expected.getvalue() == (tmp_path / "trace.json").read_text()
