@@ -187,15 +187,16 @@ class OpLog:
             self._values.append(value)
         return code
 
-    def _stored(self):
-        """Every record's tuple as appended, oldest first."""
+    def rows(self):
+        """Every record as the tuple appended (args as (key, value) pairs, a message's flow id first), oldest
+        first: for readers of the whole log that want no `OpRecord` and args dict per record (the trace)."""
         return chain(*(block.tuples(self._values) for block in self._blocks), map(_as_appended, self._records))
 
     def __len__(self) -> int:
         return sum(len(block) for block in self._blocks) + len(self._records)
 
     def __iter__(self):
-        return map(_as_record, self._stored())
+        return map(_as_record, self.rows())
 
     @property
     def end_ps(self) -> int:
@@ -237,7 +238,7 @@ class OpLog:
         """
         horizon = self.end_ps if horizon_ps is None else horizon_ps
         intervals: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        for r in self._stored():
+        for r in self.rows():
             intervals.setdefault((r[1], r[2]), []).append((r[7], r[8]))
         usage = {}
         for key, spans in intervals.items():
@@ -310,7 +311,7 @@ class OpLog:
     def label_totals(self) -> dict[str | None, LabelTotals]:
         """Per label, in order of first appearance: ops, bytes, flops and summed durations."""
         totals: dict[str | None, list[int]] = {}
-        for _, _, _, label, _, nbytes, flops, start, end, _ in self._stored():
+        for _, _, _, label, _, nbytes, flops, start, end, _ in self.rows():
             t = totals.get(label)
             if t is None:
                 t = totals[label] = [0, 0, 0, 0]
@@ -322,7 +323,7 @@ class OpLog:
 
     def to_json(self) -> str:
         """The whole log as canonical JSON (one list per record, sorted args): equal logs give equal text."""
-        return json.dumps([tuple(_as_record(r)) for r in self._stored()], sort_keys=True, separators=(",", ":"))
+        return json.dumps([tuple(_as_record(r)) for r in self.rows()], sort_keys=True, separators=(",", ":"))
 
 
 def _block_columns(block, values: list) -> Columns:
@@ -338,7 +339,7 @@ def _block_columns(block, values: list) -> Columns:
 def _as_appended(record: tuple) -> tuple:
     """A record not compacted yet (its args and its flow id, -1 for none, apart) as the tuple appended."""
     *fields, args, flow = record
-    return (*fields, args if flow < 0 else (("flow_id", flow), *args))
+    return (*fields, args if flow < 0 else (("flow_id", flow), *(args or ())))
 
 
 def _as_record(stored: tuple) -> OpRecord:
@@ -376,7 +377,7 @@ class _Reading:
     def tuples(self, values: list):
         """The records' tuples, equal to those appended."""
         look = values.__getitem__
-        args = (look(rest) if flow < 0 else (("flow_id", flow), *look(rest))
+        args = (look(rest) if flow < 0 else (("flow_id", flow), *(look(rest) or ()))
                 for flow, rest in zip(self.flow.tolist(), self.args.tolist()))
         programs = (None if p < 0 else p for p in self.program.tolist())
         return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
