@@ -211,22 +211,23 @@ class OpLog:
         zero-length op at time t counts as overlapping when `t0 <= t < t1`.
         """
         out = []
-        for r in self:
-            if kind is not None and r.kind != kind:
+        for row in self.rows():  # filtered as stored: only the records selected become `OpRecord`s
+            if kind is not None and row[0] != kind:
                 continue
-            if device is not None and r.device != device:
+            if device is not None and row[1] != device:
                 continue
-            if unit is not None and r.unit != unit:
+            if unit is not None and row[2] != unit:
                 continue
-            if label is not None and r.label != label:
+            if label is not None and row[3] != label:
                 continue
-            if program is not _ANY and r.program != program:
+            if program is not _ANY and row[4] != program:
                 continue
             if window is not None:
                 t0, t1 = window
-                if not (r.start < t1 and (r.end > t0 or r.start >= t0)):
+                start, end = row[7], row[8]
+                if not (start < t1 and (end > t0 or start >= t0)):
                     continue
-            out.append(r)
+            out.append(_as_record(row))
         return out
 
     def unit_usage(self, horizon_ps: int | None = None) -> dict[tuple[str, str], UnitUsage]:
