@@ -69,7 +69,7 @@ def _event_texts(oplog: OpLog):
         if rest and rest[0][0] == "flow_id":  # a message's id leads its args (`OpLog.append_pairs`)
             flow, rest = rest[0][1], rest[1:]
         text = _kept_pairs_text(rest, args_text)
-        if text is None:  # a flow id elsewhere among the args is one of these
+        if text is None:  # args the template cannot hold (a flow id not first among them is such)
             yield _event_text_whole(kind, label, program, nbytes, flops, start, end, args, pid, tid)
             flow = dict(args).get("flow_id", _UNSEEN)
         else:
@@ -154,5 +154,3 @@ def _write_trace(oplog: OpLog, file) -> None:
         file.write(separator + ", ".join(chunk))
         separator = ", "
     file.write('], "displayTimeUnit": "ns"}')
-
-
