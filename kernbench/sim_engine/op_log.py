@@ -426,7 +426,7 @@ class _Block(_Reading):
         with_flow = {key for key, pairs in dict(zip(ids, args)).items() if _carries_flow(pairs)}
         if with_flow:  # records appended with a flow id among their args, each args tuple its own
             for index, key in enumerate(ids):
-                if key in with_flow:
+                if key in with_flow and flows[index] < 0:  # an id given apart stays; its args are kept whole
                     pairs = args[index]
                     rest = pairs[1:]
                     flows[index] = pairs[0][1]
@@ -512,8 +512,9 @@ def _renamed(args, rename):
 
 
 def _carries_flow(pairs) -> bool:
-    """Whether an args tuple starts with a message's ("flow_id", n >= 0), which `_Block` keeps in a column."""
-    return bool(pairs) and pairs[0][0] == "flow_id" and pairs[0][1].__class__ is int and pairs[0][1] >= 0
+    """Whether an args tuple starts with a message's ("flow_id", n), 0 <= n < 2**63, which `_Block` keeps in a
+    column (any other flow id stays among the args)."""
+    return bool(pairs) and pairs[0][0] == "flow_id" and pairs[0][1].__class__ is int and 0 <= pairs[0][1] < 1 << 63
 
 
 def _integers(values, what: str) -> np.ndarray:

@@ -201,3 +201,17 @@ def test_adr0003_t111_a_message_appended_with_its_flow_id_apart_reads_as_appende
             tracemalloc.stop()
         del kept
     assert sizes[0] <= sizes[1], sizes
+
+
+def test_adr0003_t113_flow_ids_no_column_can_hold_read_back_as_appended():
+    """A flow id among the args past int64, or one given apart to a record whose args lead with another, stays
+    what was appended once the log is compacted (each was a crash or a swapped id there)."""
+    log = OpLog()
+    log.append("dma", "sip0", "cube0.pe0.dma0", "big", 0, 64, 0, 0, 10, {"flow_id": 1 << 63})
+    log.append("dma", "sip0", "cube0.pe0.dma0", "big", 0, 64, 0, 0, 10, {"flow_id": -1 << 63})
+    log.append_pairs("ipcq_send", "sip0", "q", "both", 0, 64, 0, 10, 20, (("flow_id", 5),), flow_id=7)
+    log.append_pairs("ipcq_send", "sip0", "q", "apart", 0, 64, 0, 10, 20, None, flow_id=3)
+    appended = list(log)
+    log.seal()
+    assert list(log) == appended
+    assert [r.args for r in appended] == [{"flow_id": 1 << 63}, {"flow_id": -1 << 63}, {"flow_id": 5}, {"flow_id": 3}]
