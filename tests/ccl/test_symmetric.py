@@ -58,14 +58,11 @@ def outcome(session: Session) -> dict:
     flow id names exactly one ipcq_send and one ipcq_recv. One pass over the log."""
     machine = session.ctx.machine
     keys, flows = [], collections.defaultdict(list)
-    for r in machine.oplog:
-        args = r.args
-        if args is None:
-            keys.append((*r[:9], ()))
-            continue
-        if r.kind in ("ipcq_send", "ipcq_recv"):
-            flows[args["flow_id"]].append(r.kind)
-        keys.append((*r[:9], tuple(sorted(item for item in args.items() if item[0] != "flow_id"))))
+    for row in machine.oplog.rows():  # records as stored: (kind, ..., end, args pairs), no OpRecord or dict each
+        fields, pairs = row[:9], row[9] or ()
+        if row[0] in ("ipcq_send", "ipcq_recv"):
+            flows[dict(pairs)["flow_id"]].append(row[0])
+        keys.append((*fields, tuple(sorted(pair for pair in pairs if pair[0] != "flow_id"))))
     report = run_report(session.ctx)
     for row in report["collectives"]:
         row.pop("symmetric")
