@@ -340,7 +340,12 @@ def _block_columns(block, values: list) -> Columns:
 def _as_appended(record: tuple) -> tuple:
     """A record not compacted yet (its args and its flow id, -1 for none, apart) as the tuple appended."""
     *fields, args, flow = record
-    return (*fields, args if flow < 0 else (("flow_id", flow), *(args or ())))
+    return (*fields, _joined(flow, args))
+
+
+def _joined(flow: int, rest):
+    """The args of a record whose flow id (-1 for none) was kept apart from the rest of its args: the id first."""
+    return rest if flow < 0 else (("flow_id", flow), *(rest or ()))
 
 
 def _as_record(stored: tuple) -> OpRecord:
@@ -378,8 +383,7 @@ class _Reading:
     def tuples(self, values: list):
         """The records' tuples, equal to those appended."""
         look = values.__getitem__
-        args = (look(rest) if flow < 0 else (("flow_id", flow), *(look(rest) or ()))
-                for flow, rest in zip(self.flow.tolist(), self.args.tolist()))
+        args = map(_joined, self.flow.tolist(), map(look, self.args.tolist()))
         programs = (None if p < 0 else p for p in self.program.tolist())
         return zip(map(look, self.kind.tolist()), map(look, self.device.tolist()), map(look, self.unit.tolist()),
                    map(look, self.label.tolist()), programs, self.nbytes.tolist(), self.flops.tolist(),
