@@ -10,17 +10,25 @@ too; `interpretations` says how often the kernel's Python actually ran.
 from __future__ import annotations
 
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
 import triton
 import triton.language as tl
 from flat_port import FlatMemory, FlatPort, run_grid
-from kernels_under_test import add_kernel, matmul_kernel, softmax_kernel
+from kernels_under_test import add_kernel, full_and_zeros_kernel, matmul_kernel, softmax_kernel
 
 from kernbench.kernels import KernelFault, prepare_launch
 from kernbench.kernels import kept_values
 from kernbench.kernels.triton_bridge import trace
+
+
+@pytest.fixture(autouse=True)
+def no_kept_shapes(monkeypatch):
+    """Each test starts with no shapes kept from other launches (ADR 0007, "Shapes kept across launches"), so its
+    counts of interpretations are its own launches'."""
+    monkeypatch.setattr(trace, "_KEPT_SHAPES", weakref.WeakKeyDictionary())
 
 
 def _value(argument):
@@ -57,10 +65,11 @@ class TranscriptPort(FlatPort):
         super().vector(op, n_elements, dtype_name)
 
 
-def run_both(make, kernel, grid, meta, timing_only=False):
-    """[(transcript, memory bytes, launch, fault)] of the interpreted run, then of the replayed one."""
+def run_both(make, kernel, grid, meta, timing_only=False, runs=(False, True)):
+    """[(transcript, memory bytes, launch, fault)] of the interpreted run, then of the replayed one (`runs`: which
+    of them, `replays` of each)."""
     results = []
-    for replays in (False, True):
+    for replays in runs:
         memory = FlatMemory()
         args = make(memory)
         launch = prepare_launch(kernel, grid, args, meta, timing_only=timing_only)
@@ -351,3 +360,73 @@ def test_adr0007_t102_a_launch_whose_memo_outgrows_its_pool_drops_its_oldest_res
             assert named <= {id(value) for value in inputs}
     launch.finished()
     assert launch._traces.memo_budget.pool == [24 << 10]
+
+
+# A later launch of each kernel of CASES: the same signature, other tensors, and (where the kernel's Python
+# converts none of them) other sizes.
+LATER = {
+    "vector add": (_vectors(700), (3,)),
+    "grouped matmul": (_matmul(40, 48, 40), (9,)),
+    "softmax": (_rows(4, 60), (4,)),
+    "transposed tiles": (_tiles(2, 8), (2,)),
+}
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_adr0007_t111_a_later_launch_of_the_signature_replays_the_kept_shapes_with_no_interpretation(
+        case, timing_only):
+    make, kernel, grid, meta, shapes = CASES[case]
+    first = run_both(make, kernel, grid, meta, timing_only, runs=(True,))
+    assert first[0][2].interpretations == shapes
+    later_make, later_grid = LATER[case]
+    results = run_both(later_make, kernel, later_grid, meta, timing_only)
+    assert_same(results)
+    assert results[1][2].interpretations == 0
+
+
+@triton.jit
+def scaled_steps(x_ptr, out_ptr, steps, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets)
+    for _ in range(steps):
+        x = x * 2.0
+    tl.store(out_ptr + offsets, x)
+
+
+def _steps(n, steps, dtype="f32"):
+    def make(memory):
+        return memory.from_numpy("x", np.arange(n, dtype=np.float32), dtype), memory.zeros("out", (n,), dtype), steps
+    return make
+
+
+def _filled(block, value):
+    def make(memory):
+        return (memory.zeros("out", (block,), "f32"),)
+    return make
+
+
+# (first launch, later launch): what differs is a converted scalar, an element type, a constexpr, or a
+# constexpr float that equals the first one but is another value (-0.0).
+REDONE = {
+    "loop trip count": ((_steps(32, 2), scaled_steps, (4,), {"BLOCK": 8}), (_steps(32, 3), scaled_steps, (4,),
+                                                                              {"BLOCK": 8})),
+    "element type": ((_steps(32, 2), scaled_steps, (4,), {"BLOCK": 8}), (_steps(32, 2, "f16"), scaled_steps, (4,),
+                                                                         {"BLOCK": 8})),
+    "constexpr": ((_steps(32, 2), scaled_steps, (4,), {"BLOCK": 8}), (_steps(32, 2), scaled_steps, (2,),
+                                                                      {"BLOCK": 16})),
+    "negative zero": ((_filled(8, 0.0), full_and_zeros_kernel, (2,), {"BLOCK": 8, "VALUE": 0.0}),
+                      (_filled(8, -0.0), full_and_zeros_kernel, (2,), {"BLOCK": 8, "VALUE": -0.0})),
+}
+
+
+@pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
+@pytest.mark.parametrize("case", list(REDONE))
+def test_adr0007_t112_a_later_launch_whose_guards_or_signature_differ_is_dry_run_again(case, timing_only):
+    (make, kernel, grid, meta), (later_make, later_kernel, later_grid, later_meta) = REDONE[case]
+    first = run_both(make, kernel, grid, meta, timing_only, runs=(True,))
+    assert first[0][2].interpretations == 1
+    results = run_both(later_make, later_kernel, later_grid, later_meta, timing_only)
+    assert_same(results)
+    assert results[1][2].interpretations == 1
+    assert len(trace._KEPT_SHAPES[kernel.fn]) == (1 if case == "loop trip count" else 2)  # signatures kept

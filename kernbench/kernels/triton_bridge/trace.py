@@ -17,7 +17,7 @@ every program), PID (depends on the program id, never on memory) or MEM
 Replaying the tape for a program is two phases on a fresh builder:
 
 1. the PID calls are run again for this program with a port that only
-   notes vector charges, and every guard is checked against the new value
+   notes vector charges, and every PID guard is checked against the new value
    (a call whose inputs another program already had is looked up, not
    run: see `Tape`). Nothing has reached the program's port yet, so a
    failed guard or an error costs nothing: another tape is tried, or the
@@ -35,9 +35,15 @@ a value the kernel's Python converts that derives from memory (only a
 timing-only builder can prove that cheaply, by refusing it), block
 pointers, reductions with a custom combine function, and values that bridge
 code made outside the builder.
+
+A dry run's tape is also kept for the kernel's later launches with the same
+argument types and constexprs (`_Shape`): a later launch remakes its calls
+with its own arguments, checking every guard, before it dry-runs anything.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import triton.language as tl
@@ -214,8 +220,9 @@ class _Recorder:
             raise _Untraceable("a value made outside the builder decides control flow")
         if self.kinds[slot] == MEM:
             raise _Untraceable("a value read from memory decides control flow")
-        if self.kinds[slot] == PID:
-            self.steps.append(_Guard(slot, type(converted), converted))
+        # A CONST guard holds in every program of the launch (a tape checks PID guards only); a later launch
+        # with other arguments checks it (`_Shape`).
+        self.steps.append(_Guard(slot, type(converted), converted))
 
 
 def _slots_in(templates):
@@ -354,16 +361,16 @@ class Tape:
     remembered.
     """
 
-    def __init__(self, recorder: _Recorder, memo_budget: MemoBudget) -> None:
-        steps = recorder.steps
-        early = _guarded_steps(steps, recorder.kinds)
+    def __init__(self, steps: list, kinds: list[int], values: list, memo_budget: MemoBudget) -> None:
+        early = _guarded_steps(steps, kinds)
         self._phase1: list[_Call | _Guard] = []
         timing: list[tuple] = []
         with_values: list[tuple] = []
         pid_charges = 0
         for index, step in enumerate(steps):
             if step.__class__ is _Guard:
-                self._phase1.append(step)
+                if kinds[step.slot] == PID:
+                    self._phase1.append(step)
                 continue
             if step.effect:
                 actions = ((_CALL, step),)
@@ -389,7 +396,7 @@ class Tape:
         self._with_values = _with_releases(_merged(with_values))
         self._pid_charges = pid_charges
         # PID slots are made again for each program; they need not be kept.
-        self._values = [None if kind == PID else value for value, kind in zip(recorder.values, recorder.kinds)]
+        self._values = [None if kind == PID else value for value, kind in zip(values, kinds)]
         self._constants = frozenset(id(value) for value in self._values if value is not None)
         self._kept = set(self._constants)
         # What PID calls made, under (id(step), key of its inputs): (made, charges, inputs, items). The budget is
@@ -405,7 +412,7 @@ class Tape:
         try:
             for step in self._phase1:
                 if step.__class__ is _Guard:
-                    if step.convert(values[step.slot].data.reshape(-1)[0]) != step.expected:
+                    if not _holds(step, values):
                         return None
                     continue
                 self._make(step, builder, values, noted)
@@ -510,7 +517,8 @@ def _guarded_steps(steps: list, kinds: list[int]) -> set[int]:
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
         if step.__class__ is _Guard:
-            needed.add(step.slot)
+            if kinds[step.slot] == PID:
+                needed.add(step.slot)
         elif step.kind == PID and not needed.isdisjoint(_results_of(step)):
             early.add(index)
             needed.update(slot for slot in step.inputs if kinds[slot] == PID)
@@ -572,6 +580,7 @@ class ProgramTraces:
         self._reused = 0
         self.dry_runs = 0
         self.memo_budget = MemoBudget()
+        self._shapes: set[_Shape] = set()  # the shapes this launch's tapes were made from
 
     def release(self) -> None:
         """The launch has ended: its remembered results are dropped and their bytes go back to the pool."""
@@ -620,7 +629,15 @@ class ProgramTraces:
         return True
 
     def _record(self, program_id, raise_unsupported: bool = False) -> Tape | None:
-        """The tape of a dry run of `program_id`, or None when the tape cannot follow the program."""
+        """The tape of `program_id`: from a shape another launch recorded, where its guards hold for this
+        program (`_Shape.values_for`), else from a dry run; None when the tape cannot follow the program."""
+        kept = _kept_shapes(self._fn, self._arguments)
+        for shape in reversed(kept):  # the newest first: the last launches' shapes
+            if shape not in self._shapes:
+                values = shape.values_for(self._kernel_name, self._arguments, program_id, self._grid)
+                if values is not None:
+                    self._shapes.add(shape)
+                    return Tape(shape.steps, shape.kinds, values, self.memo_budget)
         self.dry_runs += 1
         recorder = _Recorder(self._arguments)
         builder = _TracingBuilder(recorder, self._kernel_name, program_id, self._grid)
@@ -637,4 +654,137 @@ class ProgramTraces:
                 return None
             finally:
                 leave_program(token)
-        return Tape(recorder, self.memo_budget)
+        shape = _Shape(recorder)
+        self._shapes.add(shape)
+        kept.append(shape)
+        return Tape(recorder.steps, recorder.kinds, recorder.values, self.memo_budget)
+
+
+class _Shape:
+    """A dry run's calls, slot kinds and guards, for the kernel's later launches with the same `_signature`.
+
+    A launch's builder calls follow from its arguments' types and constexprs
+    (the signature), the scalars its Python converts (the guards) and what
+    earlier calls made. So for a later launch of that signature, remaking
+    every call of the shape in order on a dry builder of its program — its
+    own argument handles in the argument slots — gives the slots its own dry
+    run would record when every guard (CONST ones too: scalar arguments may
+    differ) sees the recorded value; the tape is then built from them as
+    from a dry run (ADR 0007, "Shapes kept across launches"). Triton reuses
+    a compiled kernel the same way: it compiles once per signature.
+    """
+
+    __slots__ = ("steps", "kinds")
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self.steps = recorder.steps
+        self.kinds = recorder.kinds
+
+    def values_for(self, kernel_name: str, arguments: dict, program_id, grid) -> list | None:
+        """Every slot's value for `program_id` of a launch with `arguments`, or None where a guard fails or a
+        call raises (a dry run then meets it where it belongs)."""
+        values = list(_argument_values(arguments.values()))
+        values += [None] * (len(self.kinds) - len(values))
+        remade = _Remade()
+        builder = BridgeBuilder(_DryPort(remade), kernel_name, program_id, grid, timing_only=True, memcheck=False)
+        program = RunningProgram(kernel_name, program_id, builder, TritonSemantic(builder))
+        with running_program():
+            token = enter_program(program)
+            try:
+                for step in self.steps:
+                    if step.__class__ is _Guard:
+                        if not _holds(step, values):
+                            return None
+                    elif step.fn.__name__ not in _HOST_EFFECTS:  # a print runs in phase 2, per program
+                        step(builder, values)
+            except Exception:
+                return None
+            finally:
+                leave_program(token)
+        return values
+
+
+class _Remade:
+    """What `_DryPort` tells while a `_Shape` is remade: every call is a top-level builder call. The charges it
+    notes are the recorded ones (they follow from shapes and dtypes, which the signature and guards fix)."""
+
+    __slots__ = ("depth", "touched", "charges")
+
+    def __init__(self) -> None:
+        self.depth = 1
+        self.touched = False
+        self.charges: list[tuple] = []
+
+
+def _holds(guard: _Guard, values: list) -> bool:
+    """Whether the scalar in the guard's slot converts to the value the guard saw."""
+    return guard.convert(values[guard.slot].data.reshape(-1)[0]) == guard.expected
+
+
+#: Signatures kept per kernel, and shapes per signature (`MAX_SHAPES`, as for a launch's tapes).
+MAX_SIGNATURES = 64
+_KEPT_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _kept_shapes(fn, arguments: dict) -> list[_Shape]:
+    """The shapes kept for launches of `fn` with the signature of `arguments` (a fresh list nobody keeps where
+    the signature cannot be told: such a launch shares nothing), oldest first, at most `MAX_SHAPES`."""
+    signature = _signature(arguments.values())
+    if signature is None:
+        return _Bounded()
+    by_signature = _KEPT_SHAPES.get(fn)
+    if by_signature is None:
+        by_signature = _KEPT_SHAPES[fn] = {}
+    shapes = by_signature.pop(signature, None)
+    if shapes is None:
+        shapes = _Bounded()
+        if len(by_signature) >= MAX_SIGNATURES:
+            del by_signature[next(iter(by_signature))]  # the least recently launched
+    by_signature[signature] = shapes
+    return shapes
+
+
+class _Bounded(list):
+    """A list of at most `MAX_SHAPES` shapes: appending to a full one drops the oldest."""
+
+    def append(self, shape: _Shape) -> None:
+        if len(self) >= MAX_SHAPES:
+            del self[0]
+        super().append(shape)
+
+
+_PLAIN = (type(None), bool, int, str)
+
+
+def _signature(arguments) -> tuple | None:
+    """What a launch's builder calls depend on besides its argument handles' values: each argument's kind and
+    type (a pointer's element type, a scalar's width), each constexpr and plain value (a float by its `repr`,
+    which tells -0.0 from 0.0); None where an argument is something else (a descriptor, an object, a constexpr
+    holding one), whose launches share no shapes."""
+    signature = []
+    for value in arguments:
+        if isinstance(value, tl.tensor) and value.handle.__class__ is Value:
+            signature.append(("tensor", str(value.type)))
+        elif type(value) is tuple:
+            item = _signature(value)
+            if item is None:
+                return None
+            signature.append(item)
+        else:
+            item = _plain(value.value if isinstance(value, tl.constexpr) else value)
+            if item is None:
+                return None
+            signature.append((isinstance(value, tl.constexpr), item))
+    return tuple(signature)
+
+
+def _plain(value) -> tuple | None:
+    """A key telling `value` from every value that could make other builder calls, or None for anything but
+    None, bools, ints, floats, strings and dtypes."""
+    if type(value) in _PLAIN:
+        return type(value), value
+    if type(value) is float:
+        return float, repr(value)
+    if isinstance(value, tl.dtype):
+        return tl.dtype, str(value)
+    return None
