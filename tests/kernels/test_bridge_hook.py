@@ -97,6 +97,7 @@ def test_adr0007_t23_launches_without_kernbench_tensors_are_stock_triton(launche
 
 
 def test_adr0007_t24_uninstall_restores_triton_run_methods():
+    uninstall_launch_hook()  # a session run earlier in this process leaves its hook installed (a new one replaces it)
     classes = (JITFunction, InterpretedFunction, Autotuner, Heuristics)
     originals = [vars(c)["run"] for c in classes]
     install_launch_hook(lambda launch: None)
