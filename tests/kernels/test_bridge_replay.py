@@ -9,6 +9,7 @@ too; `interpretations` says how often the kernel's Python actually ran.
 
 from __future__ import annotations
 
+import sys
 import tracemalloc
 import weakref
 
@@ -429,4 +430,48 @@ def test_adr0007_t112_a_later_launch_whose_guards_or_signature_differ_is_dry_run
     results = run_both(later_make, later_kernel, later_grid, later_meta, timing_only)
     assert_same(results)
     assert results[1][2].interpretations == 1
-    assert len(trace._KEPT_SHAPES[kernel.fn]) == (1 if case == "loop trip count" else 2)  # signatures kept
+    kept = trace._KEPT_SHAPES[kernel.fn]
+    assert len(kept) == 2 and len({signature for signature, _ in kept}) == (1 if case == "loop trip count" else 2)
+
+
+def test_adr0007_t113_a_kernel_keeps_its_most_recently_used_shapes_only():
+    """Every launch of another loop trip count is a shape of the same signature: a kernel keeps the 16 most
+    recently used, and a launch of a dropped one is dry-run again."""
+    for steps in range(trace.MAX_SHAPES + 2):
+        first = run_both(_steps(16, steps), scaled_steps, (2,), {"BLOCK": 8}, runs=(True,))
+        assert first[0][2].interpretations == 1
+    assert len(trace._KEPT_SHAPES[scaled_steps.fn]) == trace.MAX_SHAPES
+    # 2 is the oldest kept until its launch makes it the most recently used: the next two new shapes drop 3 and 4.
+    for steps, dry_runs in ((trace.MAX_SHAPES + 1, 0), (2, 0), (1, 1), (0, 1), (2, 0), (3, 1)):
+        results = run_both(_steps(16, steps), scaled_steps, (2,), {"BLOCK": 8})
+        assert_same(results)
+        assert results[1][2].interpretations == dry_runs, steps
+
+
+FACTOR = tl.constexpr(2.0)
+
+
+@triton.jit
+def _times_factor(x):
+    return x * FACTOR
+
+
+@triton.jit
+def scaled_by_global(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, _times_factor(tl.load(x_ptr + offsets)))
+
+
+def test_adr0007_t114_a_launch_after_a_global_its_kernel_reads_changed_is_dry_run_again(monkeypatch):
+    """The global is read by a jit function the kernel calls: the interpreter sees its new value, and so does the
+    signature the shapes are kept under."""
+    make, meta = _vector_pair(32), {"BLOCK": 8}
+    assert run_both(make, scaled_by_global, (4,), meta, runs=(True,))[0][2].interpretations == 1
+    assert run_both(make, scaled_by_global, (4,), meta, runs=(True,))[0][2].interpretations == 0
+    monkeypatch.setattr(sys.modules[__name__], "FACTOR", tl.constexpr(3.0))
+    results = run_both(make, scaled_by_global, (4,), meta)
+    assert_same(results)
+    assert results[1][2].interpretations == 1
+    program, method, _, (_, _, stored), _ = results[1][0][-1]  # the last program's store: its values, by bytes
+    assert (program, method) == ((3, 0, 0), "store")
+    assert np.frombuffer(stored, np.float32).tolist() == [3.0 * i for i in range(24, 32)]

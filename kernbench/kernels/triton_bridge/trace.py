@@ -48,6 +48,8 @@ import weakref
 import numpy as np
 import triton.language as tl
 from triton.language.semantic import TritonSemantic
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
 
 from kernbench.kernels.errors import UnsupportedKernelError
 from kernbench.kernels.kept_values import KeptValues, MemoBudget
@@ -631,11 +633,14 @@ class ProgramTraces:
     def _record(self, program_id, raise_unsupported: bool = False) -> Tape | None:
         """The tape of `program_id`: from a shape another launch recorded, where its guards hold for this
         program (`_Shape.values_for`), else from a dry run; None when the tape cannot follow the program."""
-        kept = _kept_shapes(self._fn, self._arguments)
-        for shape in reversed(kept):  # the newest first: the last launches' shapes
-            if shape not in self._shapes:
+        signature = _launch_signature(self._fn, self._arguments)
+        kept = _KEPT_SHAPES.get(self._fn, ()) if signature is not None else ()
+        for index in range(len(kept) - 1, -1, -1):  # the newest first: the last launches' shapes
+            kept_signature, shape = kept[index]
+            if kept_signature == signature and shape not in self._shapes:
                 values = shape.values_for(self._kernel_name, self._arguments, program_id, self._grid)
                 if values is not None:
+                    kept.append(kept.pop(index))
                     self._shapes.add(shape)
                     return Tape(shape.steps, shape.kinds, values, self.memo_budget)
         self.dry_runs += 1
@@ -656,12 +661,16 @@ class ProgramTraces:
                 leave_program(token)
         shape = _Shape(recorder)
         self._shapes.add(shape)
-        kept.append(shape)
+        if signature is not None:
+            kept = _KEPT_SHAPES.setdefault(self._fn, [])
+            if len(kept) >= MAX_SHAPES:
+                del kept[0]  # the least recently used
+            kept.append((signature, shape))
         return Tape(recorder.steps, recorder.kinds, recorder.values, self.memo_budget)
 
 
 class _Shape:
-    """A dry run's calls, slot kinds and guards, for the kernel's later launches with the same `_signature`.
+    """A dry run's calls, slot kinds and guards, for the kernel's later launches with the same `_launch_signature`.
 
     A launch's builder calls follow from its arguments' types and constexprs
     (the signature), the scalars its Python converts (the guards) and what
@@ -721,39 +730,39 @@ def _holds(guard: _Guard, values: list) -> bool:
     return guard.convert(values[guard.slot].data.reshape(-1)[0]) == guard.expected
 
 
-#: Signatures kept per kernel, and shapes per signature (`MAX_SHAPES`, as for a launch's tapes).
-MAX_SIGNATURES = 64
-_KEPT_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _kept_shapes(fn, arguments: dict) -> list[_Shape]:
-    """The shapes kept for launches of `fn` with the signature of `arguments` (a fresh list nobody keeps where
-    the signature cannot be told: such a launch shares nothing), oldest first, at most `MAX_SHAPES`."""
-    signature = _signature(arguments.values())
-    if signature is None:
-        return _Bounded()
-    by_signature = _KEPT_SHAPES.get(fn)
-    if by_signature is None:
-        by_signature = _KEPT_SHAPES[fn] = {}
-    shapes = by_signature.pop(signature, None)
-    if shapes is None:
-        shapes = _Bounded()
-        if len(by_signature) >= MAX_SIGNATURES:
-            del by_signature[next(iter(by_signature))]  # the least recently launched
-    by_signature[signature] = shapes
-    return shapes
-
-
-class _Bounded(list):
-    """A list of at most `MAX_SHAPES` shapes: appending to a full one drops the oldest."""
-
-    def append(self, shape: _Shape) -> None:
-        if len(self) >= MAX_SHAPES:
-            del self[0]
-        super().append(shape)
+#: Per kernel function, its shapes kept for later launches with their signatures, the most recently used last:
+#: at most `MAX_SHAPES` for all its signatures together, as a launch keeps at most that many tapes.
+_KEPT_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 _PLAIN = (type(None), bool, int, str)
+
+
+def _launch_signature(fn, arguments: dict) -> tuple | None:
+    """The launch's `_signature`, with the globals its kernel reads (`_globals_read`); None as for `_signature`."""
+    signature = _signature(arguments.values())
+    return None if signature is None else (*signature, _globals_read(fn, set()))
+
+
+def _globals_read(fn, seen: set) -> tuple:
+    """(name, `_plain` key) of every plain or constexpr global the function's code names, and those of the jit
+    functions it names, recursively. The kernel's Python reads them live on every dry run; Triton refuses a
+    launch after one changed, a kept shape is not used for it."""
+    seen.add(fn)
+    namespace, found = fn.__globals__, []
+    for name in fn.__code__.co_names:
+        value = namespace.get(name, _ABSENT)
+        if isinstance(value, (JITFunction, InterpretedFunction)):
+            if value.fn not in seen:
+                found.append((name, _globals_read(value.fn, seen)))
+            continue
+        key = _plain(value.value if isinstance(value, tl.constexpr) else value)
+        if key is not None:
+            found.append((name, key))
+    return tuple(found)
+
+
+_ABSENT = object()
 
 
 def _signature(arguments) -> tuple | None:
