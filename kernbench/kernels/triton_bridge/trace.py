@@ -37,8 +37,9 @@ pointers, reductions with a custom combine function, and values that bridge
 code made outside the builder.
 
 A dry run's tape is also kept for the kernel's later launches with the same
-argument types and constexprs (`_Shape`): a later launch remakes its calls
-with its own arguments, checking every guard, before it dry-runs anything.
+argument types, constexprs and globals read (`_Shape`): a later launch
+remakes its calls with its own arguments, checking every guard, before it
+dry-runs anything.
 """
 
 from __future__ import annotations
