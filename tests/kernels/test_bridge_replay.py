@@ -449,6 +449,7 @@ def test_adr0007_t113_a_kernel_keeps_its_most_recently_used_shapes_only():
 
 
 FACTOR = tl.constexpr(2.0)
+SHIFT = tl.constexpr(0.0)
 
 
 @triton.jit
@@ -459,19 +460,23 @@ def _times_factor(x):
 @triton.jit
 def scaled_by_global(x_ptr, out_ptr, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, _times_factor(tl.load(x_ptr + offsets)))
+    x = _times_factor(tl.load(x_ptr + offsets))
+    tl.store(out_ptr + offsets, [x + SHIFT for _ in (0,)][0])
 
 
-def test_adr0007_t114_a_launch_after_a_global_its_kernel_reads_changed_is_dry_run_again(monkeypatch):
-    """The global is read by a jit function the kernel calls: the interpreter sees its new value, and so does the
+@pytest.mark.parametrize("name, value, factor, shift", [("FACTOR", 3.0, 3.0, 0.0), ("SHIFT", 1.0, 2.0, 1.0)],
+                         ids=["read by a called jit function", "read in a comprehension"])
+def test_adr0007_t114_a_launch_after_a_global_its_kernel_reads_changed_is_dry_run_again(monkeypatch, name, value,
+                                                                                        factor, shift):
+    """The interpreter sees a changed global's new value (the kernel stores x * FACTOR + SHIFT), and so does the
     signature the shapes are kept under."""
     make, meta = _vector_pair(32), {"BLOCK": 8}
     assert run_both(make, scaled_by_global, (4,), meta, runs=(True,))[0][2].interpretations == 1
     assert run_both(make, scaled_by_global, (4,), meta, runs=(True,))[0][2].interpretations == 0
-    monkeypatch.setattr(sys.modules[__name__], "FACTOR", tl.constexpr(3.0))
+    monkeypatch.setattr(sys.modules[__name__], name, tl.constexpr(value))
     results = run_both(make, scaled_by_global, (4,), meta)
     assert_same(results)
     assert results[1][2].interpretations == 1
     program, method, _, (_, _, stored), _ = results[1][0][-1]  # the last program's store: its values, by bytes
     assert (program, method) == ((3, 0, 0), "store")
-    assert np.frombuffer(stored, np.float32).tolist() == [3.0 * i for i in range(24, 32)]
+    assert np.frombuffer(stored, np.float32).tolist() == [factor * i + shift for i in range(24, 32)]

@@ -746,12 +746,13 @@ def _launch_signature(fn, arguments: dict) -> tuple | None:
 
 
 def _globals_read(fn, seen: set) -> tuple:
-    """(name, `_plain` key) of every plain or constexpr global the function's code names, and those of the jit
-    functions it names, recursively. The kernel's Python reads them live on every dry run; Triton refuses a
-    launch after one changed, a kept shape is not used for it."""
+    """(name, `_plain` key) of every plain or constexpr global the function's code names (its comprehensions'
+    too: Triton compiles tuple comprehensions), and those of the jit functions it names, recursively. The
+    kernel's Python reads them live on every dry run; Triton refuses a launch after one of them has changed, and
+    here that launch has another signature."""
     seen.add(fn)
     namespace, found = fn.__globals__, []
-    for name in fn.__code__.co_names:
+    for name in dict.fromkeys(_names(fn.__code__)):
         value = namespace.get(name, _ABSENT)
         if isinstance(value, (JITFunction, InterpretedFunction)):
             if value.fn not in seen:
@@ -761,6 +762,15 @@ def _globals_read(fn, seen: set) -> tuple:
         if key is not None:
             found.append((name, key))
     return tuple(found)
+
+
+def _names(code):
+    """The names a code object and the code objects nested in it look up (before Python 3.12 a comprehension
+    is a code object of its own)."""
+    yield from code.co_names
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            yield from _names(constant)
 
 
 _ABSENT = object()
