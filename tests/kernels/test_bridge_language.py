@@ -1,5 +1,7 @@
 """The language features the bridge supports, one behaviour per test."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import triton
@@ -150,3 +152,37 @@ def test_adr0007_t33_unsupported_ops_name_the_kernel():
     x = memory.from_numpy("x", np.ones(8), "f32")
     with pytest.raises(UnsupportedKernelError, match="cumsum_kernel.*associative_scan"):
         launch_and_run(cumsum_kernel, (1,), (x,), {"N": 8}, memory)
+
+
+EDITED_KERNELS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale(x):
+    return x * 2.0
+
+
+@triton.jit
+def doubled(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, _scale(tl.load(x_ptr + offsets)))
+'''
+
+
+def test_adr0007_t115_a_kernel_runs_the_source_it_was_defined_with_though_its_file_changed_since(tmp_path):
+    """Edited after the import, before the first launch (lines added above, the bodies changed): the kernel and
+    the jit function it calls run the code the module was imported with, as Triton compiles it."""
+    path = tmp_path / "edited_kernels.py"
+    path.write_text(EDITED_KERNELS)
+    spec = importlib.util.spec_from_file_location("edited_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path.write_text("# edited\n" * 5 + EDITED_KERNELS.replace("x * 2.0", "x * 3.0").replace(
+        "_scale(tl.load(x_ptr + offsets))", "tl.load(x_ptr + offsets) + 1.0"))
+    memory = FlatMemory()
+    x = memory.from_numpy("x", np.arange(8, dtype=np.float32), "f32")
+    out = memory.zeros("out", (8,), "f32")
+    run_grid(prepare_launch(module.doubled, (1,), (x, out), {"BLOCK": 8}), FlatPort(memory))
+    assert out.numpy().tolist() == [2.0 * i for i in range(8)]

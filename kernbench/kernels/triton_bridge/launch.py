@@ -86,6 +86,7 @@ class PreparedLaunch:
         self,
         kernel_name: str,
         fn: Callable,
+        body: Callable,
         grid: tuple[int, int, int],
         arguments: dict[str, Any],
         pointer_args: tuple[PointerArg, ...],
@@ -96,11 +97,12 @@ class PreparedLaunch:
         self.pointer_args = pointer_args
         self.timing_only = timing_only
         self._fn = fn
+        self._body = body
         self._arguments = arguments
         self._interpreted = 0
         programs = grid[0] * grid[1] * grid[2]
         # A trace costs one interpretation without simulation: worth it when it serves another program.
-        self._traces = ProgramTraces(kernel_name, fn, arguments, grid) if programs > 1 else None
+        self._traces = ProgramTraces(kernel_name, fn, body, arguments, grid) if programs > 1 else None
 
     def __repr__(self) -> str:
         return f"PreparedLaunch({self.kernel_name!r}, grid={self.grid})"
@@ -124,7 +126,7 @@ class PreparedLaunch:
         if self.grid[0] * self.grid[1] * self.grid[2] == 0:
             return
         if self._traces is None:
-            self._traces = ProgramTraces(self.kernel_name, self._fn, self._arguments, self.grid)
+            self._traces = ProgramTraces(self.kernel_name, self._fn, self._body, self._arguments, self.grid)
         self._traces.record_first()
 
     def share_memo_pool(self, pool: list[int]) -> None:
@@ -163,11 +165,10 @@ class PreparedLaunch:
         self._interpreted += 1
         builder = BridgeBuilder(port, self.kernel_name, program_id, self.grid, self.timing_only, self.memcheck)
         program = RunningProgram(self.kernel_name, program_id, builder, TritonSemantic(builder))
-        body = rewritten(self._fn)
         with running_program():
             token = enter_program(program)
             try:
-                body(**self._arguments)
+                self._body(**self._arguments)
             finally:
                 leave_program(token)
 
@@ -184,7 +185,8 @@ def prepare_launch(
     values it did not read, and a program whose control flow or addresses
     depend on loaded values is refused with `TimingOnlyRefusal`.
     """
-    fn, kwargs = _unwrap(kernel, tuple(args), dict(kwargs))
+    kernel, kwargs = _unwrap(kernel, tuple(args), dict(kwargs))
+    fn = kernel.fn
     signature = inspect.signature(fn)
     bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
     bound.apply_defaults()
@@ -195,12 +197,12 @@ def prepare_launch(
             arguments[name] = value if isinstance(value, tl.constexpr) else tl.constexpr(value)
         else:
             arguments[name] = _kernel_value(fn.__name__, name, value, pointers)
-    return PreparedLaunch(
-        fn.__name__, fn, _grid(fn.__name__, grid, bound.arguments), arguments, tuple(pointers), timing_only
-    )
+    return PreparedLaunch(fn.__name__, fn, rewritten(fn, kernel), _grid(fn.__name__, grid, bound.arguments), arguments,
+                          tuple(pointers), timing_only)
 
 
-def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[Callable, dict]:
+def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[JITFunction | InterpretedFunction, dict]:
+    """The jit function inside `kernel`'s decorators, and `kwargs` with what they add."""
     while not isinstance(kernel, (JITFunction, InterpretedFunction)):
         if isinstance(kernel, Heuristics):
             for name, heuristic in kernel.values.items():
@@ -210,7 +212,7 @@ def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[Callable, dict]:
         else:
             raise UnsupportedKernelError(f"{kernel!r} is not a @triton.jit kernel")
         kernel = kernel.fn
-    return kernel.fn, kwargs
+    return kernel, kwargs
 
 
 def _first_config(tuner: Autotuner, args: tuple, kwargs: dict) -> dict:

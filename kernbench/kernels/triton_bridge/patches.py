@@ -138,7 +138,7 @@ def _dispatch_plain(original, replacement):
 
 def _call_jit_function(self, *args, **kwargs):
     """A jit function called from a kernel body runs inline, like a device function."""
-    return rewritten(self.fn)(*args, **kwargs)
+    return rewritten(self.fn, self)(*args, **kwargs)
 
 
 def _dtype_to_ir(self, builder):

@@ -48,20 +48,35 @@ class _WrapAssignments(ast.NodeTransformer):
         return node
 
 
-def rewritten(fn: types.FunctionType) -> types.FunctionType:
-    """`fn` with Triton assignment semantics, compiled once and cached."""
+def rewritten(fn: types.FunctionType, kernel=None) -> types.FunctionType:
+    """`fn` with Triton assignment semantics, compiled once and cached.
+
+    `kernel`, the jit function wrapping `fn` where the caller has it, gives
+    the source lines Triton read when it was defined; without it they are
+    read now, and a file edited since the module was imported would give
+    other code than the module's.
+    """
     if fn not in _REWRITTEN:
-        _REWRITTEN[fn] = _rewrite(fn)
+        _REWRITTEN[fn] = _rewrite(fn, kernel)
     return _REWRITTEN[fn]
 
 
-def _rewrite(fn: types.FunctionType) -> types.FunctionType:
+def _source_lines(fn: types.FunctionType, kernel) -> tuple[list[str], int]:
+    """The source lines of `fn` and the number of the first: as Triton kept them (`raw_src`,
+    `starting_line_number`, from 3.6 on), else from the file."""
+    kept = getattr(kernel, "raw_src", None), getattr(kernel, "starting_line_number", None)
+    if kept[0] is not None and kept[1] is not None:
+        return list(kept[0]), kept[1]
     try:
-        lines, first_line = inspect.getsourcelines(fn)
+        return inspect.getsourcelines(fn)
     except OSError as error:
         raise UnsupportedKernelError(
             f"kernel '{fn.__name__}' has no source file; the bridge needs its source to run it"
         ) from error
+
+
+def _rewrite(fn: types.FunctionType, kernel) -> types.FunctionType:
+    lines, first_line = _source_lines(fn, kernel)
     definition = ast.parse(textwrap.dedent("".join(lines))).body[0]
     definition.decorator_list = []
     definition = _WrapAssignments().visit(definition)

@@ -59,7 +59,6 @@ from kernbench.kernels.triton_bridge.builder import BridgeBuilder
 from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
 from kernbench.kernels.triton_bridge.dtypes import numpy_dtype_of
 from kernbench.kernels.triton_bridge.patches import running_program
-from kernbench.kernels.triton_bridge.rewriter import rewritten
 from kernbench.kernels.triton_bridge.values import Value, placeholder
 
 CONST, PID, MEM = 0, 1, 2
@@ -573,9 +572,10 @@ class ProgramTraces:
     program id) stops recording after two.
     """
 
-    def __init__(self, kernel_name: str, fn, arguments: dict, grid: tuple[int, int, int]) -> None:
+    def __init__(self, kernel_name: str, fn, body, arguments: dict, grid: tuple[int, int, int]) -> None:
         self._kernel_name = kernel_name
         self._fn = fn
+        self._body = body  # `fn` rewritten (`rewriter.rewritten`)
         self._arguments = arguments
         self._grid = grid
         self._tapes: list[Tape] = []
@@ -651,7 +651,7 @@ class ProgramTraces:
         with running_program():
             token = enter_program(program)
             try:
-                rewritten(self._fn)(**self._arguments)
+                self._body(**self._arguments)
             except UnsupportedKernelError:
                 if raise_unsupported:
                     raise
