@@ -76,8 +76,8 @@ def _event_texts(oplog: OpLog):
             name, cat, label_text = (encoded.get(value) or encoded.setdefault(value, json.dumps(value))
                                      for value in (label or kind, kind, label))
             flow_text = "" if flow is _UNSEEN else f', "flow_id": {json.dumps(flow)}'
-            yield (f'{{"name": {name}, "cat": {cat}, "ph": "X", "ts": {start / PS_PER_US!r}, '
-                   f'"dur": {(end - start) / PS_PER_US!r}, "pid": {pid}, "tid": {tid}, "args": {{"bytes": {nbytes}, '
+            yield (f'{{"name": {name}, "cat": {cat}, "ph": "X", "ts": {_us(start)!r}, '
+                   f'"dur": {_us(end - start)!r}, "pid": {pid}, "tid": {tid}, "args": {{"bytes": {nbytes}, '
                    f'"flops": {flops}, "program": {"null" if program is None else program}, "label": {label_text}'
                    f'{flow_text}{text}}}}}')
         if flow is not _UNSEEN:

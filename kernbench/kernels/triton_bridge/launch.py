@@ -36,7 +36,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernbench.kernels.errors import KernelFault, UnsupportedKernelError
 from kernbench.kernels.triton_bridge import blocks
 from kernbench.kernels.triton_bridge.builder import BridgeBuilder
-from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
+from kernbench.kernels.triton_bridge.context import RunningProgram
 from kernbench.kernels.triton_bridge.dtypes import numpy_dtype, triton_dtype
 from kernbench.kernels.triton_bridge.patches import running_program
 from kernbench.kernels.triton_bridge.port import ProgramPort
@@ -165,12 +165,8 @@ class PreparedLaunch:
         self._interpreted += 1
         builder = BridgeBuilder(port, self.kernel_name, program_id, self.grid, self.timing_only, self.memcheck)
         program = RunningProgram(self.kernel_name, program_id, builder, TritonSemantic(builder))
-        with running_program():
-            token = enter_program(program)
-            try:
-                self._body(**self._arguments)
-            finally:
-                leave_program(token)
+        with running_program(program):
+            self._body(**self._arguments)
 
 
 def prepare_launch(

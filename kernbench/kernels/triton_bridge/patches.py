@@ -44,7 +44,7 @@ from triton.runtime.jit import JITFunction
 
 from kernbench.kernels.errors import TimingOnlyRefusal, UnsupportedKernelError
 from kernbench.kernels.triton_bridge import blocks, reductions
-from kernbench.kernels.triton_bridge.context import current_program
+from kernbench.kernels.triton_bridge.context import RunningProgram, current_program, enter_program, leave_program
 from kernbench.kernels.triton_bridge.rewriter import rewritten
 from kernbench.kernels.triton_bridge.values import Value
 
@@ -392,10 +392,12 @@ _PATCH = _LanguagePatch()
 
 
 @contextmanager
-def running_program():
-    """Keep `triton.language` patched for the duration of one program."""
+def running_program(program: RunningProgram):
+    """Run `program` (the one `current_program` gives in this greenlet), with `triton.language` patched."""
     _PATCH.acquire()
+    token = enter_program(program)
     try:
         yield
     finally:
+        leave_program(token)
         _PATCH.release()

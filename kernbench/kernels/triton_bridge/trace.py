@@ -56,7 +56,7 @@ from kernbench.kernels.errors import UnsupportedKernelError
 from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.kernels.triton_bridge.blocks import StridedBlock
 from kernbench.kernels.triton_bridge.builder import BridgeBuilder
-from kernbench.kernels.triton_bridge.context import RunningProgram, enter_program, leave_program
+from kernbench.kernels.triton_bridge.context import RunningProgram
 from kernbench.kernels.triton_bridge.dtypes import numpy_dtype_of
 from kernbench.kernels.triton_bridge.patches import running_program
 from kernbench.kernels.triton_bridge.values import Value, placeholder
@@ -648,18 +648,15 @@ class ProgramTraces:
         recorder = _Recorder(self._arguments)
         builder = _TracingBuilder(recorder, self._kernel_name, program_id, self._grid)
         program = RunningProgram(self._kernel_name, program_id, builder, TritonSemantic(builder))
-        with running_program():
-            token = enter_program(program)
-            try:
+        try:
+            with running_program(program):
                 self._body(**self._arguments)
-            except UnsupportedKernelError:
-                if raise_unsupported:
-                    raise
-                return None
-            except Exception:
-                return None
-            finally:
-                leave_program(token)
+        except UnsupportedKernelError:
+            if raise_unsupported:
+                raise
+            return None
+        except Exception:
+            return None
         shape = _Shape(recorder)
         self._shapes.add(shape)
         if signature is not None:
@@ -698,19 +695,16 @@ class _Shape:
         remade = _Remade()
         builder = BridgeBuilder(_DryPort(remade), kernel_name, program_id, grid, timing_only=True, memcheck=False)
         program = RunningProgram(kernel_name, program_id, builder, TritonSemantic(builder))
-        with running_program():
-            token = enter_program(program)
-            try:
+        try:
+            with running_program(program):
                 for step in self.steps:
                     if step.__class__ is _Guard:
                         if not _holds(step, values):
                             return None
                     elif step.fn.__name__ not in _HOST_EFFECTS:  # a print runs in phase 2, per program
                         step(builder, values)
-            except Exception:
-                return None
-            finally:
-                leave_program(token)
+        except Exception:
+            return None
         return values
 
 
@@ -758,7 +752,7 @@ def _globals_read(fn, seen: set) -> tuple:
             if value.fn not in seen:
                 found.append((name, _globals_read(value.fn, seen)))
             continue
-        key = _plain(value.value if isinstance(value, tl.constexpr) else value)
+        key = _plain(value)
         if key is not None:
             found.append((name, key))
     return tuple(found)
@@ -791,7 +785,7 @@ def _signature(arguments) -> tuple | None:
                 return None
             signature.append(item)
         else:
-            item = _plain(value.value if isinstance(value, tl.constexpr) else value)
+            item = _plain(value)
             if item is None:
                 return None
             signature.append((isinstance(value, tl.constexpr), item))
@@ -799,8 +793,10 @@ def _signature(arguments) -> tuple | None:
 
 
 def _plain(value) -> tuple | None:
-    """A key telling `value` from every value that could make other builder calls, or None for anything but
-    None, bools, ints, floats, strings and dtypes."""
+    """A key telling `value` (a constexpr's value where it is one) from every value that could make other builder
+    calls, or None for anything but None, bools, ints, floats, strings and dtypes."""
+    if isinstance(value, tl.constexpr):
+        value = value.value
     if type(value) in _PLAIN:
         return type(value), value
     if type(value) is float:
