@@ -4,8 +4,8 @@ A change that must not move a simulated picosecond (a refactor, a speed-up)
 is checked by running the suite before and after it with this plugin and
 comparing the two files, test by test:
 
-    pytest -p tests.oplog_digest --oplog-digest=/tmp/before.jsonl    # on the old commit
-    pytest -p tests.oplog_digest --oplog-digest=/tmp/after.jsonl     # on the new one
+    python -m pytest -p tests.oplog_digest --oplog-digest=/tmp/before.jsonl    # on the old commit
+    python -m pytest -p tests.oplog_digest --oplog-digest=/tmp/after.jsonl     # on the new one
     python -m tests.oplog_digest /tmp/before.jsonl /tmp/after.jsonl
 
 A machine's digest covers every op-log row (device, unit, kind, label,
