@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kernbench.kernels import PreparedLaunch  # noqa: E402
 from kernbench.kernels.library.matmul import matmul  # noqa: E402
 from kernbench.numerics import assert_close  # noqa: E402
-from kernbench.runtime_api import access_plans  # noqa: E402
+from kernbench.runtime_api.launch import access_plans  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 
 SIZES = (512, 1024)

@@ -27,7 +27,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from kernbench.runtime_api import device_ops  # noqa: E402
+from kernbench.runtime_api.ops import device_ops  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 
 REPEATS = 3

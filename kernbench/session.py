@@ -22,20 +22,20 @@ from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api import kernel_launch
-from kernbench.runtime_api.ahbm import AhbmModule
+from kernbench.runtime_api.launch import kernel_launch
+from kernbench.runtime_api.namespace.ahbm import AhbmModule
 from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.current_run import set_current_torch
 from kernbench.runtime_api.device import Device
-from kernbench.runtime_api.factories import Factories
-from kernbench.runtime_api.random import RandomFactories, RankRandom
+from kernbench.runtime_api.namespace.factories import Factories
+from kernbench.runtime_api.namespace.random import RandomFactories, RankRandom
 from kernbench.runtime_api.streams import failed_operation
-from kernbench.runtime_api.processes import multiprocessing_namespace
-from kernbench.runtime_api.torch_imports import RunBound, outside_a_run, resolve, torch_imports
-from kernbench.runtime_api.worker_stdout import as_worker, worker_stdout
+from kernbench.runtime_api.namespace.processes import multiprocessing_namespace
+from kernbench.runtime_api.namespace.torch_imports import RunBound, outside_a_run, resolve, torch_imports
+from kernbench.runtime_api.namespace.worker_stdout import as_worker, worker_stdout
 from kernbench.runtime_api import autograd
-from kernbench.runtime_api.tensor import Tensor
-from kernbench.runtime_api.tensor_ops import TORCH_FUNCTIONS, functional_namespace, testing_assert_close
+from kernbench.runtime_api.tensor.core import Tensor
+from kernbench.runtime_api.ops.tensor_ops import TORCH_FUNCTIONS, functional_namespace, testing_assert_close
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver
@@ -159,7 +159,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
 
 
 def lookup_before_a_run(module: str, attr: str):
-    """`module.attr` as a bench's module-level code finds it, before its run exists (runtime_api/torch_imports.py).
+    """`module.attr` as a bench's module-level code finds it, before its run exists (runtime_api/namespace/torch_imports.py).
 
     A run-independent name is itself; a name no run has is its
     `UnsupportedError` line; a run's function is a `RunBound`, found in the
@@ -184,7 +184,7 @@ def _reference_torch() -> Namespace:
 
 # The names of the fake torch and its submodules that are the same objects in every run (no runtime context behind
 # them), by module: a bench's module-level `from torch import float16`, run before its run starts, gets these
-# (runtime_api/torch_imports.py).
+# (runtime_api/namespace/torch_imports.py).
 RUN_INDEPENDENT_NAMES = {
     "torch": {
         "Tensor": Tensor, "dtype": DType, "Size": tuple, "device": Device, "DPPolicy": DPPolicy,

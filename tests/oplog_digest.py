@@ -13,6 +13,12 @@ kernel, program, start, duration, args) in append order and the engine's
 final time, so two runs agree only if they logged the same ops at the same
 picoseconds. Green tests alone say less: most tests check a value or one
 time, not the whole timeline.
+
+Hypothesis draws its examples from a seed and a database of earlier
+failures, which differ between checkouts; with this plugin it draws them
+derandomized and without a database, so two checkouts test the same
+examples. Tests that race a real signal against the run
+(tests/robustness/test_signals.py) still differ from run to run.
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ def pytest_addoption(parser):
     parser.addoption("--oplog-digest", default=None, metavar="FILE",
                      help="write each test's op-log digests to FILE (one JSON line per test; xdist workers add "
                           "their id to the name)")
+
+
+def pytest_configure(config):
+    if config.getoption("--oplog-digest") is not None:
+        from hypothesis import settings
+
+        settings.register_profile("oplog-digest", derandomize=True, database=None)
+        settings.load_profile("oplog-digest")
 
 
 def _digest(machine) -> str:

@@ -58,7 +58,7 @@ from kernbench.ccl.tuner import AUTO, slots_within
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.machine.ipcq import IpcqSettings
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api.factories import Factories
+from kernbench.runtime_api.namespace.factories import Factories
 from kernbench.runtime_api.streams import Stream
 from kernbench.runtime_api.unsupported import missing_attribute
 

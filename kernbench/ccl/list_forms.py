@@ -11,7 +11,7 @@ stream, timed like any copy, so a list form costs what it costs there.
 from __future__ import annotations
 
 from kernbench.ccl.errors import CollectiveError
-from kernbench.runtime_api.factories import Factories
+from kernbench.runtime_api.namespace.factories import Factories
 
 
 class FlatLists:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.list_forms import FlatLists, check_list
-from kernbench.runtime_api.factories import Factories
+from kernbench.runtime_api.namespace.factories import Factories
 
 
 class PeFlatLists(FlatLists):

@@ -27,7 +27,7 @@ from typing import Callable
 
 from kernbench.errors import KernbenchError
 from kernbench.report.natural_sort import natural_key
-from kernbench.runtime_api.torch_imports import torch_imports
+from kernbench.runtime_api.namespace.torch_imports import torch_imports
 
 SHIPPED_BENCHES = Path(__file__).resolve().parent.parent / "benches"
 

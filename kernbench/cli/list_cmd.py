@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 def handle(args) -> int:
     if args.path is not None and not args.path.is_dir():
         raise BenchError(f"{args.path}: not a folder; expected a folder of bench .py files")
-    from kernbench.runtime_api.triton_driver import triton_driver  # benches may import Triton code
+    from kernbench.runtime_api.launch.triton_driver import triton_driver  # benches may import Triton code
     from kernbench.topology import load_topology
 
     shipped = benches_in(SHIPPED_BENCHES)

@@ -72,7 +72,7 @@ def handle(args) -> int:
                               inputs={"bench file": _bench_file(args.bench),
                                       "--topology file": resolve_topology_path(args.topology), "--ccl file": args.ccl})
     resolve_bench_path(args.bench)  # a bench that is not there is one line before the simulator loads
-    from kernbench.runtime_api.triton_driver import triton_driver  # with the simulator: slow
+    from kernbench.runtime_api.launch.triton_driver import triton_driver  # with the simulator: slow
     from kernbench.topology import load_topology
 
     topology = load_topology(args.topology)
@@ -84,7 +84,7 @@ def _run(args, outputs: dict[str, Path], topology) -> int:
     """Load the bench, run it on a new session, report; the exit status."""
     from kernbench.report import format_report, run_report
     from kernbench.report.progress import ProgressLine
-    from kernbench.runtime_api.spawn import ProcessExitedException, SpawnException
+    from kernbench.runtime_api.namespace.spawn import ProcessExitedException, SpawnException
     from kernbench.session import Session
 
     bench = load_bench_entry(args.bench)
@@ -123,7 +123,7 @@ def _run(args, outputs: dict[str, Path], topology) -> int:
 
 def bench_help(name: str) -> str:
     """`kernbench run NAME --help`: the bench's description, usage and its own options."""
-    from kernbench.runtime_api.triton_driver import triton_driver  # a bench may import Triton code
+    from kernbench.runtime_api.launch.triton_driver import triton_driver  # a bench may import Triton code
     from kernbench.topology import load_topology
 
     with triton_driver(load_topology(None)):

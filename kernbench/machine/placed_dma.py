@@ -3,7 +3,7 @@
 A tensor spread over cubes by a `DPPolicy` is read or written with one DMA
 per cube that holds some of the touched elements (from the replica nearest
 the PE), all issued together through the PE's least busy DMA engine — the
-rule a Triton program's loads and stores follow (runtime_api/kernel_port.py),
+rule a Triton program's loads and stores follow (runtime_api/launch/kernel_port.py),
 kept here so the collectives' PE programs move region elements the same way.
 Values are read at each DMA's start and written at its end (`run_transfers`).
 `issue_load` / `issue_store` are the same DMAs for work that does not block

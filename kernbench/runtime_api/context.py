@@ -17,10 +17,10 @@ import numpy as np
 
 from kernbench.kernels import kept_values
 from kernbench.machine import Machine
-from kernbench.runtime_api import access_plans
+from kernbench.runtime_api.launch import access_plans
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, parse_device
 from kernbench.runtime_api.errors import RuntimeUsageError
-from kernbench.runtime_api.random import Generator, as_seed, generator_class
+from kernbench.runtime_api.generators import Generator, as_seed, generator_class
 from kernbench.runtime_api.streams import Stream
 from kernbench.sim_engine import Engine
 from kernbench.topology import Topology

@@ -12,16 +12,16 @@ marked with the operation it arose in (`failed_operation`), the first time
 only, so whoever reports it blames the kernel or collective that was
 actually running, never a later one that merely shared its stream (or a
 stream that waited on it).
+
+Streams and events belong to a run: `ctx` is its `RuntimeContext`, which
+makes them (context.py imports this module, not the other way round).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from kernbench.runtime_api.errors import RuntimeUsageError
-
-if TYPE_CHECKING:
-    from kernbench.runtime_api.context import RuntimeContext
 
 PS_PER_MS = 10**9
 
@@ -29,7 +29,7 @@ PS_PER_MS = 10**9
 class Stream:
     """An in-order queue of operations on one device (`torch.ahbm.Stream`)."""
 
-    def __init__(self, ctx: "RuntimeContext", device_index: int, name: str | None = None):
+    def __init__(self, ctx, device_index: int, name: str | None = None):
         self._ctx = ctx
         self.device_index = device_index
         self._tail = None
@@ -98,7 +98,7 @@ def failed_operation(error: BaseException):
 class Event:
     """A marker in a stream (`torch.ahbm.Event`): when it is reached, in simulated time."""
 
-    def __init__(self, ctx: "RuntimeContext", enable_timing: bool = True, blocking: bool = False,
+    def __init__(self, ctx, enable_timing: bool = True, blocking: bool = False,
                  interprocess: bool = False):
         self._ctx = ctx
         self.enable_timing = enable_timing

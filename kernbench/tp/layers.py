@@ -45,7 +45,7 @@ import numpy as np
 
 from kernbench.dtypes import resolve_dtype
 from kernbench.runtime_api.autograd import Function
-from kernbench.runtime_api.device_ops import gemm_tile
+from kernbench.runtime_api.ops.device_ops import gemm_tile
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError

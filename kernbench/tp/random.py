@@ -19,7 +19,7 @@ expert rank + the expert tensor rank).
 **Over the run's generators.** A state is what `torch.ahbm.get_rng_state()`
 returns for the calling rank's default generator, and a fork sets it with
 `torch.ahbm.set_rng_state`. As in PyTorch, the host and each device have a
-default generator of their own (kernbench.runtime_api.random), so a fork
+default generator of their own (kernbench.runtime_api.namespace.random), so a fork
 swaps the device's stream and host draws are not affected.
 `use_cudagraphable_rng=True` keeps each state as a `torch.Generator` instead
 of a state tensor (Megatron's graph-safe tracker), with the same streams.

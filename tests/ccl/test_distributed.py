@@ -24,7 +24,7 @@ from kernbench.dtypes import resolve_dtype
 from kernbench.numerics import assert_close
 from kernbench.policy import DPPolicy, PlacementError
 from kernbench.report import format_report, run_report
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.topology import load_topology
 

@@ -13,7 +13,7 @@ import pytest
 from kernbench.ccl.errors import CollectiveError
 from kernbench.cli.bench_loader import load_bench
 from kernbench.numerics import assert_close
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.runtime_api.unsupported import UnsupportedError
 from kernbench.session import Session
 from tests.ccl.test_distributed import (ALGORITHMS, ccl, is_pe_world, over_pes, restore_current_ccl,  # noqa: F401

@@ -11,7 +11,7 @@ import pytest
 
 from kernbench.ccl.errors import CollectiveError
 from kernbench.errors import KernbenchError
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
 from kernbench.topology import load_topology

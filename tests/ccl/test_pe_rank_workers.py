@@ -15,7 +15,7 @@ import pytest
 from kernbench.ccl.errors import CollectiveError
 from kernbench.cli.bench_loader import load_bench
 from kernbench.cli.bench_options import BenchUsageError
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
 from tests.ccl.test_distributed import ccl, restore_current_ccl  # noqa: F401 (autouse fixture)

@@ -12,7 +12,7 @@ import pytest
 
 from kernbench.cli.bench_loader import BenchError, load_bench
 from kernbench.runtime_api.errors import RuntimeUsageError
-from kernbench.runtime_api.torch_imports import SUBMODULES
+from kernbench.runtime_api.namespace.torch_imports import SUBMODULES
 from kernbench.runtime_api.unsupported import UnsupportedError
 from kernbench.session import RUN_INDEPENDENT_NAMES, Session
 

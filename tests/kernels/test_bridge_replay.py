@@ -306,7 +306,7 @@ def test_adr0007_t63_the_launches_of_a_run_share_one_memo_pool_and_give_it_back_
     never below empty, and is all back (the results dropped) once the launches end; so are their access plans
     (ADR 0007, "Kept access plans"), from a pool of their own."""
     from kernbench.kernels.library.matmul import matmul as library_matmul
-    from kernbench.runtime_api import access_plans
+    from kernbench.runtime_api.launch import access_plans
     from kernbench.session import Session
 
     pool_size = 96 << 10  # less than two launches would keep: the second finds the pool drained

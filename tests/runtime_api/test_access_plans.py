@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from kernbench.kernels.library.matmul import matmul
-from kernbench.runtime_api import access_plans
-from kernbench.runtime_api import device_ops
-from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
+from kernbench.runtime_api.launch import access_plans
+from kernbench.runtime_api.ops import device_ops
+from kernbench.runtime_api.launch.access_plans import AccessPlan, AccessPlans
 from kernbench.session import Session
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from kernbench.numerics import assert_close
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.tensor_ops import BINARY, BINARY_GRAD, UNARY, UNARY_GRAD
+from kernbench.runtime_api.ops.tensor_ops import BINARY, BINARY_GRAD, UNARY, UNARY_GRAD
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
-from kernbench.runtime_api.device_ops import storage_indices
+from kernbench.runtime_api.ops.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.tensor_ops import BINARY, UNARY
-from kernbench.runtime_api.views import Layout
+from kernbench.runtime_api.ops.tensor_ops import BINARY, UNARY
+from kernbench.runtime_api.layout.views import Layout
 from kernbench.session import Session
 from tests.runtime_api.closed_forms import dma_ps
 
@@ -248,7 +248,7 @@ def test_adr0016_t14_ops_on_strided_views_match_numpy(rows, cols, name):
 def test_adr0016_t16_index_add_of_one_tile_takes_its_closed_form_on_an_idle_machine():
     """One tile of distinct targets on one PE: load the out tile, gather the source elements aimed at it, one
     vector pass over them, store the tile; each a DMA through the PE's engine (`dma_ps`)."""
-    from kernbench.runtime_api.device_ops import index_add
+    from kernbench.runtime_api.ops.device_ops import index_add
 
     n, targets = 96, np.arange(96) % 10  # ten distinct targets, each hit nine or ten times
     session = Session("default")
@@ -315,7 +315,7 @@ def test_adr0016_t101_storage_indices_follow_the_view_rule_position_by_position(
 ])
 def test_adr0016_t104_a_matmul_tile_is_the_largest_that_fits_a_tcm_share_and_gives_every_pe_a_program(
         topology, batches, m, n, dtype, tile):
-    from kernbench.runtime_api.device_ops import gemm_tile
+    from kernbench.runtime_api.ops.device_ops import gemm_tile
 
     session = Session(topology)
     assert gemm_tile(session.ctx, batches, m, n, resolve_dtype(dtype)) == tile

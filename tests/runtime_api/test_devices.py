@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernbench.runtime_api.device import Device, DeviceError
-from kernbench.runtime_api.tensor_moves import cuda_device, to_device
+from kernbench.runtime_api.tensor.moves import cuda_device, to_device
 from tests.runtime_api.closed_forms import PS_PER_S, ceil_div
 
 

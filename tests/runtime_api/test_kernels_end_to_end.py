@@ -14,7 +14,7 @@ from kernbench.cli import main
 from kernbench.kernels import PreparedLaunch
 from kernbench.kernels.library.matmul import matmul
 from kernbench.kernels.library.vector_add import add
-from kernbench.runtime_api import kernel_launch
+from kernbench.runtime_api.launch import kernel_launch
 from kernbench.session import Session
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from kernbench.dtypes import DTypeError, resolve_dtype
-from kernbench.runtime_api import tensor as tensor_module
+from kernbench.runtime_api.tensor import core as tensor_module
 from kernbench.runtime_api.device import DeviceError
-from kernbench.runtime_api.tensor import HOST_READS
+from kernbench.runtime_api.tensor.core import HOST_READS
 from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, host_to_cube_path
 
 # What each registered entry point is called with, for the barrier test.

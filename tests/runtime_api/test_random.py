@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.runtime_api.random import DEFAULT_SEED
+from kernbench.runtime_api.generators import DEFAULT_SEED
 from kernbench.session import Session
 
 

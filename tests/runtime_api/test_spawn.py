@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
 

@@ -21,7 +21,7 @@ from kernbench.machine.storage import CHUNK_BYTES, HostMemoryError, Storage
 from kernbench.policy import DPPolicy
 from kernbench.report.progress import ProgressLine
 from kernbench.runtime_api.errors import ValuesNotComputed
-from kernbench.runtime_api.tensor import HOST_READS
+from kernbench.runtime_api.tensor.core import HOST_READS
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kernbench.errors import KernbenchError
-from kernbench.runtime_api.surface import render_surface
-from kernbench.runtime_api.tensor import Tensor
+from kernbench.runtime_api.namespace.surface import render_surface
+from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.runtime_api.unsupported import KNOWN_UNSUPPORTED, Namespace, UnsupportedError, tensor_getattr
 from tests.cli import run_kernbench
 

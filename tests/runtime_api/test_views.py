@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kernbench.ccl.errors import CollectiveError
 from kernbench.kernels.library.vector_add import add_kernel
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.views import Layout, basic_index, permute, view
+from kernbench.runtime_api.layout.views import Layout, basic_index, permute, view
 from kernbench.session import Session
 
 

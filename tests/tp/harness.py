@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.tp import parallel_state
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.runtime_api.current_run import current_torch
-from kernbench.runtime_api.spawn import SpawnException
+from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.tp import parallel_state as ps
 

@@ -35,7 +35,7 @@ from kernbench.kernels.triton_bridge.values import all_set, placeholder
 from kernbench.machine import Transfer, hbm, tcm
 from kernbench.machine.placed_dma import kept_dmas, lanes_per_cube, load_elements, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
-from kernbench.runtime_api.access_plans import AccessPlan, AccessPlans
+from kernbench.runtime_api.launch.access_plans import AccessPlan, AccessPlans
 from kernbench.runtime_api.errors import WorkingSetTooLarge
 
 _ATOMIC_OPS = {

@@ -17,7 +17,7 @@ import inspect
 import numpy as np
 
 from kernbench.dtypes import DType
-from kernbench.runtime_api.tensor import HOST_READS, Tensor
+from kernbench.runtime_api.tensor.core import HOST_READS, Tensor
 from kernbench.runtime_api.unsupported import KNOWN_UNSUPPORTED, SURFACE_DOC, Namespace
 
 REGENERATE = "python docs/torch_surface.py > docs/torch-surface.md"

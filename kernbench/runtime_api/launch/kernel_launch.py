@@ -35,9 +35,9 @@ from typing import Iterator
 
 from kernbench.kernels.errors import KernelFault
 from kernbench.kernels.triton_import import when_imported
-from kernbench.runtime_api.access_plans import AccessPlans
+from kernbench.runtime_api.launch.access_plans import AccessPlans
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.kernel_port import SimProgramPort
+from kernbench.runtime_api.launch.kernel_port import SimProgramPort
 
 
 def install() -> None:

@@ -25,7 +25,7 @@ import numpy as np
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.data_executor import Region
 from kernbench.machine.placed_dma import lanes_per_cube
-from kernbench.runtime_api.boxes import box_span, row_major_strides
+from kernbench.runtime_api.layout.boxes import box_span, row_major_strides
 from kernbench.runtime_api.errors import TensorError
 
 

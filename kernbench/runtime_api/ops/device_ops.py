@@ -26,9 +26,9 @@ from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import kept_dmas, load_elements, store_elements
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.kernel_launch import launch_programs
-from kernbench.runtime_api.promotion import is_tensor
-from kernbench.runtime_api.views import Layout
+from kernbench.runtime_api.launch.kernel_launch import launch_programs
+from kernbench.runtime_api.ops.promotion import is_tensor
+from kernbench.runtime_api.layout.views import Layout
 
 # Operand and result tiles of one program share a PE's TCM with the other resident programs.
 _TCM_SHARE = 4

@@ -17,8 +17,8 @@ import numpy as np
 
 from kernbench.dtypes import DType, resolve_dtype
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, DeviceError
-from kernbench.runtime_api import tensor as tensor_module  # a module, so tensor.py may import this one first
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.ops.promotion import is_tensor
 
 
 def to_device(tensor, device=None, dtype=None, non_blocking=False, copy=False):
@@ -28,14 +28,14 @@ def to_device(tensor, device=None, dtype=None, non_blocking=False, copy=False):
     after it are torch's `non_blocking, copy` (so `x.to(torch.half, True)`
     is non-blocking).
     """
-    if _is_dtype(device) or isinstance(device, tensor_module.Tensor):
+    if _is_dtype(device) or is_tensor(device):
         if dtype is not None and not isinstance(dtype, bool):
             raise TensorError(f"to(): got a second dtype or device {dtype!r} after {device!r}; "
                               "write to(device, dtype) or to(dtype)")
         if isinstance(dtype, bool):  # to(dtype_or_tensor, non_blocking, copy) given positionally
             non_blocking, copy = dtype, non_blocking
         first = device
-        device, dtype = (first.device, first.dtype) if isinstance(first, tensor_module.Tensor) else (None, first)
+        device, dtype = (first.device, first.dtype) if is_tensor(first) else (None, first)
     target = tensor.device if device is None else tensor._ctx.parse_device(device)
     dtype = tensor.dtype if dtype is None else resolve_dtype(dtype)
     if target == tensor.device and dtype == tensor.dtype and not copy:
@@ -59,12 +59,11 @@ def _is_dtype(value) -> bool:
 
 def _moved(tensor, target: Device, dtype: DType, non_blocking: bool):
     """A new contiguous tensor on `target` with `dtype` holding `tensor`'s values (once its copy lands)."""
-    ctx, name = tensor._ctx, f"{tensor.name}.to"
+    name = f"{tensor.name}.to"
     if target.is_host:
         values = tensor.numpy() if tensor.device.is_host else tensor.cpu().numpy()
         values = values.astype(dtype.numpy, copy=True)
-        return tensor_module.Tensor(ctx, tensor.shape, dtype, CPU, name, host_array=values)
+        return tensor._new(tensor.shape, dtype, CPU, name, host_array=values)
     whole = not tensor.device.is_host and tensor._is_whole_storage()
-    policy = tensor.placement.policy if whole else tensor_module.DEFAULT_POLICY
-    out = tensor_module.device_tensor(ctx, tensor.shape, dtype, target.index, policy, name)
+    out = tensor._new(tensor.shape, dtype, target, name, policy=tensor.placement.policy if whole else None)
     return out.copy_(tensor, non_blocking=non_blocking or not tensor.device.is_host)

@@ -19,7 +19,7 @@ from math import prod
 
 import numpy as np
 
-from kernbench.runtime_api.boxes import row_major_strides
+from kernbench.runtime_api.layout.boxes import row_major_strides
 from kernbench.runtime_api.errors import TensorError
 
 

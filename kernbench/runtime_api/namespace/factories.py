@@ -26,10 +26,10 @@ from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtyp
 from kernbench.machine import Transfer, hbm
 from kernbench.machine.storage import HostMemoryError
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api.copies import fill_into, slice_of
+from kernbench.runtime_api.layout.copies import fill_into, slice_of
 from kernbench.runtime_api.device import CPU
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.tensor import DEFAULT_POLICY, Tensor, device_tensor
+from kernbench.runtime_api.tensor.core import DEFAULT_POLICY, Tensor, device_tensor
 
 
 

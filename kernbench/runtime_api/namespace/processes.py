@@ -15,10 +15,10 @@ PyTorch's three and `get_context` returns this module.
 from __future__ import annotations
 
 from kernbench.errors import KernbenchError
-from kernbench.runtime_api.spawn import (ProcessContext, ProcessExitedException, SpawnException, exit_code, failed,
+from kernbench.runtime_api.namespace.spawn import (ProcessContext, ProcessExitedException, SpawnException, exit_code, failed,
                                          ignore_failure, spawn, spawn_failure, wait_for_ranks)
 from kernbench.runtime_api.unsupported import Namespace
-from kernbench.runtime_api.worker_stdout import as_worker
+from kernbench.runtime_api.namespace.worker_stdout import as_worker
 
 START_METHODS = ("spawn", "fork", "forkserver")
 

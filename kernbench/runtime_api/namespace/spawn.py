@@ -16,7 +16,7 @@ from __future__ import annotations
 import traceback
 
 from kernbench.errors import KernbenchError
-from kernbench.runtime_api.worker_stdout import as_worker
+from kernbench.runtime_api.namespace.worker_stdout import as_worker
 
 
 class RankAborted(Exception):

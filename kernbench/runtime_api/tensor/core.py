@@ -25,19 +25,19 @@ from kernbench.dtypes import DType
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.placed_dma import lanes_per_cube
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api import autograd, views
-from kernbench.runtime_api.boxes import box_span
-from kernbench.runtime_api.copies import copy_elements, copy_into, fill_into
+from kernbench.runtime_api import autograd
+from kernbench.runtime_api.layout import views
+from kernbench.runtime_api.layout.boxes import box_span
+from kernbench.runtime_api.layout.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
-from kernbench.runtime_api.device_ops import index_add
+from kernbench.runtime_api.ops.device_ops import index_add
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
-from kernbench.runtime_api.tensor_moves import cuda_device, to_device
+from kernbench.runtime_api.tensor.moves import cuda_device, to_device
 from kernbench.runtime_api.unsupported import tensor_getattr
-from kernbench.runtime_api.views import Layout
+from kernbench.runtime_api.layout.views import Layout
 
 if TYPE_CHECKING:
     from kernbench.machine.memory import Allocation
-    from kernbench.runtime_api.context import RuntimeContext
 
 HOST_READS: dict[str, str] = {}
 
@@ -59,10 +59,11 @@ class Tensor:
     storage of elements: a placed HBM allocation for device tensors, a numpy
     array for host tensors. Views share their base's storage and its list of
     writes in flight, so a write through any view is seen, and waited for,
-    through every other (adr/0015-views.md).
+    through every other (adr/0015-views.md). `ctx` is the run's
+    `RuntimeContext`.
     """
 
-    def __init__(self, ctx: "RuntimeContext", shape: tuple[int, ...], dtype: DType, device: Device, name: str,
+    def __init__(self, ctx, shape: tuple[int, ...], dtype: DType, device: Device, name: str,
                  *, allocation: "Allocation | None" = None, host_array: np.ndarray | None = None,
                  view_of: "Tensor | None" = None, layout: Layout | None = None):
         self._ctx = ctx
@@ -296,9 +297,20 @@ class Tensor:
 
     def _new_like(self, shape, name: str) -> "Tensor":
         """A new contiguous tensor of `shape` and this dtype, on this device (the default placement)."""
-        if self.device.is_host:
-            return Tensor(self._ctx, shape, self.dtype, CPU, name, host_array=np.empty(shape, dtype=self.dtype.numpy))
-        return device_tensor(self._ctx, shape, self.dtype, self.device.index, DEFAULT_POLICY, name)
+        return self._new(shape, self.dtype, self.device, name)
+
+    def _new(self, shape, dtype: DType, device: Device, name: str, *, policy=None,
+             host_array: np.ndarray | None = None) -> "Tensor":
+        """A new contiguous tensor in this tensor's run: on the host holding `host_array` (uninitialized when None),
+        or allocated on `device` under `policy` (the default placement when None).
+
+        The op table's rows and the moves between devices make their results
+        here, so that they need not import this module (which imports them).
+        """
+        if device.is_host:
+            values = np.empty(shape, dtype=dtype.numpy) if host_array is None else host_array
+            return Tensor(self._ctx, shape, dtype, CPU, name, host_array=values)
+        return device_tensor(self._ctx, shape, dtype, device.index, DEFAULT_POLICY if policy is None else policy, name)
 
     # ---- host reads ---------------------------------------------------------------------
     @host_read
@@ -542,7 +554,7 @@ def _gather_backward(base, key, grad):
     return (zeros,)
 
 
-def device_tensor(ctx: "RuntimeContext", shape, dtype: DType, device_index: int, policy, name: str) -> Tensor:
+def device_tensor(ctx, shape, dtype: DType, device_index: int, policy, name: str) -> Tensor:
     """Allocate an uninitialized tensor in `device_index`'s HBM, placed by `policy`."""
     topology = ctx.topology
     placement = policy.place(tuple(shape), topology.cubes_per_sip, topology.pes_per_cube)

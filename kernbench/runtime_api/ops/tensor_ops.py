@@ -21,11 +21,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from kernbench.dtypes import DType, bool_, float32, int64, resolve_dtype
-from kernbench.runtime_api import autograd, device_ops
-from kernbench.runtime_api.device_ops import Reduction, float_type
+from kernbench.runtime_api import autograd
+from kernbench.runtime_api.ops import device_ops
+from kernbench.runtime_api.ops.device_ops import Reduction, float_type
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.promotion import category, is_tensor, result_type
-from kernbench.runtime_api.tensor import DEFAULT_POLICY, Tensor, device_tensor
+from kernbench.runtime_api.ops.promotion import category, is_tensor, result_type
+from kernbench.runtime_api.tensor.core import DEFAULT_POLICY, Tensor, device_tensor
 
 
 def _erf(x):

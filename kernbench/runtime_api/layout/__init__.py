@@ -1,0 +1,1 @@
+"""Where a tensor's elements sit in its storage (strided views, boxes of rows) and the copies between storages."""
