@@ -35,7 +35,7 @@ from kernbench.runtime_api.namespace.torch_imports import RunBound, outside_a_ru
 from kernbench.runtime_api.namespace.worker_stdout import as_worker, worker_stdout
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor.core import Tensor
-from kernbench.runtime_api.ops.tensor_ops import TORCH_FUNCTIONS, functional_namespace, testing_assert_close
+from kernbench.runtime_api.ops.binding import FUNCTIONAL, TESTING, TORCH_FUNCTIONS
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver
@@ -195,7 +195,7 @@ RUN_INDEPENDENT_NAMES = {
     },
     "torch.distributed": {name: value for name, value in vars(Distributed).items() if isinstance(value, type)},
     "torch.nn": {"Parameter": _parameter},
-    "torch.nn.functional": vars(functional_namespace()),
+    "torch.nn.functional": FUNCTIONAL,
     "torch.autograd": {"Function": autograd.Function, "backward": autograd.backward},
-    "torch.testing": {"assert_close": testing_assert_close},
+    "torch.testing": TESTING,
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kernbench.runtime_api.autograd import Function
 from kernbench.runtime_api.ops.device_ops import elementwise_block
-from kernbench.runtime_api.ops.tensor_ops import gelu_tanh_slope
+from kernbench.runtime_api.ops.functional import gelu_tanh_slope
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.errors import ModelParallelError
 

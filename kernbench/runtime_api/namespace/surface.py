@@ -3,8 +3,10 @@
 `render_surface(torch)` walks a run's namespace — `torch`, `torch.ahbm`
 (also `torch.cuda`), `torch.distributed`, every submodule, and `Tensor` —
 and gives each public name the first paragraph of its docstring, which
-states what it does and, for device work, its cost rule. A test compares
-the committed page with this text, so the page cannot go stale:
+states what it does and, for device work, its cost rule; then it lists the
+op table's rows (ops/table.py): each op's forms, cost class and whether it
+has a derivative. A test compares the committed page with this text, so the
+page cannot go stale:
 
     python docs/torch_surface.py > docs/torch-surface.md
 """
@@ -17,6 +19,7 @@ import inspect
 import numpy as np
 
 from kernbench.dtypes import DType
+from kernbench.runtime_api.ops.table import ROWS
 from kernbench.runtime_api.tensor.core import HOST_READS, Tensor
 from kernbench.runtime_api.unsupported import KNOWN_UNSUPPORTED, SURFACE_DOC, Namespace
 
@@ -37,10 +40,18 @@ def public_names(obj) -> list[str]:
 
 def tensor_names(sample: Tensor) -> list[str]:
     """`Tensor`'s methods, properties and attributes, with the operator and protocol dunders it defines."""
-    own = {name for name, value in vars(Tensor).items() if name not in _TENSOR_PLUMBING
+    own = {name for name, value in _class_names().items() if name not in _TENSOR_PLUMBING
            and (not name.startswith("_") or _is_dunder(name) and _is_method_or_property(value))}
     attributes = {name for name in vars(sample) if not name.startswith("_")}
     return sorted(own | attributes, key=lambda name: (name.startswith("__"), name))
+
+
+def _class_names() -> dict:
+    """`Tensor`'s own names and those its op-table base gives it (a name of both is Tensor's own)."""
+    names = {}
+    for cls in reversed(Tensor.__mro__[:-1]):
+        names.update(vars(cls))
+    return names
 
 
 def sections(torch) -> list[tuple[str, object]]:
@@ -79,10 +90,27 @@ def render_surface(torch) -> str:
     lines += _table("torch.Tensor", [(name, _tensor_description(sample, name)) for name in tensor_names(sample)],
                     "Methods and properties; *host read* marks a barrier that waits for the writes in flight "
                     "(ADR 0005).")
+    lines += _op_table()
     lines += ["## Known unsupported", "", "Common PyTorch names kernbench does not provide, and why.", "",
               "| name | why |", "|---|---|"]
     lines += [f"| `{name}` | {_cell(why)} |" for name, why in sorted(KNOWN_UNSUPPORTED.items())]
     return "\n".join(lines) + "\n"
+
+
+def _op_table() -> list[str]:
+    """The op table's rows: where each op is found, how its device work is timed, whether autograd can
+    differentiate it directly (a composite's steps are differentiated one by one)."""
+    out = ["## The op table", "",
+           "One row per op (`kernbench/runtime_api/ops/table.py`): the forms it takes, its cost class "
+           "(how its device work is timed) and whether it has a derivative of its own (composites are "
+           "differentiated through their steps).", "",
+           "| op | aliases | forms | cost class | derivative |", "|---|---|---|---|---|"]
+    for name, row in sorted(ROWS.items()):
+        forms = ", ".join(form for form in ("torch", "method", "inplace", "functional", "testing") if form in row.forms)
+        aliases = ", ".join(f"`{alias}`" for alias in row.aliases)
+        derivative = "yes" if row.grad else ("through its steps" if row.cost.name == "COMPOSITE" else "—")
+        out.append(f"| `{name}` | {aliases} | {forms} | {row.cost.name.lower()} | {derivative} |")
+    return out + [""]
 
 
 def _table(path: str, rows: list[tuple[str, str]], intro: str = "") -> list[str]:
@@ -118,7 +146,8 @@ def _tensor_description(sample: Tensor, name: str) -> str:
     elif isinstance(static, property):
         text = "(property) " + _docstring(static.fget)
     else:
-        alias = next((other for other, candidate in vars(Tensor).items() if candidate is static and other < name), None)
+        alias = next((other for other, candidate in _class_names().items() if candidate is static and other < name),
+                     None)
         text = f"alias of `torch.Tensor.{alias}`" if alias else _docstring(getattr(Tensor, name))
     return text + (" — *host read*" if name in HOST_READS else "")
 

@@ -30,6 +30,7 @@ from kernbench.runtime_api.layout import views
 from kernbench.runtime_api.layout.boxes import box_span
 from kernbench.runtime_api.layout.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
+from kernbench.runtime_api.ops.binding import TensorOps
 from kernbench.runtime_api.ops.device_ops import index_add
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor.moves import cuda_device, to_device
@@ -52,7 +53,7 @@ def host_read(method):
     return method
 
 
-class Tensor:
+class Tensor(TensorOps):
     """A tensor on the host (`device='cpu'`) or on a simulated device (`ahbm:N`): a view of a storage.
 
     Its elements are `layout` (shape, strides, offset; views.py) over a flat
@@ -60,7 +61,8 @@ class Tensor:
     array for host tensors. Views share their base's storage and its list of
     writes in flight, so a write through any view is seen, and waited for,
     through every other (adr/0015-views.md). `ctx` is the run's
-    `RuntimeContext`.
+    `RuntimeContext`. Its operators and the methods of torch's ops come from
+    the op table (`TensorOps`, ops/binding.py).
     """
 
     def __init__(self, ctx, shape: tuple[int, ...], dtype: DType, device: Device, name: str,
@@ -297,20 +299,22 @@ class Tensor:
 
     def _new_like(self, shape, name: str) -> "Tensor":
         """A new contiguous tensor of `shape` and this dtype, on this device (the default placement)."""
-        return self._new(shape, self.dtype, self.device, name)
+        return Tensor._make(self._ctx, shape, self.dtype, self.device, name)
 
-    def _new(self, shape, dtype: DType, device: Device, name: str, *, policy=None,
-             host_array: np.ndarray | None = None) -> "Tensor":
-        """A new contiguous tensor in this tensor's run: on the host holding `host_array` (uninitialized when None),
-        or allocated on `device` under `policy` (the default placement when None).
+    @staticmethod
+    def _make(ctx, shape, dtype: DType, device: Device, name: str, *, policy=None,
+              host_array: np.ndarray | None = None) -> "Tensor":
+        """A new contiguous tensor of run `ctx`: on the host holding `host_array` (uninitialized when None), or
+        allocated on `device` under `policy` (the default placement when None).
 
         The op table's rows and the moves between devices make their results
-        here, so that they need not import this module (which imports them).
+        through a tensor they hold (`operand._make`), so that they need not
+        import this module, which imports them.
         """
         if device.is_host:
             values = np.empty(shape, dtype=dtype.numpy) if host_array is None else host_array
-            return Tensor(self._ctx, shape, dtype, CPU, name, host_array=values)
-        return device_tensor(self._ctx, shape, dtype, device.index, DEFAULT_POLICY if policy is None else policy, name)
+            return Tensor(ctx, shape, dtype, CPU, name, host_array=values)
+        return device_tensor(ctx, shape, dtype, device.index, DEFAULT_POLICY if policy is None else policy, name)
 
     # ---- host reads ---------------------------------------------------------------------
     @host_read

@@ -63,7 +63,8 @@ def _moved(tensor, target: Device, dtype: DType, non_blocking: bool):
     if target.is_host:
         values = tensor.numpy() if tensor.device.is_host else tensor.cpu().numpy()
         values = values.astype(dtype.numpy, copy=True)
-        return tensor._new(tensor.shape, dtype, CPU, name, host_array=values)
+        return tensor._make(tensor._ctx, tensor.shape, dtype, CPU, name, host_array=values)
     whole = not tensor.device.is_host and tensor._is_whole_storage()
-    out = tensor._new(tensor.shape, dtype, target, name, policy=tensor.placement.policy if whole else None)
+    policy = tensor.placement.policy if whole else None
+    out = tensor._make(tensor._ctx, tensor.shape, dtype, target, name, policy=policy)
     return out.copy_(tensor, non_blocking=non_blocking or not tensor.device.is_host)

@@ -1,0 +1,145 @@
+"""Reductions: the one runner every reduction row goes through, and the ops written in terms of reductions
+(`max`/`min` with indices, `var`, `std`, `norm`).
+
+A reduction row's value is a `device_ops.Reduction` (chunk, merge, finish),
+run over `dim` by device_ops.reduce; half types accumulate in float32, as
+torch's reductions do. The composites are written with tensor methods, so
+they are as many device ops as they have steps, each timed and logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+import numpy as np
+
+from kernbench.dtypes import DType, bool_, float32, int64, resolve_dtype
+from kernbench.runtime_api import autograd
+from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.ops import device_ops
+from kernbench.runtime_api.ops.device_ops import Reduction
+from kernbench.runtime_api.ops.elementwise import result_maker
+from kernbench.runtime_api.ops.promotion import is_tensor
+
+
+def argchunk(pick):
+    """The chunk step of argmax/argmin: the picked value of each row and its index in the whole reduced extent."""
+    def chunk(values, first):
+        index = pick(values, axis=1)
+        return np.take_along_axis(values, index[:, None], axis=1)[:, 0], index + first
+    return chunk
+
+
+def argmerge(better):
+    """The merge step of argmax/argmin: the better of two (value, index) partials, the earlier on ties."""
+    def merge(a, b):
+        take_b = better(b[0], a[0])
+        return np.where(take_b, b[0], a[0]), np.where(take_b, b[1], a[1])
+    return merge
+
+
+def mean_reduction() -> Reduction:
+    return Reduction(lambda v, _: v.sum(axis=1), np.add, lambda partial, count: partial / count)
+
+
+def arg_reduction(pick, better) -> Reduction:
+    return Reduction(argchunk(pick), argmerge(better), lambda partial, _: partial[1])
+
+
+def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
+    if dtype is not None:
+        dtype = resolve_dtype(dtype)
+        return dtype, _wide(dtype)
+    if name in ("all", "any"):
+        return bool_, bool_
+    if name in ("argmax", "argmin"):
+        return int64, _wide(x.dtype)
+    if name == "mean" and not x.dtype.is_floating_point:
+        raise TensorError(f"mean(): could not infer output dtype. Input dtype must be a floating point type, "
+                          f"got {x.dtype.name}; pass dtype=")
+    if name in ("sum", "prod") and not x.dtype.is_floating_point:
+        return int64, int64
+    return x.dtype, _wide(x.dtype)
+
+
+def _wide(dtype: DType) -> DType:
+    """Half types accumulate in float32, as torch's reductions do."""
+    return float32 if dtype.name in ("f16", "bf16") else dtype
+
+
+def reduce(row, x, dim=None, keepdim: bool = False, *, dtype=None):
+    """Reduction row `row` over `x`'s `dim` (an int, a tuple, or None for every dimension)."""
+    if dim is None:
+        dims = tuple(range(x.ndim))
+    else:
+        dims = tuple(sorted({operator.index(d) % max(x.ndim, 1)
+                             for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+    if x.ndim == 0:
+        dims = ()
+    result, compute = _dtypes(row.name, x, dtype)
+    out = device_ops.reduce(row.name, row.numpy, x, dims, keepdim, result, compute, result_maker((x,)))
+    if row.grad is None:
+        return out
+    return autograd.record(out, row.name, (x,), functools.partial(_backward, row, x, dims, keepdim, out))
+
+
+def _backward(row, x, dims, keepdim: bool, out, grad):
+    """The output gradient spread back over the reduced elements (keepdim restored, then broadcast)."""
+    if not keepdim:
+        for d in dims:
+            grad, out = grad.unsqueeze(d), out.unsqueeze(d)
+    (rule,) = row.grad
+    return (rule(grad, x, out, dims),)
+
+
+class ValuesIndices(tuple):
+    """torch.return_types.max / min: a pair with `.values` and `.indices`."""
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def max_of(x, dim=None, keepdim: bool = False):
+    """The maximum of every element, or (values, indices) along `dim`, or with a tensor the elementwise maximum."""
+    if dim is None:
+        return x.amax()
+    if is_tensor(dim):
+        return x.maximum(dim)
+    return ValuesIndices((x.amax(dim, keepdim), x.argmax(dim, keepdim)))
+
+
+def min_of(x, dim=None, keepdim: bool = False):
+    """The minimum of every element, or (values, indices) along `dim`, or with a tensor the elementwise minimum."""
+    if dim is None:
+        return x.amin()
+    if is_tensor(dim):
+        return x.minimum(dim)
+    return ValuesIndices((x.amin(dim, keepdim), x.argmin(dim, keepdim)))
+
+
+def var(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
+    """Variance with Bessel's `correction` (torch's default 1): mean, subtract, square, sum, divide."""
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    centered = x - x.mean(dim, keepdim=True)
+    total = centered.square().sum(dim, keepdim)
+    count = x.numel() // max(1, total.numel()) if dim is not None else x.numel()
+    return total / max(0, count - correction)
+
+
+def std(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
+    """Standard deviation: the square root of `var`."""
+    return var(x, dim, correction=correction, keepdim=keepdim, unbiased=unbiased).sqrt()
+
+
+def norm(x, p="fro", dim=None, keepdim: bool = False):
+    """The 2-norm (p=2 or 'fro'): square, sum, square root."""
+    if p not in (2, 2.0, "fro"):
+        raise TensorError(f"norm: p={p!r} is not supported by kernbench; it computes the 2-norm (p=2 or 'fro')")
+    return x.square().sum(dim, keepdim).sqrt()

@@ -1,0 +1,7 @@
+"""The op table's elementwise rows with a numpy function, by arity: what the row-by-row tests run."""
+
+from kernbench.runtime_api.ops.table import ROWS, Cost
+
+_ELEMENTWISE = {name: row for name, row in ROWS.items() if row.cost is Cost.ELEMENTWISE and row.numpy is not None}
+UNARY = {name: row for name, row in _ELEMENTWISE.items() if row.operands == 1}
+BINARY = {name: row for name, row in _ELEMENTWISE.items() if row.operands == 2}
