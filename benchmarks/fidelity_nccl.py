@@ -11,7 +11,7 @@ GPU interleaves memory over its stacks, and prints per size the measured
 and simulated time, the error and what the tuner ran.
 
 Sizes below 1 MiB are printed but not scored: there the measured times are
-the host's launch cost, which scatters (26-129 us) with no trend in size.
+the host's launch cost, which scatters with no trend in size.
 The last two lines are `geomean_abs_error_ge_1MiB: X` and
 `max_abs_error_ge_1MiB: Y`, as percentages.
 

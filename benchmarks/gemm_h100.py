@@ -24,7 +24,7 @@ The simulation keeps no op log (nothing reads it during a run, and at
 8192^3 it would hold ~60 million records); even so 8192^3 needs ~9 GB of
 host memory and 4096^3 ~4 GB, for the addresses the bridge's replay works
 out ahead for every program in flight (adr/0008, "A GEMM fidelity check
-against a real H100"). Host time: 4096^3 takes ~150-260 s of CPU.
+against a real H100"). 4096^3 takes minutes of host CPU.
 
 Run as `python benchmarks/gemm_h100.py` from the repository root (one
 BLAS thread, as benchmarks/gemm_wall.py). Options: `--sizes 2048,4096`

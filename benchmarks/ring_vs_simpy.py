@@ -48,9 +48,9 @@ ratios, `ring_vs_simpy_every_rank_wall_ratio` then
 `ring_vs_simpy_wall_ratio` (lower is better for kernbench).
 
 Run as `python benchmarks/ring_vs_simpy.py` from the repository root
-(`--quick`: 4 x 4 MiB and 16 x 1 MiB, a few seconds; `--with-256`: add 256
-ranks x 1 MiB, run once, which takes SimPy and kernbench's every-rank run
-about 13 s each on the shared 2-core machine, so it is left out by default).
+(`--quick`: 4 x 4 MiB and 16 x 1 MiB; `--with-256`: add 256 ranks x 1 MiB,
+run once, left out by default because SimPy and kernbench's every-rank run
+each simulate every one of its messages).
 """
 
 from __future__ import annotations

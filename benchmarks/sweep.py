@@ -2,8 +2,8 @@
 
 The sweep is the shipped `ccl_allreduce` bench, timing only, with 64 Mi f16
 elements per rank (128 MiB), over 4 algorithms x 2 inter-SIP bandwidths: 8
-points of about two seconds each, so that a point's process start-up
-(about 0.8 s of imports) does not dominate. Every measurement runs all 8
+points of a few seconds each, so that a point's process start-up (an
+interpreter importing the simulator) does not dominate. Every measurement runs all 8
 points afresh into a folder of its own, through `run_sweep` with the
 executor the command line would build.
 

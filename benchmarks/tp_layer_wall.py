@@ -2,11 +2,11 @@
 
 A GPT-class layer is what a simulator must run that the host cannot: one
 step at GPT-3 width (`kernbench run tp_layer --topology large --timing-only
--- --hidden 12288 --heads 96 --seq 2048 --tp 8 --dp 1`) takes about twelve
-minutes. This runs the same bench, tp 8 with sequence
-parallelism and overlap, at two smaller widths that exercise the same paths
-(Triton linear kernels, device-op attention, the collectives between them,
-busy HBM stacks whose channels keep gaps) in a minute or so: each case is
+-- --hidden 12288 --heads 96 --seq 2048 --tp 8 --dp 1`) takes many
+minutes. This runs the same bench, tp 8 with sequence parallelism and
+overlap, at two smaller widths that exercise the same paths (Triton linear
+kernels, device-op attention, the collectives between them, busy HBM
+stacks whose channels keep gaps) in far less time: each case is
 the command a user types, in a fresh interpreter. Per case: the simulated
 step (which must be the same in every round: checked), the simulated ops
 the report counts, the best wall and CPU seconds of `--rounds`, the cases
