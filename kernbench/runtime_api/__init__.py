@@ -4,8 +4,8 @@ Parts, each importing only the ones listed before it (tests/test_architecture.py
 pins the order):
 
 - the run's foundations, at this level: `errors`, `device` (device strings),
-  `unsupported` (one line for a name kernbench lacks), `current_run`, `streams`,
-  `autograd` (the graph and backward pass);
+  `unsupported` (one line for a name kernbench lacks); then `current_run`,
+  `streams`, `autograd` (the graph and backward pass);
 - `layout/`: where a tensor's elements sit in its storage (views, boxes) and
   copies between storages;
 - `launch/`: launching programs on the PEs (kernel launch, the port a
@@ -15,7 +15,7 @@ pins the order):
   device ops that time and execute the rows;
 - `tensor/`: `Tensor` itself, its methods generated from the op table, and
   moves between devices;
-- `generators`, `context`: the run's random generators and `RuntimeContext`;
+- `generators`, then `context`: the run's random generators and `RuntimeContext`;
 - `namespace/`: the modules a bench sees (`torch.*` factories, `torch.ahbm`,
   random, `torch.multiprocessing`, `import torch` during a run, the surface
   page).

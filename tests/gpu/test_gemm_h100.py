@@ -9,7 +9,7 @@ and compares: error = (simulated - measured) / measured, |error| <= 0.15.
 
 It failed (+3.46) until the topology had an L2 (`sip.l2`) and channels
 kept the gaps a held-back transfer leaves (ADR 0003); adr/0008-cost-model.md,
-"A GEMM fidelity check against a real H100", gives the figures.
+"A GEMM fidelity check against a real H100", says why, and benchmarks/gemm_h100.py prints the figures.
 """
 
 from __future__ import annotations

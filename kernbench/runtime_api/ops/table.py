@@ -256,7 +256,7 @@ _ROWS = [
     _binary("bitwise_xor", np.bitwise_xor, "integral", operator="xor"),
     # elementwise ops with arguments of their own
     _op("where", Cost.ELEMENTWISE, elementwise.where, method=_where_method),
-    _op("clamp", Cost.ELEMENTWISE, elementwise.clamp, "torch method inplace", aliases=("clip",)),
+    _op("clamp", Cost.COMPOSITE, elementwise.clamp, "torch method inplace", aliases=("clip",)),
     _op("masked_fill", Cost.ELEMENTWISE, elementwise.masked_fill, "torch method inplace"),
     _op("to_dtype", Cost.ELEMENTWISE, elementwise.to_dtype, "method"),
     _op("float", Cost.ELEMENTWISE, _cast(float32, "This tensor as float32 (a cast: one vector pass)."), "method"),
