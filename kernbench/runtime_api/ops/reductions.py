@@ -105,22 +105,21 @@ class ValuesIndices(tuple):
         return self[1]
 
 
-def max_of(x, dim=None, keepdim: bool = False):
-    """The maximum of every element, or (values, indices) along `dim`, or with a tensor the elementwise maximum."""
-    if dim is None:
-        return x.amax()
-    if is_tensor(dim):
-        return x.maximum(dim)
-    return ValuesIndices((x.amax(dim, keepdim), x.argmax(dim, keepdim)))
+def extreme(which: str):
+    """torch.max or torch.min (`which`): of every element, (values, indices) along `dim`, or with a tensor the
+    elementwise maximum or minimum."""
+    value, index, elementwise = ("amax", "argmax", "maximum") if which == "max" else ("amin", "argmin", "minimum")
 
-
-def min_of(x, dim=None, keepdim: bool = False):
-    """The minimum of every element, or (values, indices) along `dim`, or with a tensor the elementwise minimum."""
-    if dim is None:
-        return x.amin()
-    if is_tensor(dim):
-        return x.minimum(dim)
-    return ValuesIndices((x.amin(dim, keepdim), x.argmin(dim, keepdim)))
+    def op(x, dim=None, keepdim: bool = False):
+        if dim is None:
+            return getattr(x, value)()
+        if is_tensor(dim):
+            return getattr(x, elementwise)(dim)
+        return ValuesIndices((getattr(x, value)(dim, keepdim), getattr(x, index)(dim, keepdim)))
+    op.__name__ = op.__qualname__ = which
+    op.__doc__ = f"The {which}imum of every element, or (values, indices) along `dim`, or with a tensor the " \
+                 f"elementwise {which}imum."
+    return op
 
 
 def var(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
