@@ -174,3 +174,21 @@ def test_adr0016_t123_a_new_row_is_a_whole_op():
     assert got["same"]
     assert_close(got["in_place"], np.hypot(a, b), "f32")
     assert len([r for r in session.ctx.machine.oplog if r.kind == "vector" and r.label == "hypot"]) == 2
+
+
+@pytest.mark.parametrize("name", sorted(name for name, row in ROWS.items() if row.cost not in (Cost.FILL, Cost.HOST)))
+def test_adr0016_t124_a_row_is_differentiable_as_the_table_says(name):
+    """An output of a row over inputs that require grad has a backward exactly where the row's derivative is not
+    "none" and the output is floating (integer and bool results have none, as in torch)."""
+    row = ROWS[name]
+    session = Session("default")
+    got = {}
+
+    def bench(torch):
+        x = (torch.rand(64, 64, device="cuda") + 0.5).requires_grad_()
+        y = (torch.rand(64, 64, device="cuda") + 0.5).requires_grad_()
+        out = _sample_call(row)(torch, x, y)()
+        got.update(floating=out.dtype.is_floating_point, recorded=out.grad_fn is not None)
+
+    session.run(bench, session.torch)
+    assert got["recorded"] == (row.derivative != "none" and got["floating"])

@@ -19,7 +19,7 @@ import inspect
 import numpy as np
 
 from kernbench.dtypes import DType
-from kernbench.runtime_api.ops.table import ROWS
+from kernbench.runtime_api.ops.table import FORMS, ROWS
 from kernbench.runtime_api.tensor.core import HOST_READS, Tensor
 from kernbench.runtime_api.unsupported import KNOWN_UNSUPPORTED, SURFACE_DOC, Namespace
 
@@ -98,18 +98,15 @@ def render_surface(torch) -> str:
 
 
 def _op_table() -> list[str]:
-    """The op table's rows: where each op is found, how its device work is timed, whether autograd can
-    differentiate it directly (a composite's steps are differentiated one by one)."""
+    """The op table's rows: where each op is found, how its device work is timed, how autograd differentiates it."""
     out = ["## The op table", "",
            "One row per op (`kernbench/runtime_api/ops/table.py`): the forms it takes, its cost class "
-           "(how its device work is timed) and whether it has a derivative of its own (composites are "
-           "differentiated through their steps).", "",
+           "(how its device work is timed) and how autograd differentiates it.", "",
            "| op | aliases | forms | cost class | derivative |", "|---|---|---|---|---|"]
     for name, row in sorted(ROWS.items()):
-        forms = ", ".join(form for form in ("torch", "method", "inplace", "functional", "testing") if form in row.forms)
+        forms = ", ".join(form for form in FORMS if form in row.forms)
         aliases = ", ".join(f"`{alias}`" for alias in row.aliases)
-        derivative = "yes" if row.grad else ("through its steps" if row.cost.name == "COMPOSITE" else "—")
-        out.append(f"| `{name}` | {aliases} | {forms} | {row.cost.name.lower()} | {derivative} |")
+        out.append(f"| `{name}` | {aliases} | {forms} | {row.cost.name.lower()} | {row.derivative} |")
     return out + [""]
 
 

@@ -55,7 +55,8 @@ FORMS = ("torch", "method", "inplace", "functional", "testing")
 @dataclass(frozen=True)
 class OpRow:
     """One op: see the module docstring. `function` is the op's torch form (its first argument the input
-    tensor); `method` and `functional` are given only where those forms take other arguments."""
+    tensor); `method` and `functional` are given only where those forms take other arguments;
+    `records_backward` says that the function records its own backward (matmul's, a cast's, a copy's)."""
 
     name: str
     cost: Cost
@@ -69,6 +70,17 @@ class OpRow:
     method: Callable | None = None
     functional: Callable | None = None
     operands: int = 1
+    records_backward: bool = False
+
+    @property
+    def derivative(self) -> str:
+        """How autograd differentiates the op: by the row's rules, by the backward its function records, through
+        the rows a composite is written in, or not at all."""
+        if self.grad is not None:
+            return "rules in the row"
+        if self.records_backward:
+            return "recorded by its function"
+        return "through its steps" if self.cost is Cost.COMPOSITE else "none"
 
     @property
     def doc(self) -> str:
@@ -162,11 +174,13 @@ def _scaled(y, alpha):
     return elementwise.apply(ROWS["mul"], y, alpha) if is_tensor(y) else y * alpha
 
 
-def _cast(dtype, doc: str):
+def _cast_row(name: str, dtype, called: str) -> OpRow:
+    """`Tensor.half()` and its kind: a cast, differentiable into a floating type."""
     def cast(self):
         return elementwise.to_dtype(self, dtype)
-    cast.__doc__ = doc
-    return cast
+    cast.__doc__ = f"This tensor as {called} (a cast: one vector pass)."
+    floating = called.startswith(("float", "bfloat"))
+    return _op(name, Cost.ELEMENTWISE, cast, "method", records_backward=floating)
 
 
 def _type_as(self, other):
@@ -255,18 +269,18 @@ _ROWS = [
     _binary("bitwise_or", np.bitwise_or, "integral", operator="or"),
     _binary("bitwise_xor", np.bitwise_xor, "integral", operator="xor"),
     # elementwise ops with arguments of their own
-    _op("where", Cost.ELEMENTWISE, elementwise.where, method=_where_method),
+    _op("where", Cost.ELEMENTWISE, elementwise.where, method=_where_method, records_backward=True),
     _op("clamp", Cost.COMPOSITE, elementwise.clamp, "torch method inplace", aliases=("clip",)),
-    _op("masked_fill", Cost.ELEMENTWISE, elementwise.masked_fill, "torch method inplace"),
-    _op("to_dtype", Cost.ELEMENTWISE, elementwise.to_dtype, "method"),
-    _op("float", Cost.ELEMENTWISE, _cast(float32, "This tensor as float32 (a cast: one vector pass)."), "method"),
-    _op("half", Cost.ELEMENTWISE, _cast("f16", "This tensor as float16 (a cast: one vector pass)."), "method"),
-    _op("bfloat16", Cost.ELEMENTWISE, _cast("bf16", "This tensor as bfloat16 (a cast: one vector pass)."), "method"),
-    _op("double", Cost.ELEMENTWISE, _cast("f64", "This tensor as float64 (a cast: one vector pass)."), "method"),
-    _op("long", Cost.ELEMENTWISE, _cast(int64, "This tensor as int64 (a cast: one vector pass)."), "method"),
-    _op("int", Cost.ELEMENTWISE, _cast("i32", "This tensor as int32 (a cast: one vector pass)."), "method"),
-    _op("bool", Cost.ELEMENTWISE, _cast(bool_, "This tensor as bool (a cast: one vector pass)."), "method"),
-    _op("type_as", Cost.ELEMENTWISE, _type_as, "method"),
+    _op("masked_fill", Cost.ELEMENTWISE, elementwise.masked_fill, "torch method inplace", records_backward=True),
+    _op("to_dtype", Cost.ELEMENTWISE, elementwise.to_dtype, "method", records_backward=True),
+    _cast_row("float", float32, "float32"),
+    _cast_row("half", "f16", "float16"),
+    _cast_row("bfloat16", "bf16", "bfloat16"),
+    _cast_row("double", "f64", "float64"),
+    _cast_row("long", int64, "int64"),
+    _cast_row("int", "i32", "int32"),
+    _cast_row("bool", bool_, "bool"),
+    _op("type_as", Cost.ELEMENTWISE, _type_as, "method", records_backward=True),
     # reductions
     _reduction("sum", Reduction(lambda v, _: v.sum(axis=1), np.add), lambda g, x, out, dims: g.expand(x.shape)),
     _reduction("prod", Reduction(lambda v, _: v.prod(axis=1), np.multiply), lambda g, x, out, dims: g * out / x),
@@ -284,13 +298,13 @@ _ROWS = [
     _op("std", Cost.COMPOSITE, reductions.std),
     _op("norm", Cost.COMPOSITE, reductions.norm),
     # matrix products
-    _op("matmul", Cost.GEMM, linalg.matmul, operator="matmul", operands=2),
-    _op("mm", Cost.GEMM, linalg.mm),
-    _op("bmm", Cost.GEMM, linalg.bmm),
+    _op("matmul", Cost.GEMM, linalg.matmul, operator="matmul", operands=2, records_backward=True),
+    _op("mm", Cost.GEMM, linalg.mm, records_backward=True),
+    _op("bmm", Cost.GEMM, linalg.bmm, records_backward=True),
     _op("linear", Cost.COMPOSITE, linalg.linear, "functional"),
     # joining tensors
-    _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",)),
-    _op("stack", Cost.COPY, shapes.stack, "torch"),
+    _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",), records_backward=True),
+    _op("stack", Cost.COPY, shapes.stack, "torch", records_backward=True),
     # comparisons
     _op("isclose", Cost.ELEMENTWISE, comparisons.isclose),
     _op("allclose", Cost.HOST, comparisons.allclose),
@@ -301,7 +315,7 @@ _ROWS = [
     _op("log_softmax", Cost.COMPOSITE, functional.log_softmax, "torch method functional"),
     _op("layer_norm", Cost.COMPOSITE, functional.layer_norm, "functional"),
     _op("rms_norm", Cost.COMPOSITE, functional.rms_norm, "functional"),
-    _op("dropout", Cost.COMPOSITE, functional.dropout, "functional"),
+    _op("dropout", Cost.COMPOSITE, functional.dropout, "functional", records_backward=True),
     # random fills
     _op("uniform_", Cost.FILL, fills.uniform_, "method"),
     _op("normal_", Cost.FILL, fills.normal_, "method"),
