@@ -6,7 +6,8 @@ from kernbench.tp.embedding import VocabParallelEmbedding
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.finalize import finalize_model_grads
 from kernbench.tp.fusions import bias_gelu_impl
-from kernbench.tp.layers import ColumnParallelLinear, RowParallelLinear, init_method_normal, scaled_init_method_normal
+from kernbench.tp.init_methods import init_method_normal, scaled_init_method_normal
+from kernbench.tp.layers import ColumnParallelLinear, RowParallelLinear
 from kernbench.tp.parallel_state import ParallelSizeError
 from kernbench.tp.random import get_cuda_rng_tracker, model_parallel_cuda_manual_seed
 

@@ -48,6 +48,7 @@ from typing import Any, Callable
 from kernbench.dtypes import float32
 from kernbench.tp import parallel_state
 from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.init_methods import init_method_normal
 from kernbench.tp.megatron_fields import MODEL_PARALLEL_CONFIG, TRANSFORMER_CONFIG
 
 
@@ -196,8 +197,6 @@ class TransformerConfig(ModelParallelConfig):
 
     def _derive_init_methods(self, name: str) -> None:
         """Megatron's defaults: N(0, std²) for every layer, N(0, std² / (m·num_layers)) for output layers."""
-        from kernbench.tp.layers import init_method_normal  # layers import this module
-
         if self.embedding_init_method_std is None:
             self.embedding_init_method_std = self.init_method_std
         if self.embedding_init_method is None:

@@ -39,7 +39,6 @@ backward pass — GEMMs and collectives — simulated work (adr/0017-autograd.md
 from __future__ import annotations
 
 import warnings
-from typing import Callable
 
 import numpy as np
 
@@ -50,6 +49,7 @@ from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.fusions import elementwise_block_of
+from kernbench.tp.init_methods import InitMethod, init_method_normal
 from kernbench.tp.mappings import (
     copy_to_tensor_model_parallel_region,
     gather_along_first_dim,
@@ -61,23 +61,6 @@ from kernbench.tp.mappings import (
     resolve_group,
     scatter_to_tensor_model_parallel_region,
 )
-
-InitMethod = Callable[[np.ndarray, np.random.Generator], None]
-
-
-def init_method_normal(sigma: float) -> InitMethod:
-    """Megatron's `init_method_normal`: fill the master weight in place from N(0, sigma^2)."""
-
-    def init_(weight: np.ndarray, rng: np.random.Generator) -> None:
-        weight[...] = rng.normal(0.0, sigma, size=weight.shape)
-
-    return init_
-
-
-def scaled_init_method_normal(sigma: float, num_layers: int) -> InitMethod:
-    """Megatron's `scaled_init_method_normal`: N(0, (sigma / sqrt(2 num_layers))^2), for output layers."""
-    return init_method_normal(sigma / np.sqrt(2.0 * num_layers))
-
 
 class _ParallelLinear:
     """What both layers share: the master weight's partition along one axis, and its loading."""
