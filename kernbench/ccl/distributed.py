@@ -1,6 +1,14 @@
 """`torch.distributed` for the simulated machine: process groups, collectives and point-to-point calls with
 PyTorch's signatures.
 
+**A façade over rank backends.** This module is the API: PyTorch's
+signatures, the checks of a call's arguments, and the world and its groups.
+How a worker's ranks carry a call out — as one rank on a SIP of its own, or
+as several PE ranks of one SIP — is its rank backend's (`rank_backends/`),
+chosen once per world and way of starting a worker, as Megatron leaves all
+communication to its process group; the streams and tokens that outlive a
+call are the run's `Communicators`.
+
 **Ranks.** The world's size follows one rule (`process_group.world_size_rule`,
 ADR 0012): ccl.yaml's `world_size`, else `init_process_group(world_size=)`,
 else the number of workers `spawn` started, else the topology's SIP count.
@@ -39,34 +47,23 @@ and the report row names what ran.
 
 from __future__ import annotations
 
-import functools
-import importlib
-
 import numpy as np
 
-from kernbench import dtypes
-from kernbench.ccl.collective import CollectiveRequest, run_collective
+from kernbench.ccl.communicators import Communicators
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.install import CclConfigError, explicit_world_size, resolve_algorithm_config, with_overrides
-from kernbench.ccl.list_forms import FlatLists
-from kernbench.ccl.members import check_device_tensor, check_own_pes, chunks, member, whole
-from kernbench.ccl.pe_list_forms import PeFlatLists
+from kernbench.ccl.members import check_device_tensor
 from kernbench.ccl.process_group import (P2POp, PremulSum, ProcessGroup, ReduceOp, Work, World, reduce_op_of,
                                          world_size_rule)
-from kernbench.ccl.records import collective_record, record_count
-from kernbench.ccl.tuner import AUTO, slots_within
-from kernbench.ccl.rendezvous import Entry, Rendezvous
-from kernbench.machine.ipcq import IpcqSettings
+from kernbench.ccl.rank_backends import RankBackend, rank_backend
+from kernbench.ccl.world_checks import check_config_on_machine, split_over_workers
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api.namespace.factories import Factories
-from kernbench.runtime_api.streams import Stream
 from kernbench.runtime_api.unsupported import missing_attribute
 
 BACKEND = "ahbm"
 # A script written for GPUs names these; on the simulated device they can only mean its own backend.
 _GPU_BACKENDS = ("nccl", "gloo", "cpu:gloo,cuda:nccl")
 _REDUCING = ("all_reduce", "reduce_scatter", "reduce")
-_IPCQ_KEYS = ("buffer_kind", "backpressure", "n_slots", "slot_size", "poll_interval_ns")
 
 
 class Backend(str):
@@ -93,9 +90,7 @@ class Distributed:
         self.ccl_config = ccl_config  # the run's (what `load_ccl_config()` returns during it)
         self._world: World | None = None
         self._last_world: World | None = None  # rejoined by a rank that initializes it again, options unchanged
-        self._p2p_streams: dict = {}  # (device, sender, receiver) -> Stream
-        self._group_streams: dict = {}  # (device, group name) -> Stream of the group's async collectives
-        self._barrier_tokens: dict = {}  # (device, ranks it drives) -> the tensor barriers all-reduce
+        self._communicators = Communicators(ctx)  # the run's communication streams and barrier tokens
 
     def __getattr__(self, attr: str):
         return missing_attribute(self, attr, "torch.distributed")
@@ -153,7 +148,7 @@ class Distributed:
         topology = self._ctx.topology
         size, source = world_size_rule(explicit_world_size(cfg), world_size, self._ctx.spawned_count(),
                                        topology.n_sips)
-        problem = _split_over_workers(size, self._ctx.spawned_count(), topology)
+        problem = split_over_workers(size, self._ctx.spawned_count(), topology)
         if problem:
             raise CclConfigError(f"{source}: {problem}")
         if self._world is not None and not self._world.held():
@@ -171,7 +166,7 @@ class Distributed:
             if last is not None and (last.size, last.config) == (size, config):
                 self._world = last
             else:
-                _check_config(config, cfg, topology)
+                check_config_on_machine(config, cfg, topology)
                 self._world = self._last_world = World(size, source, config)
                 self._world.group = self._group(tuple(range(size)), "WORLD")
         process = self._ctx.engine.current_process
@@ -254,7 +249,7 @@ class Distributed:
         if setting is None:
             return
         size, source = setting
-        problem = _split_over_workers(size, nprocs, self._ctx.topology)
+        problem = split_over_workers(size, nprocs, self._ctx.topology)
         if problem:
             raise CollectiveError(f"spawn(nprocs={nprocs}): the world size is {size} ({source}); {problem}")
 
@@ -269,7 +264,7 @@ class Distributed:
 
     def get_rank(self, group: ProcessGroup | None = None) -> int:
         world = self._require("get_rank")
-        me = self._my_rank(world)
+        me = self._backend(world).my_rank()
         return me if group is None else group.rank()
 
     def get_process_group_ranks(self, group: ProcessGroup) -> list[int]:
@@ -285,11 +280,7 @@ class Distributed:
         """kernbench's own: a placement putting chunk j of a tensor's last dimension on its own PE, for each
         rank j of the group that the calling worker drives — the layout a PE-rank collective works on."""
         world = self._require("pe_rank_policy")
-        return self._share_policy(len(self._share(world, group or world.group, "pe_rank_policy")))
-
-    def _share_policy(self, ranks: int) -> DPPolicy:
-        topology = self._ctx.topology
-        return DPPolicy.over_pes(ranks, topology.cubes_per_sip, topology.pes_per_cube)
+        return self._backend(world).pe_rank_policy(group or world.group)
 
     # ---- collectives ---------------------------------------------------------------------
     def all_reduce(self, tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -315,25 +306,13 @@ class Distributed:
                           async_op=False):
         """Rank r's input rows, split by `input_split_sizes` (equal parts if None), go to each rank in turn;
         its output holds what every rank sent it, in rank order, split by `output_split_sizes`."""
-        world, group = self._world_and_group("all_to_all_single", group)
-        n = group.size()
-        if self._pe_ranks(world):
-            for tensor, sizes, what in ((input, input_split_sizes, "input"), (output, output_split_sizes, "output")):
-                if sizes is not None and len(set(_element_splits(tensor, sizes, n, "all_to_all_single", what))) > 1:
-                    raise CollectiveError(
-                        f"all_to_all_single: {what}_split_sizes={list(sizes)} are unequal, but with PE ranks one "
-                        "call gives every rank the same split sizes, and rank k would then get "
-                        "input_split_sizes[k] rows from each rank: only equal splits agree; spawn a worker per "
-                        "rank for uneven ones")
-            splits = None  # each PE rank's chunk in n equal parts (_pe_rank_collective)
-        else:
-            splits = (_element_splits(input, input_split_sizes, n, "all_to_all_single", "input"),
-                      _element_splits(output, output_split_sizes, n, "all_to_all_single", "output"))
+        backend, group = self._backend_and_group("all_to_all_single", group)
+        splits = backend.all_to_all_splits(input, output, input_split_sizes, output_split_sizes, group.size())
         return self._single("all_to_all", group, input, output, async_op, splits=splits, call="all_to_all_single")
 
     def all_gather(self, tensor_list, tensor, group=None, async_op=False):
         """Every rank's `tensor` into `tensor_list[r]`, through one flat buffer (as PyTorch's NCCL group does)."""
-        world, group, forms = self._list_forms("all_gather", group)
+        backend, group, forms = self._list_forms("all_gather", group)
         outputs = forms.check(tensor_list, tensor, "all_gather", "tensor_list")
         flat = forms.scratch(tensor, tensor.numel() * group.size(), "all_gather")
         handle, label = self._collective("all_gather", group, tensor, flat)
@@ -341,7 +320,7 @@ class Distributed:
 
     def reduce_scatter(self, output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
         """The reduction of every rank's `input_list[r]` into rank r's `output`, through one flat buffer."""
-        world, group, forms = self._list_forms("reduce_scatter", group)
+        backend, group, forms = self._list_forms("reduce_scatter", group)
         inputs = forms.check(input_list, output, "reduce_scatter", "input_list")
         flat = forms.scratch(output, output.numel() * group.size(), "reduce_scatter")
         forms.pack(flat, inputs)
@@ -349,7 +328,7 @@ class Distributed:
 
     def all_to_all(self, output_tensor_list, input_tensor_list, group=None, async_op=False):
         """`input_tensor_list[k]` to rank k, which finds it in its `output_tensor_list[r]`; sizes may differ."""
-        world, group, forms = self._list_forms("all_to_all", group)
+        backend, group, forms = self._list_forms("all_to_all", group)
         n = group.size()
         first = input_tensor_list[0] if isinstance(input_tensor_list, (list, tuple)) and input_tensor_list else None
         if first is None:
@@ -365,25 +344,25 @@ class Distributed:
 
     def scatter(self, tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
         """The root's `scatter_list[r]` into rank r's `tensor`."""
-        world, group, forms = self._list_forms("scatter", group)
+        backend, group, forms = self._list_forms("scatter", group)
         root = group.group_rank_of(src, group_src, "scatter", "src")
         source = tensor
-        if self._acts_as(world, group, root):
+        if backend.acts_as(group, root):
             inputs = forms.check(scatter_list, tensor, "scatter", "scatter_list")
             source = forms.scratch(tensor, tensor.numel() * group.size(), "scatter")
             forms.pack(source, inputs, root)
         elif scatter_list:
-            raise CollectiveError(f"scatter: rank {self._my_rank(world)} is not the source; only rank "
+            raise CollectiveError(f"scatter: rank {backend.my_rank()} is not the source; only rank "
                                   f"{group.ranks[root]} passes scatter_list")
         return self._finish(*self._collective("scatter", group, source, tensor, root=root), async_op)
 
     def gather(self, tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
         """Every rank's `tensor` into the root's `gather_list[r]`."""
-        world, group, forms = self._list_forms("gather", group)
+        backend, group, forms = self._list_forms("gather", group)
         root = group.group_rank_of(dst, group_dst, "gather", "dst")
-        if not self._acts_as(world, group, root):
+        if not backend.acts_as(group, root):
             if gather_list:
-                raise CollectiveError(f"gather: rank {self._my_rank(world)} is not the destination; only rank "
+                raise CollectiveError(f"gather: rank {backend.my_rank()} is not the destination; only rank "
                                       f"{group.ranks[root]} passes gather_list")
             return self._finish(*self._collective("gather", group, tensor, tensor, root=root), async_op)
         outputs = forms.check(gather_list, tensor, "gather", "gather_list")
@@ -400,21 +379,10 @@ class Distributed:
         ranks all-reduce one element per rank, on the ranks' PEs; the worker
         that drives every rank only synchronizes its device.
         """
-        world, group = self._world_and_group("barrier", group)
-        if not self._pe_ranks(world):
-            device, ranks = self._member_rank(world, group, "barrier"), 1
-        else:
-            ranks = len(self._share(world, group, "barrier"))
-            if ranks == group.size():  # this worker drives the whole group: only its device to wait for
-                self._ctx.synchronize(self._ctx.current_device())
-                return Work(self._ctx, [], "barrier") if async_op else None
-            device = self._my_rank(world) // self._ranks_per_worker(world)
-        self._ctx.synchronize(device)
-        token = self._barrier_tokens.get((device, ranks))
+        backend, group = self._backend_and_group("barrier", group)
+        token = backend.barrier_token(group)
         if token is None:
-            token = self._barrier_tokens[device, ranks] = Factories(self._ctx).zeros(
-                ranks, dtype=dtypes.float32, device=f"ahbm:{device}", name=f"barrier token of ahbm:{device}",
-                **({"dp": self._share_policy(ranks)} if ranks > 1 else {}))
+            return Work(self._ctx, [], "barrier") if async_op else None
         handle, label = self._collective("all_reduce", group, token, token, op=ReduceOp.SUM, call="barrier")
         work = Work(self._ctx, [handle], label)
         if async_op:
@@ -467,71 +435,24 @@ class Distributed:
                                   "(destroy_process_group(group))")
         return world, group
 
-    def _list_forms(self, call: str, group) -> tuple[World, ProcessGroup, FlatLists]:
-        """The world, the group and how the call's lists become flat buffers: per rank, or for every PE rank
-        at once (`pe_list_forms`)."""
+    def _backend(self, world: World) -> RankBackend:
+        """The backend driving the calling worker's ranks of `world` (ADR 0012; `rank_backends.choice`)."""
+        return rank_backend(world, self._ctx, self._communicators)
+
+    def _backend_and_group(self, call: str, group) -> tuple[RankBackend, ProcessGroup]:
         world, group = self._world_and_group(call, group)
-        if self._pe_ranks(world):
-            share = self._share(world, group, call)
-            return world, group, PeFlatLists(self._ctx, group.size(), share, self._share_policy(len(share)))
-        return world, group, FlatLists(self._ctx, group.size())
+        return self._backend(world), group
 
-    def _acts_as(self, world: World, group: ProcessGroup, group_rank: int) -> bool:
-        """Whether this worker makes the call of the group's rank `group_rank` (with PE ranks, of each rank it
-        drives)."""
-        first = self._my_rank(world)
-        return first <= group.ranks[group_rank] < first + self._ranks_per_worker(world)
-
-    def _pe_ranks(self, world: World) -> bool:
-        """Whether the caller drives PE ranks (ADR 0012): above the SIP count (spawned workers then split the
-        ranks between them), or the single worker of a bench that does not spawn, in a world of another size
-        than the SIP count (the seed bench's contract)."""
-        n_sips = self._ctx.topology.n_sips
-        return world.size > n_sips or (self._ctx.spawned_rank() is None and world.size != n_sips)
-
-    def _ranks_per_worker(self, world: World) -> int:
-        """How many consecutive ranks each worker drives: one on SIP ranks; with PE ranks world/nprocs for
-        spawned workers (PE ranks of the worker's own SIP), every rank for the worker that did not spawn."""
-        if not self._pe_ranks(world):
-            return 1
-        return world.size // (self._ctx.spawned_count() or 1)
-
-    def _share(self, world: World, group: ProcessGroup, call: str) -> list[int]:
-        """The group ranks (positions in `group.ranks`) this worker drives, ascending; at least one."""
-        first, k = self._my_rank(world), self._ranks_per_worker(world)
-        share = [i for i, r in enumerate(group.ranks) if first <= r < first + k]
-        if not share:
-            mine = f"rank {first}" if k == 1 else f"ranks {first}..{first + k - 1}"
-            raise CollectiveError(f"{call}: {mine} of this worker {'is' if k == 1 else 'are'} not in group "
-                                  f"{group.name} (ranks {list(group.ranks)})")
-        return share
+    def _list_forms(self, call: str, group):
+        """The backend, the group and how the call's lists become flat buffers (`list_forms`)."""
+        backend, group = self._backend_and_group(call, group)
+        return backend, group, backend.list_forms(group, call)
 
     def _group(self, ranks: tuple[int, ...], name: str) -> ProcessGroup:
         groups = self._world.groups
         if ranks not in groups:
             groups[ranks] = ProcessGroup(ranks, name, self)
         return groups[ranks]
-
-    def _my_rank(self, world: World) -> int:
-        """The caller's rank: with PE ranks the first of those it drives."""
-        spawned = self._ctx.spawned_rank()
-        if self._pe_ranks(world):
-            if spawned not in (None, 0) and self._ctx.spawned_count() is None:
-                raise CollectiveError(
-                    f"rank {spawned} called torch.distributed, but world_size {world.size} exceeds the "
-                    f"{self._ctx.topology.n_sips} SIPs: ranks are PEs, driven by the single worker rank 0 or by "
-                    "spawned workers that split the world between them")
-            return (spawned or 0) * self._ranks_per_worker(world)
-        rank = 0 if spawned is None else spawned
-        if rank >= world.size:
-            raise CollectiveError(f"spawned rank {rank} is outside the world of {world.size} ranks")
-        return rank
-
-    def _member_rank(self, world: World, group: ProcessGroup, call: str) -> int:
-        me = self._my_rank(world)
-        if me not in group.ranks:
-            raise CollectiveError(f"{call}: rank {me} is not in group {group.name} (ranks {list(group.ranks)})")
-        return me
 
     def _single(self, kind, group, input, output, async_op, *, op=None, root=None, splits=None, call=None):
         """A collective on one tensor per rank (no list to pack): check, enqueue, return a Work or None."""
@@ -550,7 +471,7 @@ class Distributed:
                     async_op=False):
         """Check one rank's call, register it with its peers' and enqueue its part; (handle, label).
 
-        `async_op`: on the group's stream of the device (`_stream_for`), else on the current stream.
+        `async_op`: on the group's stream of the device, else on the current stream.
         """
         call = call or kind
         world = self._world
@@ -560,159 +481,16 @@ class Distributed:
         if input.dtype != output.dtype:
             raise CollectiveError(f"{call}: input is {input.dtype.name} but output is {output.dtype.name}")
         label = f"{call}#{{seq}}" + ("" if group is world.group else f"[{group.name}]")
-        if self._pe_ranks(world):
-            return self._pe_rank_collective(world, group, kind, call, (reduce_op, factor), root, input, output, label,
-                                            splits, async_op)
-        me = self._member_rank(world, group, call)
-        self._check_on_own_device(world, me, call, input, output)
-        group_rank = group.ranks.index(me)
-        meeting = group.rendezvous(self._ctx.engine, "collective", me, label, group.size(), group.ranks,
-                                   _collectives_differ)
-        counts = _nominal_counts(kind, input, output)
-        meeting.register(Entry(group_rank, me, call, reduce_op, root, input.dtype.name, *counts, input, output,
-                               factor, splits))
-        if splits is not None and len(meeting.entries) == meeting.size:
-            _check_splits(meeting)
-        run = functools.partial(self._run_sip_ranks, world, kind, (reduce_op, factor), root)
-        handle = self._enqueue(self._stream_for(input.device.index, group, async_op), meeting.label,
-                               functools.partial(meeting.arrive, group_rank, run), output)
-        return handle, meeting.label
+        return self._backend(world).collective(group, kind, call, (reduce_op, factor), root, input, output, label,
+                                               splits, async_op)
 
     def _p2p(self, role: str, tensor, peer, group_peer, group, tag, *, async_op: bool):
-        world, group = self._world_and_group(role, group)
+        backend, group = self._backend_and_group(role, group)
         check_device_tensor(tensor, role)
-        if self._pe_ranks(world):
-            raise CollectiveError(f"{role}: with PE ranks (world_size {world.size} above the SIP count, a bench "
-                                  "that does not spawn, or fewer workers than ranks) a worker drives several ranks; "
-                                  "point-to-point calls need a rank per worker")
-        me = self._member_rank(world, group, role)
-        if group_peer is not None:
-            peer = group.ranks[group.group_rank_of(None, group_peer, role, "dst" if role == "send" else "src")]
-        if peer is None or peer not in group.ranks or peer == me:
-            raise CollectiveError(f"{role} on rank {me}: peer rank {peer!r} is not another rank of group {group.name} "
-                                  f"(ranks {list(group.ranks)}); receiving from any source is not supported")
-        self._check_on_own_device(world, me, role, tensor)
-        sender, receiver = (me, peer) if role == "send" else (peer, me)
-        label = f"send#{{seq}}[{sender}->{receiver}" + (f", tag {tag}]" if tag else "]")
-        meeting = group.rendezvous(self._ctx.engine, ("p2p", sender, receiver, tag), me, label, 2, (sender, receiver),
-                                   _p2p_differ)
-        side = 0 if role == "send" else 1
-        meeting.register(Entry(side, me, role, None, None, tensor.dtype.name, tensor.numel(), tensor.numel(),
-                               tensor, tensor))
-        run = functools.partial(self._run_sip_ranks, world, "send", (None, None), None)
-        device = tensor.device.index
-        current = self._ctx.current_stream(device)
-        stream = self._p2p_stream(device, sender, receiver)
-        stream.wait_stream(current)  # what the current stream wrote (or still reads) is ordered before the message
-        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, side, run))
-        if role == "recv":
-            tensor._pending_writes.append(handle)
+        handle, label, peer = backend.p2p(role, tensor, peer, group_peer, group, tag, async_op)
         if async_op:
-            return Work(self._ctx, [handle], meeting.label)
-        current.enqueue(f"wait {meeting.label}", functools.partial(self._ctx.engine.wait, handle))
+            return Work(self._ctx, [handle], label)
         return peer if role == "recv" else None
-
-    def _p2p_stream(self, device: int, sender: int, receiver: int) -> Stream:
-        """The stream of one direction between two ranks, on one of them: NCCL's per-peer-pair stream."""
-        key = (device, sender, receiver)
-        if key not in self._p2p_streams:
-            self._p2p_streams[key] = Stream(self._ctx, device, name=f"ahbm:{device}.p2p[{sender}->{receiver}]")
-        return self._p2p_streams[key]
-
-    def _stream_for(self, device: int, group, async_op: bool) -> Stream:
-        """Where a collective runs: the current stream, or for `async_op` the group's own stream on the device,
-        ordered after what the current stream has enqueued (NCCL's internal stream per communicator)."""
-        current = self._ctx.current_stream(device)
-        if not async_op:
-            return current
-        key = (device, group.name)
-        stream = self._group_streams.get(key)
-        if stream is None:
-            stream = self._group_streams[key] = Stream(self._ctx, device, name=f"ahbm:{device}.{group.name}")
-        stream.wait_stream(current)
-        return stream
-
-    def _enqueue(self, stream: Stream, label: str, operation, written):
-        """Run `operation` on `stream`; `written` (if any) waits for it."""
-        handle = stream.enqueue(label, operation)
-        if written is not None:
-            written._pending_writes.append(handle)
-        return handle
-
-    def _check_on_own_device(self, world: World, me: int, call: str, *tensors) -> None:
-        for tensor in tensors:
-            if tensor.device.index != me:
-                raise CollectiveError(
-                    f"{call} on rank {me}: tensor {tensor.name!r} is on {tensor.device}, but with world_size "
-                    f"{world.size} rank {me} works on ahbm:{me}; call torch.ahbm.set_device(rank) in the worker")
-
-    def _run_sip_ranks(self, world: World, kind: str, reduce_op, root, meeting: Rendezvous) -> None:
-        entries = [meeting.entries[r] for r in range(meeting.size)]
-        if not any(entry.input.numel() or entry.output.numel() for entry in entries):
-            return  # every buffer is empty: a no-op, as in PyTorch (the calls still matched)
-        members = []
-        for group_rank, entry in enumerate(entries):
-            source = whole(entry.input)
-            target = source if entry.output is entry.input else whole(entry.output)
-            members.append(member(group_rank, entry.input, source, target))
-        splits = tuple(entry.splits[0] for entry in entries) if entries[0].splits else None
-        self._run(world, kind, reduce_op, root, members, meeting.label, meeting.ranks, entries[0], splits)
-
-    def _pe_rank_collective(self, world, group, kind, call, reduce_op, root, input, output, label, splits,
-                            async_op=False):
-        """This worker's PE ranks of the group: the j-th rank it drives has chunk j of the last dimension of each
-        tensor. The workers holding the group's ranks meet (one rendezvous entry each, named by the first rank
-        it drives); the last to arrive runs the collective for every rank."""
-        if input.device != output.device:
-            raise CollectiveError(f"{call}: input is on {input.device} but output on {output.device}")
-        share, first, k = self._share(world, group, call), self._my_rank(world), self._ranks_per_worker(world)
-        workers = sorted({r // k * k for r in group.ranks})  # each worker named by the first rank it drives
-        if len(workers) > 1 and input.device.index != first // k:
-            raise CollectiveError(
-                f"{call} on ranks {group.ranks[share[0]]}..{group.ranks[share[-1]]}: tensor {input.name!r} is on "
-                f"{input.device}, but with world_size {world.size} over {world.size // k} workers this worker's "
-                f"ranks are PEs of ahbm:{first // k}; call torch.ahbm.set_device(rank) in the worker")
-        inputs = chunks(input, len(share), call)
-        outputs = inputs if output is input else chunks(output, len(share), call)
-        members = tuple(member(g, input, inputs[j], outputs[j]) for j, g in enumerate(share))
-        check_own_pes(list(members), input, call)
-        if kind == "all_to_all":
-            splits = _equal_chunk_splits(inputs[0].count, group.size(), call)
-        counts = (count // len(share) for count in _nominal_counts(kind, input, output))
-        meeting = group.rendezvous(self._ctx.engine, "collective", first, label, len(workers), tuple(workers),
-                                   _collectives_differ)
-        index = workers.index(first)
-        meeting.register(Entry(index, first, call, reduce_op[0], root, input.dtype.name, *counts, input, output,
-                               reduce_op[1], members=members))
-        run = functools.partial(self._run_pe_ranks, world, kind, reduce_op, root, group.ranks, splits)
-        handle = self._enqueue(self._stream_for(input.device.index, group, async_op), meeting.label,
-                               functools.partial(meeting.arrive, index, run), output)
-        return handle, meeting.label
-
-    def _run_pe_ranks(self, world: World, kind: str, reduce_op, root, ranks, splits, meeting: Rendezvous) -> None:
-        """Every worker's PE ranks as one collective (in group-rank order)."""
-        entries = [meeting.entries[w] for w in range(meeting.size)]
-        if not any(entry.input.numel() or entry.output.numel() for entry in entries):
-            return  # every buffer is empty: a no-op, as in PyTorch (the calls still matched)
-        members = sorted((m for entry in entries for m in entry.members), key=lambda m: m.rank)
-        self._run(world, kind, reduce_op, root, members, meeting.label, ranks, entries[0], splits)
-
-    def _run(self, world: World, kind, reduce_op, root, members, label, ranks, entry: Entry, splits) -> None:
-        op, factor = reduce_op
-        request = CollectiveRequest(kind, op, tuple(members), root, world.config, label, self._ctx.timing_only,
-                                    splits=splits, premul_factor=factor)
-        engine = self._ctx.engine
-        start = engine.now
-        ran = run_collective(self._ctx.machine, request)
-        itemsize = np.dtype(members[0].input.dtype).itemsize
-        count = record_count(kind, entry.input_count, entry.output_count, len(members))
-        reported = "barrier" if entry.kind == "barrier" else kind  # a barrier's all-reduce is reported as itself
-        self._ctx.collectives.append(collective_record(
-            label=label, kind=kind, collective=reported, algorithm=ran.algorithm, channels=ran.channels,
-            symmetric=ran.symmetric,
-            configured=world.config["algorithm"],
-            reduce_op=op, dtype=entry.dtype, count=count, nbytes=count * itemsize, ranks=tuple(ranks),
-            start_ps=start, end_ps=engine.now))
 
 
 class _GroupNamespace:
@@ -720,113 +498,3 @@ class _GroupNamespace:
 
     def __init__(self, world):
         self.WORLD = world
-
-
-def _split_over_workers(size: int, nprocs: int | None, topology) -> str:
-    """Why a world of `size` ranks cannot run on `nprocs` spawned workers ('' when it can; None: not spawned).
-
-    Up to the SIP count a spawned worker is one rank (its SIP). Above it,
-    spawned workers split the world into equal shares of consecutive ranks, a
-    worker per SIP, each driving size/nprocs PE ranks of its SIP. The worker of
-    a bench that does not spawn drives SIP ranks or the PE ranks of one SIP.
-    """
-    n_sips, pes = topology.n_sips, topology.pes_per_sip
-    if nprocs is None:
-        fits = size <= max(n_sips, pes)
-        return "" if fits else f"a world of {size} ranks exceeds both the {n_sips} SIPs and the {pes} PEs of one SIP"
-    if size <= n_sips:
-        return "" if nprocs == size else "spawn one worker per rank"
-    if nprocs > n_sips:
-        return f"{nprocs} workers on {n_sips} SIPs; each worker runs on a SIP of its own"
-    if size % nprocs:
-        return (f"{size} ranks do not split over {nprocs} workers; above the SIP count spawn a number of workers "
-                "that divides the world size (each then drives world_size/nprocs PE ranks of its SIP)")
-    if size // nprocs > pes:
-        return (f"{nprocs} workers would drive {size // nprocs} PE ranks each, more than the {pes} PEs of a SIP")
-    return ""
-
-
-def _nominal_counts(kind: str, input, output) -> tuple[int, int]:
-    """What a rank's call is matched on: scatter and gather by the one rank's share (the root's list was
-    checked against it), every other collective by its tensors."""
-    if kind == "scatter":
-        return output.numel(), output.numel()
-    if kind == "gather":
-        return input.numel(), input.numel()
-    return input.numel(), output.numel()
-
-
-def _element_splits(tensor, split_sizes, n: int, call: str, what: str) -> tuple[int, ...]:
-    """all_to_all_single's row split sizes (equal when None) as element counts."""
-    rows = tensor.shape[0] if tensor.shape else 1
-    per_row = tensor.numel() // rows if rows else 0
-    if split_sizes is None:
-        if rows % n:
-            raise CollectiveError(f"{call}: the {what} has {rows} rows, which do not split into {n} equal parts; "
-                                  f"pass {what}_split_sizes")
-        return (rows // n * per_row,) * n
-    sizes = list(split_sizes)
-    if len(sizes) != n or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in sizes) \
-            or sum(sizes) != rows:
-        raise CollectiveError(f"{call}: {what}_split_sizes={sizes} must be {n} non-negative row counts summing to the "
-                              f"{what}'s {rows} rows")
-    return tuple(int(s) * per_row for s in sizes)
-
-
-def _equal_chunk_splits(count: int, n: int, call: str) -> tuple[tuple[int, ...], ...]:
-    """all_to_all splits of PE ranks: each rank's chunk in n equal parts."""
-    if count % n:
-        raise CollectiveError(f"{call}: each PE rank's chunk of {count} elements does not split into {n} equal parts")
-    return ((count // n,) * n,) * n
-
-
-def _check_splits(meeting: Rendezvous) -> None:
-    """What rank r sends rank k is what rank k expects from r, for every pair (once every rank has called)."""
-    entries = meeting.entries
-    for r, sender in entries.items():
-        for k, receiver in entries.items():
-            sent, expected = sender.splits[0][k], receiver.splits[1][r]
-            if sent != expected:
-                raise CollectiveError(
-                    f"{meeting.label}: rank {sender.global_rank} sends {sent} elements to rank "
-                    f"{receiver.global_rank}, which expects {expected} from it (their split sizes disagree)")
-
-
-def _check_config(config: dict, cfg, topology) -> None:
-    """What only the machine can tell: the IPCQ settings fit its queues, the algorithm's module imports."""
-    missing = [key for key in _IPCQ_KEYS if key not in config]
-    if missing:
-        raise CclConfigError(f"{cfg.source}: {', '.join(f'defaults.{key}' for key in missing)}: not set (nor in "
-                             f"algorithms.{config['algorithm']}); every collective's queues need "
-                             f"{', '.join(_IPCQ_KEYS)}")
-    n_slots, slot_size = config.get("n_slots"), config.get("slot_size")
-    if config["algorithm"] == AUTO:  # upper bounds: the tuner keeps within the topology's queues
-        n_slots, slot_size = slots_within(topology, config)
-    IpcqSettings.checked(topology, buffer_kind=config.get("buffer_kind"), backpressure=config.get("backpressure"),
-                         n_slots=n_slots, slot_size=slot_size, poll_interval_ps=config.get("poll_interval_ps"),
-                         source=f"{cfg.source}")
-    entries = config["candidates"] if config["algorithm"] == AUTO else {config["algorithm"]: config}
-    for name, entry in entries.items():
-        try:
-            importlib.import_module(entry["module"])
-        except ImportError as error:
-            raise CclConfigError(f"{cfg.source}: algorithms.{name}.module: cannot import {entry['module']!r} "
-                                 f"({error})") from None
-
-
-def _collectives_differ(a: Entry, b: Entry) -> str:
-    sizes = () if a.splits is not None else (("input_count", "different sizes"), ("output_count", "different sizes"))
-    return _first_difference(a, b, ("kind", "a different collective"), ("dtype", "different dtypes"), *sizes,
-                             ("reduce_op", "different reduce ops"), ("premul_factor", "different factors"),
-                             ("root", "different roots"))
-
-
-def _p2p_differ(a: Entry, b: Entry) -> str:
-    if a.kind == b.kind:
-        return f"both sides called {a.kind}"
-    return _first_difference(a, b, ("dtype", "different dtypes"), ("input_count", "different sizes"))
-
-
-def _first_difference(a: Entry, b: Entry, *checks: tuple[str, str]) -> str:
-    """The message of the first field on which two ranks' calls differ, or '' when they match."""
-    return next((problem for name, problem in checks if getattr(a, name) != getattr(b, name)), "")

@@ -153,7 +153,7 @@ class ProcessGroup:
 
 @dataclass
 class World:
-    """The default process group's state: its size (and where it came from), config and groups."""
+    """The default process group's state: its size (and where it came from), config, groups and rank backends."""
 
     size: int
     source: str  # where the size came from, for messages
@@ -162,6 +162,7 @@ class World:
     groups: dict = field(default_factory=dict)  # sorted ranks -> ProcessGroup
     holders: set = field(default_factory=set)  # greenlets that called init_process_group and not yet destroy
     left: set = field(default_factory=set)  # greenlets that called destroy_process_group and not init since
+    backends: dict = field(default_factory=dict)  # how a worker was started -> the rank backend driving its ranks
 
     def held(self) -> bool:
         """Whether a greenlet that joined is still running and has not left (a finished worker has left)."""
