@@ -52,6 +52,7 @@ import numpy as np
 from kernbench.ccl.communicators import Communicators
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.install import CclConfigError, explicit_world_size, resolve_algorithm_config, with_overrides
+from kernbench.ccl.list_forms import FlatLists
 from kernbench.ccl.members import check_device_tensor
 from kernbench.ccl.process_group import (P2POp, PremulSum, ProcessGroup, ReduceOp, Work, World, reduce_op_of,
                                          world_size_rule)
@@ -443,8 +444,9 @@ class Distributed:
         world, group = self._world_and_group(call, group)
         return self._backend(world), group
 
-    def _list_forms(self, call: str, group):
-        """The backend, the group and how the call's lists become flat buffers (`list_forms`)."""
+    def _list_forms(self, call: str, group) -> tuple[RankBackend, ProcessGroup, FlatLists]:
+        """The backend, the group and how the call's lists become flat buffers: per rank, or for every PE rank
+        the worker drives at once (`pe_list_forms`)."""
         backend, group = self._backend_and_group(call, group)
         return backend, group, backend.list_forms(group, call)
 

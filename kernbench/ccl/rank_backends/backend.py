@@ -89,6 +89,7 @@ class RankBackend(abc.ABC):
         return self.share_policy(len(self.share(group, "pe_rank_policy")))
 
     def share_policy(self, ranks: int) -> DPPolicy:
+        """A placement giving each of `ranks` equal chunks of a tensor's last dimension a PE of its own."""
         topology = self._ctx.topology
         return DPPolicy.over_pes(ranks, topology.cubes_per_sip, topology.pes_per_cube)
 
