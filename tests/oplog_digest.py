@@ -14,10 +14,12 @@ final time, so two runs agree only if they logged the same ops at the same
 picoseconds. Green tests alone say less: most tests check a value or one
 time, not the whole timeline.
 
-Hypothesis draws its examples from a seed and a database of earlier
-failures, which differ between checkouts; with this plugin it draws them
-derandomized and without a database, so two checkouts test the same
-examples. Tests that race a real signal against the run
+Hypothesis draws its examples from a seed, a database of earlier failures
+and the literal constants of the source files loaded, all of which differ
+between checkouts; with this plugin it draws them derandomized, without a
+database and without the source's constants (a private switch of
+Hypothesis, left alone where a version lacks it), so two checkouts test the
+same examples. Tests that race a real signal against the run
 (tests/robustness/test_signals.py) still differ from run to run.
 """
 
@@ -49,6 +51,12 @@ def pytest_configure(config):
 
         settings.register_profile("oplog-digest", derandomize=True, database=None)
         settings.load_profile("oplog-digest")
+        try:
+            from hypothesis.internal.conjecture import providers
+        except ImportError:
+            return
+        if hasattr(providers, "_get_local_constants") and hasattr(providers, "_local_constants"):
+            providers._get_local_constants = lambda: providers._local_constants
 
 
 def _digest(machine) -> str:
