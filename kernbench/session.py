@@ -51,18 +51,19 @@ class Session:
     """A runtime context plus the `torch` namespace a bench receives."""
 
     def __init__(self, topology: Topology | str | None = None, *, ccl=None, timing_only: bool = False, seed: int = 0,
-                 strict_hazards: bool = False, memcheck: bool = True):
+                 strict_hazards: bool = False, memcheck: bool = True, caches: bool = True):
         """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default.
 
         `memcheck=False` turns off the kernels' memcheck (ADR 0014): an access that runs from its tensor into
-        another live one is then not a fault, as on a GPU without compute-sanitizer.
+        another live one is then not a fault, as on a GPU without compute-sanitizer. `caches=False` turns off
+        the run's speed caches (`kernbench.run_caches`): the same op log, times and values, more slowly.
         """
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
         self.ccl_config = load_ccl_config(SHIPPED_CCL_PATH if ccl is None else ccl)
         kernel_launch.install()
         self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards,
-                                  memcheck=memcheck)
+                                  memcheck=memcheck, caches=caches)
         self.torch = build_torch_namespace(self.ctx, self.ccl_config)
 
     @property
@@ -178,7 +179,8 @@ def lookup_before_a_run(module: str, attr: str):
 @functools.cache
 def _reference_torch() -> Namespace:
     """A namespace on the smallest shipped machine, to tell a name every run has from one none has: a run's names
-    do not depend on its machine or configuration, only their values do."""
+    do not depend on its machine or configuration, only their values do. Made once per process, not per run
+    (`kernbench.run_caches`): only its names are read, and they are the same for every run."""
     return build_torch_namespace(RuntimeContext(load_topology("single_sip")), load_ccl_config(SHIPPED_CCL_PATH))
 
 

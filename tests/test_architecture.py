@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kernbench"
 
 # The layer of each top-level part of the package (adr/0001-architecture.md).
 LAYERS = {
-    "errors": 0, "lazy_names": 0,
+    "errors": 0, "lazy_names": 0, "run_caches": 0,
     "dtypes": 1, "numerics": 1,
     "topology": 2, "sim_engine": 2,
     "policy": 3,

@@ -336,6 +336,7 @@ _REDUCE_NAMES = {op: f"reduce_{op}" for op in REDUCERS}
 
 @functools.cache
 def _dtype_name(dtype: np.dtype) -> str:
+    """Cached per process, not per run (`kernbench.run_caches`): a pure function of the dtype, the same in every run."""
     return resolve_dtype(dtype).name
 
 

@@ -47,7 +47,6 @@ same points.
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
@@ -62,8 +61,6 @@ from kernbench.topology import Topology
 
 BUFFER_KINDS = ("tcm", "hbm", "sram")
 BACKPRESSURE_MODES = ("poll", "sleep")
-
-_FLOW_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class IpcqError(KernbenchError):
@@ -128,7 +125,7 @@ class IpcQueue:
         self._network = Route([booked_on(channel) for channel in network])
         self._buffer = booked_on(buffer_channel)
         self._buffer_route = Route([self._buffer])
-        self._flow_ids = _flow_ids(machine)
+        self._flow_ids = machine.flow_ids
         self._to_buffer = self._network.latency_ps
         self._copy_route = Route([booked_on(channel) for channel in copy])
         self._credit_latency = sum(channel.latency_ps for channel in machine.route(receiver, sender))
@@ -325,38 +322,15 @@ def pe_name(endpoint: Endpoint) -> str:
     return f"sip{endpoint.sip}.cube{endpoint.cube}.pe{endpoint.pe}"
 
 
-class _FlowIds:
-    """A machine's flow-id counter (`next(ids)`), whose next id can also be read and moved on."""
-
-    __slots__ = ("next_id",)
-
-    def __init__(self):
-        self.next_id = 1
-
-    def __next__(self) -> int:
-        value = self.next_id
-        self.next_id = value + 1
-        return value
-
-
-def _flow_ids(machine: Machine) -> _FlowIds:
-    """The machine's flow-id counter: ids are unique per machine, so every send pairs with exactly its
-    receive in a trace."""
-    counter = _FLOW_IDS.get(machine)
-    if counter is None:
-        counter = _FLOW_IDS[machine] = _FlowIds()
-    return counter
-
-
 def next_flow_id(machine: Machine) -> int:
     """The flow id the machine's next message will get."""
-    return _flow_ids(machine).next_id
+    return machine.flow_ids.next_id
 
 
 def skip_flow_ids(machine: Machine, first_free: int) -> None:
     """Give the machine's next message flow id `first_free`: the ids before it were given to copies of logged
     records (a symmetric collective's replicas), not to messages sent here."""
-    _flow_ids(machine).next_id = first_free
+    machine.flow_ids.next_id = first_free
 
 
 def _itself(channel: Channel) -> Channel:

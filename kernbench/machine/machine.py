@@ -28,6 +28,7 @@ from kernbench.machine.endpoints import Endpoint
 from kernbench.machine.l2 import L2Tags, read_tag
 from kernbench.machine.memory import DeviceMemory
 from kernbench.machine.pe import PeUnits, build_pe_units
+from kernbench.run_caches import RunCaches
 from kernbench.sim_engine import Channel, ExclusiveUnit, OpLog, Route
 from kernbench.topology import Link, Topology
 
@@ -54,13 +55,31 @@ class Transfer:
     dst_region: Region | None = None
 
 
+class FlowIds:
+    """A machine's flow-id counter (`next(ids)`), whose next id can also be read and moved on: ids are unique per
+    machine, so every IPCQ send pairs with exactly its receive in a trace."""
+
+    __slots__ = ("next_id",)
+
+    def __init__(self):
+        self.next_id = 1
+
+    def __next__(self) -> int:
+        value = self.next_id
+        self.next_id = value + 1
+        return value
+
+
 class Machine:
     """The simulated hardware of one run."""
 
-    def __init__(self, topology: Topology, engine, *, backed: bool = True):
-        """`backed=False` (timing-only runs): memories keep no values, only capacity."""
+    def __init__(self, topology: Topology, engine, *, backed: bool = True, caches: RunCaches | None = None):
+        """`backed=False` (timing-only runs): memories keep no values, only capacity. `caches`: the run's speed
+        caches, which the placed DMAs use (a machine built alone has its own)."""
         self.topology = topology
         self.engine = engine
+        self.caches = RunCaches() if caches is None else caches
+        self.flow_ids = FlowIds()  # of the IPCQ messages sent on this machine (ipcq.py)
         self.oplog = OpLog()
         self.hazards = HazardDetector()
         capacity = topology.cube.hbm.capacity_bytes

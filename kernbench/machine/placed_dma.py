@@ -108,7 +108,7 @@ def home_cube(machine: Machine, pe: PeUnits, allocation: Allocation, first: int,
     placement = allocation.placement
     if stop <= first:
         return None
-    groups = lanes_per_cube(placement, slice(first, stop), replica_for(machine, pe, placement))
+    groups = _lanes(_layout(machine, placement), slice(first, stop), replica_for(machine, pe, placement))
     if len(groups) != 1 or groups[0][1] is not _ALL:
         return None
     return groups[0][0]
@@ -135,7 +135,7 @@ class RunDmas:
         return None if cube is None else cls(machine, pe, allocation, dtype, cube, label, program, data)
 
     def __init__(self, machine, pe, allocation, dtype, cube, label, program, data):
-        ends = _ends(pe)
+        ends = _ends(machine, pe)
         self._machine = machine
         self._pe = pe
         self._allocation = allocation
@@ -206,7 +206,7 @@ class DmaPiece(NamedTuple):
 
 def replica_for(machine: Machine, pe: PeUnits, placement) -> int:
     """The replica of `placement` whose elements `pe` moves: the one nearest it (0 when there is one)."""
-    return 0 if _layout(placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
+    return 0 if _layout(machine, placement).replicas == 1 else machine.nearest_replica(placement, pe.sip, pe.cube)
 
 
 def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice, itemsize: int,
@@ -215,12 +215,12 @@ def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np
     cube of `replica` (default `replica_for` the PE) holding some of them. A function of its arguments, the PE's
     SIP and the allocation's placement only, so a caller that moves the same elements again may keep it
     (`issue_load`'s `pieces`)."""
-    ends = _ends(pe)
+    ends = _ends(machine, pe)
     placement = allocation.placement
     if replica is None:
         replica = replica_for(machine, pe, placement)
     pieces = []
-    for cube, lanes, count in lanes_per_cube(placement, indices, replica):
+    for cube, lanes, count in _lanes(_layout(machine, placement), indices, replica):
         if isinstance(indices, slice):
             selector = indices if lanes is _ALL else _selector(indices.start + lanes)
         else:
@@ -244,7 +244,7 @@ def _issue(machine: Machine, pe: PeUnits, pieces: tuple[DmaPiece, ...], *, to_tc
            program: int | None, data: bool, owner) -> list:
     """The DMAs `pieces`, issued in cube order through the PE's least busy DMA engine (what
     `Machine.issue_transfers` would do with their `Transfer`s, without building them)."""
-    ends = _ends(pe)
+    ends = _ends(machine, pe)
     here = ends.here
     engine = pe.free_dma_engine()
     landing = []
@@ -263,9 +263,9 @@ def _issue(machine: Machine, pe: PeUnits, pieces: tuple[DmaPiece, ...], *, to_tc
 class _Ends:
     """One PE's side of its DMAs: its TCM, the HBM of each cube, its op-log names.
 
-    Plain values (endpoints compare by value), so one per PE position serves
-    every machine, and the endpoints are the same objects on every DMA, which
-    makes `Machine.run_transfers` find their route by identity.
+    Kept per PE in the run's caches (`_ends`), so the endpoints are the same
+    objects on every DMA, which makes `Machine.issue_dma` find their route by
+    identity.
     """
 
     __slots__ = ("here", "device", "unit", "_hbm")
@@ -283,14 +283,12 @@ class _Ends:
         return endpoint
 
 
-_ENDS: dict[tuple[int, int, int], _Ends] = {}
-
-
-def _ends(pe: PeUnits) -> _Ends:
+def _ends(machine: Machine, pe: PeUnits) -> _Ends:
+    kept = machine.caches.slot("placed_dma.ends")
     key = (pe.sip, pe.cube, pe.pe)
-    ends = _ENDS.get(key)
+    ends = kept.get(key)
     if ends is None:
-        ends = _ENDS[key] = _Ends(pe)
+        ends = kept[key] = _Ends(pe)
     return ends
 
 
@@ -307,10 +305,17 @@ def lanes_per_cube(placement, indices: np.ndarray | slice, replica: int) -> list
     usual case, a program near its data — is one DMA with every lane
     (`slice(None)`).
     """
+    return _lanes(_Layout(placement), indices, replica)
+
+
+def _lanes(layout: _Layout, indices: np.ndarray | slice, replica: int) -> list[tuple[int, slice | np.ndarray, int]]:
+    """`lanes_per_cube` of the layout's placement (the placed DMAs' own calls find the layout in the run's
+    caches: `_layout`)."""
+    placement = layout.placement
     count = _count(indices)
     if len(placement.shards) == 1:
         return [(placement.shards[0].cube, _ALL, count)]
-    boxes = _layout(placement).boxes(replica)
+    boxes = layout.boxes(replica)
     if len(boxes) == 1:
         return [(boxes[0][0], _ALL, count)]
     if isinstance(indices, slice):
@@ -321,7 +326,7 @@ def lanes_per_cube(placement, indices: np.ndarray | slice, replica: int) -> list
                 return [(cube, _ALL, count)]
         indices = np.arange(indices.start, indices.stop, dtype=np.int64)
     else:
-        cube = _layout(placement).run_holding(replica, indices)
+        cube = layout.run_holding(replica, indices)
         if cube is not None:
             return [(cube, _ALL, count)]
     coords = np.unravel_index(indices, placement.shape) if len(placement.shape) > 1 else (indices,)
@@ -404,17 +409,18 @@ class _Layout:
 
 
 _LAYOUTS_KEPT = 1024
-_layouts: dict[int, _Layout] = {}
 
 
-def _layout(placement) -> _Layout:
-    """The placement's `_Layout`, remembered by identity (a placement's slices make it unhashable), since
-    every DMA of a kernel or a collective asks again."""
-    layout = _layouts.get(id(placement))
+def _layout(machine: Machine, placement) -> _Layout:
+    """The placement's `_Layout`, kept in the run's caches by identity (a placement's slices make it unhashable;
+    the layout holds the placement, so its id stays its own while kept), since every DMA of a kernel or a
+    collective asks again."""
+    kept = machine.caches.slot("placed_dma.layouts")
+    layout = kept.get(id(placement))
     if layout is None or layout.placement is not placement:
-        if len(_layouts) >= _LAYOUTS_KEPT:
-            _layouts.clear()
-        layout = _layouts[id(placement)] = _Layout(placement)
+        if len(kept) >= _LAYOUTS_KEPT:
+            kept.clear()
+        layout = kept[id(placement)] = _Layout(placement)
     return layout
 
 

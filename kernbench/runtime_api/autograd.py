@@ -34,16 +34,8 @@ class Node:
         return f"<{self.name}Backward>"
 
 
-# (context, rank greenlet) -> nesting depth of grad-disabling blocks.
-_DISABLED: dict[tuple[int, object], int] = {}
-
-
-def _key(ctx) -> tuple[int, object]:
-    return id(ctx), ctx.engine.current_process
-
-
 def grad_enabled(ctx) -> bool:
-    return not _DISABLED.get(_key(ctx))
+    return not ctx.grad_disabled.get(ctx.engine.current_process)
 
 
 class GradMode:
@@ -55,22 +47,22 @@ class GradMode:
         self._saved: list[int] = []
 
     def __enter__(self):
-        key = _key(self._ctx)
-        depth = _DISABLED.get(key, 0)
+        disabled, key = self._ctx.grad_disabled, self._ctx.engine.current_process
+        depth = disabled.get(key, 0)
         self._saved.append(depth)
         if self._enabled:
-            _DISABLED.pop(key, None)
+            disabled.pop(key, None)
         else:
-            _DISABLED[key] = depth + 1
+            disabled[key] = depth + 1
         return self
 
     def __exit__(self, *exc) -> None:
-        key = _key(self._ctx)
+        disabled, key = self._ctx.grad_disabled, self._ctx.engine.current_process
         depth = self._saved.pop()
         if depth:
-            _DISABLED[key] = depth
+            disabled[key] = depth
         else:
-            _DISABLED.pop(key, None)
+            disabled.pop(key, None)
 
     def __call__(self, fn):
         @functools.wraps(fn)

@@ -17,6 +17,7 @@ import numpy as np
 
 from kernbench.kernels import kept_values
 from kernbench.machine import Machine
+from kernbench.run_caches import RunCaches
 from kernbench.runtime_api.launch import access_plans
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, parse_device
 from kernbench.runtime_api.errors import RuntimeUsageError
@@ -30,18 +31,21 @@ class RuntimeContext:
     """The state of one simulated run."""
 
     def __init__(self, topology: Topology, *, timing_only: bool = False, seed: int = 0,
-                 strict_hazards: bool = False, memcheck: bool = True):
+                 strict_hazards: bool = False, memcheck: bool = True, caches: bool = True):
+        """`caches=False` turns off every speed cache of the run (`RunCaches`): the same run, slower."""
         self.topology = topology
         self.timing_only = timing_only
         self.memcheck = memcheck  # kernels' accesses held to the tensor each pointer came from (ADR 0014)
         self.engine = Engine()
-        self.machine = Machine(topology, self.engine, backed=not timing_only)
+        self.caches = RunCaches(enabled=caches)  # handed down to the machine and the kernel launches
+        self.machine = Machine(topology, self.engine, backed=not timing_only, caches=self.caches)
         self.machine.hazards.strict = strict_hazards
         self.streams: list[Stream] = []
         self.default_streams = [Stream(self, d, name=f"ahbm:{d}.default") for d in range(topology.n_sips)]
         self._rank_state: dict[object, _RankState] = {}
         self._tensor_ids = 0
         self.collectives: list[dict] = []  # one record per collective run, in order (filled by kernbench.ccl)
+        self.grad_disabled: dict[object, int] = {}  # rank greenlet -> nesting depth of its no_grad blocks (autograd)
         self.programs_done = 0  # kernel programs finished so far, for the progress line
         self.replay_memo_pool = [kept_values.MEMO_BYTES]  # bytes the running launches keep for later programs, together
         self.access_plan_pool = [access_plans.PLAN_BYTES]  # bytes of access plans the running launches keep, together

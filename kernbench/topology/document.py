@@ -132,6 +132,8 @@ def parse_document(text: str, source: str) -> Document:
     YAML than simulating. So the data of the last `PARSED_KEPT` texts read
     (told apart by source and text) is kept, and each caller gets a copy of
     its own to change; a text that fails is read, and fails, every time.
+    Kept per process, not per run (`kernbench.run_caches`): what is kept is a
+    pure function of the text, and no caller can change it.
     """
     kept = _parsed.get((source, text))
     if kept is None:

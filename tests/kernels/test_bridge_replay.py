@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import tracemalloc
-import weakref
 
 import numpy as np
 import pytest
@@ -22,14 +21,23 @@ from kernels_under_test import add_kernel, full_and_zeros_kernel, matmul_kernel,
 
 from kernbench.kernels import KernelFault, prepare_launch
 from kernbench.kernels import kept_values
-from kernbench.kernels.triton_bridge import trace
+from kernbench.kernels.triton_bridge import kept_shapes
+from kernbench.kernels.triton_bridge.tape import Tape
+from kernbench.run_caches import RunCaches
+
+# The caches `run_both`'s launches share, as a run's launches do (ADR 0007, "Shapes kept across launches").
+CACHES = RunCaches()
 
 
 @pytest.fixture(autouse=True)
 def no_kept_shapes(monkeypatch):
-    """Each test starts with no shapes kept from other launches (ADR 0007, "Shapes kept across launches"), so its
-    counts of interpretations are its own launches'."""
-    monkeypatch.setattr(trace, "_KEPT_SHAPES", weakref.WeakKeyDictionary())
+    """Each test starts with no shapes kept from other launches, so its counts of interpretations are its own
+    launches'."""
+    monkeypatch.setattr(sys.modules[__name__], "CACHES", RunCaches())
+
+
+def _kept(fn) -> list:
+    return CACHES.slot("triton_bridge.kept_shapes")[fn]
 
 
 def _value(argument):
@@ -73,7 +81,7 @@ def run_both(make, kernel, grid, meta, timing_only=False, runs=(False, True)):
     for replays in runs:
         memory = FlatMemory()
         args = make(memory)
-        launch = prepare_launch(kernel, grid, args, meta, timing_only=timing_only)
+        launch = prepare_launch(kernel, grid, args, meta, timing_only=timing_only, caches=CACHES)
         launch.replays = replays
         port = TranscriptPort(memory)
         fault = None
@@ -342,13 +350,13 @@ def test_adr0007_t102_a_launch_whose_memo_outgrows_its_pool_drops_its_oldest_res
     the port calls are the interpretation's, and the pool ends where it began."""
     monkeypatch.setattr(kept_values, "MEMO_BYTES", 24 << 10)
     drops = []
-    forget = trace.Tape._forget_items
+    forget = Tape._forget_items
 
     def watched(tape, result):
         drops.append(tape._results._budget.pool[0])
         forget(tape, result)
 
-    monkeypatch.setattr(trace.Tape, "_forget_items", watched)
+    monkeypatch.setattr(Tape, "_forget_items", watched)
     meta = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2}
     results = run_both(_matmul(64, 64, 256), matmul_kernel, (16,), meta, timing_only)
     assert_same(results)
@@ -430,19 +438,19 @@ def test_adr0007_t112_a_later_launch_whose_guards_or_signature_differ_is_dry_run
     results = run_both(later_make, later_kernel, later_grid, later_meta, timing_only)
     assert_same(results)
     assert results[1][2].interpretations == 1
-    kept = trace._KEPT_SHAPES[kernel.fn]
+    kept = _kept(kernel.fn)
     assert len(kept) == 2 and len({signature for signature, _ in kept}) == (1 if case == "loop trip count" else 2)
 
 
 def test_adr0007_t113_a_kernel_keeps_its_most_recently_used_shapes_only():
     """Every launch of another loop trip count is a shape of the same signature: a kernel keeps the 16 most
     recently used, and a launch of a dropped one is dry-run again."""
-    for steps in range(trace.MAX_SHAPES + 2):
+    for steps in range(kept_shapes.MAX_SHAPES + 2):
         first = run_both(_steps(16, steps), scaled_steps, (2,), {"BLOCK": 8}, runs=(True,))
         assert first[0][2].interpretations == 1
-    assert len(trace._KEPT_SHAPES[scaled_steps.fn]) == trace.MAX_SHAPES
+    assert len(_kept(scaled_steps.fn)) == kept_shapes.MAX_SHAPES
     # 2 is the oldest kept until its launch makes it the most recently used: the next two new shapes drop 3 and 4.
-    for steps, dry_runs in ((trace.MAX_SHAPES + 1, 0), (2, 0), (1, 1), (0, 1), (2, 0), (3, 1)):
+    for steps, dry_runs in ((kept_shapes.MAX_SHAPES + 1, 0), (2, 0), (1, 1), (0, 1), (2, 0), (3, 1)):
         results = run_both(_steps(16, steps), scaled_steps, (2,), {"BLOCK": 8})
         assert_same(results)
         assert results[1][2].interpretations == dry_runs, steps

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import triton.language as tl
@@ -38,11 +38,13 @@ from kernbench.kernels.triton_bridge import blocks
 from kernbench.kernels.triton_bridge.builder import BridgeBuilder
 from kernbench.kernels.triton_bridge.context import RunningProgram
 from kernbench.kernels.triton_bridge.dtypes import numpy_dtype, triton_dtype
+from kernbench.kernels.triton_bridge.kept_shapes import KeptShapes
 from kernbench.kernels.triton_bridge.patches import running_program
 from kernbench.kernels.triton_bridge.port import ProgramPort
 from kernbench.kernels.triton_bridge.rewriter import rewritten
 from kernbench.kernels.triton_bridge.trace import ProgramTraces
 from kernbench.kernels.triton_bridge.values import Origin, Value
+from kernbench.run_caches import RunCaches
 
 
 def is_kernbench_tensor(value: Any) -> bool:
@@ -50,13 +52,20 @@ def is_kernbench_tensor(value: Any) -> bool:
     return hasattr(type(value), "__kernbench_pointer__")
 
 
+def kernbench_tensors(value: Any) -> Iterator:
+    """The kernbench tensors a kernel argument is or holds: itself, a host `TensorDescriptor`'s base, a tuple's."""
+    if isinstance(value, TensorDescriptor):
+        value = value.base
+    if isinstance(value, tuple):
+        for item in value:
+            yield from kernbench_tensors(item)
+    elif is_kernbench_tensor(value):
+        yield value
+
+
 def holds_kernbench_tensor(value: Any) -> bool:
     """Whether a kernel argument is a kernbench tensor, a host `TensorDescriptor` of one, or a tuple holding one."""
-    if isinstance(value, TensorDescriptor):
-        return is_kernbench_tensor(value.base)
-    if isinstance(value, tuple):
-        return any(map(holds_kernbench_tensor, value))
-    return is_kernbench_tensor(value)
+    return next(kernbench_tensors(value), None) is not None
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,9 @@ class PreparedLaunch:
     runtime may set them after preparation (from its own modes). Programs are
     replayed from a trace of their shape where one can be made (`trace`);
     `replays = False` (on the class or one launch) interprets every program,
-    with the same effect on the port.
+    with the same effect on the port. `caches` are the run's speed caches,
+    where the kernel's traced shapes are kept for its later launches
+    (`kept_shapes`); None: the launch keeps its own.
     """
 
     replays = True
@@ -91,6 +102,7 @@ class PreparedLaunch:
         arguments: dict[str, Any],
         pointer_args: tuple[PointerArg, ...],
         timing_only: bool,
+        caches: RunCaches | None = None,
     ) -> None:
         self.kernel_name = kernel_name
         self.grid = grid
@@ -100,9 +112,10 @@ class PreparedLaunch:
         self._body = body
         self._arguments = arguments
         self._interpreted = 0
+        self._kept_shapes = KeptShapes(caches)
         programs = grid[0] * grid[1] * grid[2]
         # A trace costs one interpretation without simulation: worth it when it serves another program.
-        self._traces = ProgramTraces(kernel_name, fn, body, arguments, grid) if programs > 1 else None
+        self._traces = self._program_traces() if programs > 1 else None
 
     def __repr__(self) -> str:
         return f"PreparedLaunch({self.kernel_name!r}, grid={self.grid})"
@@ -126,8 +139,11 @@ class PreparedLaunch:
         if self.grid[0] * self.grid[1] * self.grid[2] == 0:
             return
         if self._traces is None:
-            self._traces = ProgramTraces(self.kernel_name, self._fn, self._body, self._arguments, self.grid)
+            self._traces = self._program_traces()
         self._traces.record_first()
+
+    def _program_traces(self) -> ProgramTraces:
+        return ProgramTraces(self.kernel_name, self._fn, self._body, self._arguments, self.grid, self._kept_shapes)
 
     def share_memo_pool(self, pool: list[int]) -> None:
         """Keep results for later programs within `pool` (a list of the bytes left), shared with the other
@@ -170,7 +186,7 @@ class PreparedLaunch:
 
 
 def prepare_launch(
-    kernel: Any, grid: Any, args: tuple, kwargs: dict, timing_only: bool = False
+    kernel: Any, grid: Any, args: tuple, kwargs: dict, timing_only: bool = False, caches: RunCaches | None = None
 ) -> PreparedLaunch:
     """Bind `kernel[grid](*args, **kwargs)` for the bridge.
 
@@ -179,7 +195,8 @@ def prepare_launch(
     not parameters of the kernel (`num_warps`, `num_stages`, ...) are launch
     options and are ignored. With `timing_only`, the port may return loaded
     values it did not read, and a program whose control flow or addresses
-    depend on loaded values is refused with `TimingOnlyRefusal`.
+    depend on loaded values is refused with `TimingOnlyRefusal`. `caches`:
+    the run's speed caches (`PreparedLaunch`).
     """
     kernel, kwargs = _unwrap(kernel, tuple(args), dict(kwargs))
     fn = kernel.fn
@@ -194,7 +211,7 @@ def prepare_launch(
         else:
             arguments[name] = _kernel_value(fn.__name__, name, value, pointers)
     return PreparedLaunch(fn.__name__, fn, rewritten(fn, kernel), _grid(fn.__name__, grid, bound.arguments), arguments,
-                          tuple(pointers), timing_only)
+                          tuple(pointers), timing_only, caches)
 
 
 def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[JITFunction | InterpretedFunction, dict]:

@@ -26,6 +26,8 @@ from kernbench.kernels.triton_bridge.context import current_program
 
 _HELPER = "__kernbench_assigned__"
 _FACTORY = "__kernbench_factory__"
+# Per process, not per run (`kernbench.run_caches`): a rewrite is a pure function of the kernel's source, the
+# same in every run, and the jit function that holds `fn` lives as long anyway.
 _REWRITTEN: dict[types.FunctionType, types.FunctionType] = {}
 
 

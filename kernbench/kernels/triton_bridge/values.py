@@ -28,6 +28,7 @@ import numpy as np
 if TYPE_CHECKING:  # the port's helpers here are used where no kernel runs, and Triton is not loaded for them
     import triton.language as tl
 
+# Per process, not per run (`kernbench.run_caches`): one read-only zero per dtype, the same in every run.
 _ZERO: dict[np.dtype, np.ndarray] = {}
 
 

@@ -30,7 +30,6 @@ instead of the one the kernel's pointer came from.
 
 from __future__ import annotations
 
-import weakref
 from typing import Iterator
 
 from kernbench.kernels.errors import KernelFault
@@ -49,7 +48,12 @@ def install() -> None:
 def _install_hook() -> None:
     from kernbench.kernels.triton_bridge.hook import install_launch_hook
 
-    install_launch_hook(launch)
+    install_launch_hook(launch, _run_caches)
+
+
+def _run_caches(tensor):
+    """The speed caches of the run a tensor belongs to: a launch on it keeps its kernel's traced shapes there."""
+    return tensor._ctx.caches
 
 
 def launch(prepared) -> None:
@@ -148,14 +152,12 @@ def _place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[objec
     return [(ctx.machine.pe(sip, cube, pe), programs) for (cube, pe), programs in zip(owners, shares) if programs]
 
 
-_NEAREST_FIRST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _nearest_first(machine, sip: int, home: int) -> tuple[tuple[int, int], ...]:
     """Every (cube, pe) of a SIP, PE slot by PE slot, cubes nearest `home` on the NoC first (ties by index):
-    worked out once per machine, SIP and home cube, since every launch of a single-PE tensor asks."""
+    worked out once per run, SIP and home cube (in the run's caches), since every launch of a single-PE tensor
+    asks."""
     topology = machine.topology
-    known = _NEAREST_FIRST.setdefault(machine, {})
+    known = machine.caches.slot("kernel_launch.nearest_first")
     order = known.get((sip, home))
     if order is None:
         cubes = sorted(range(topology.cubes_per_sip), key=lambda c: (len(topology.noc_route(home, c, sip=sip)), c))

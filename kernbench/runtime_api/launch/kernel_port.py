@@ -18,7 +18,7 @@ The DMAs themselves are `kernbench.machine.placed_dma`'s, shared with the
 collectives' PE programs; costs and decisions are ADR 0008.
 What every port of a machine asks again and again — op durations and their
 op-log args, dtypes, each placement's replica nearest a PE — is worked out
-once per machine (`_MachineCosts`), since a grid's programs (replayed from
+once per run (`_MachineCosts`, kept in the run's caches), since a grid's programs (replayed from
 one trace, ADR 0007) make the same requests many thousand times; where a
 block of addresses goes is worked out once per launch (`access_plans`).
 """
@@ -45,19 +45,20 @@ _ATOMIC_OPS = {
 
 
 class _MachineCosts:
-    """What every program's port asks of one machine again and again, worked out once per machine.
+    """What every program's port asks of one machine again and again, worked out once per run.
 
     Op durations depend on the topology only; a placement's nearest replica
-    to a PE on the mesh only. Kept per machine (weakly), so programs of
-    every launch share them.
+    to a PE on the mesh only. Kept in slots of the run's caches, so programs
+    of every launch share them.
     """
 
     def __init__(self, machine) -> None:
+        caches = machine.caches
         self.topology = machine.topology
         self.dma_view = _ReplicaCachingMachine(machine)
-        self.vector_ops: dict[tuple, tuple[int, tuple]] = {}
-        self.gemm_ops: dict[tuple, tuple[int, tuple]] = {}
-        self.dtypes: dict[str, np.dtype] = {}
+        self.vector_ops: dict[tuple, tuple[int, tuple]] = caches.slot("kernel_port.vector_ops")
+        self.gemm_ops: dict[tuple, tuple[int, tuple]] = caches.slot("kernel_port.gemm_ops")
+        self.dtypes: dict[str, np.dtype] = caches.slot("kernel_port.dtypes")
 
     def vector(self, op: str, n_elements: int, dtype_name: str) -> tuple[int, tuple]:
         """(duration, op-log args) of a vector op; records of equal ops share one args tuple."""
@@ -95,8 +96,9 @@ class _ReplicaCachingMachine:
 
     def __init__(self, machine) -> None:
         self._machine = weakref.proxy(machine)
-        self._nearest: dict[tuple[int, int, int], tuple[object, int]] = {}
+        self._nearest: dict[tuple[int, int, int], tuple[object, int]] = machine.caches.slot("kernel_port.nearest")
         self.engine = machine.engine
+        self.caches = machine.caches
 
     def __getattr__(self, name: str):
         return getattr(self._machine, name)
@@ -116,13 +118,11 @@ class _ReplicaCachingMachine:
         return known[1]
 
 
-_COSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _costs(machine) -> _MachineCosts:
-    costs = _COSTS.get(machine)
+    kept = machine.caches.slot("kernel_port.costs")
+    costs = kept.get(machine)
     if costs is None:
-        costs = _COSTS[machine] = _MachineCosts(machine)
+        costs = kept[machine] = _MachineCosts(machine)
     return costs
 
 
