@@ -12,9 +12,15 @@ from kernbench.sim_engine.simtime import as_ps
 
 
 class _Runner(Event):
-    """What a process and a task share: liveness, how a report names them, leaving the event they wait on."""
+    """What a process and a task share: liveness, how a report names them, being killed, leaving the event they
+    wait on, and a failure nothing waits for stopping the run.
 
-    __slots__ = ()
+    A kind says how it stops waiting (`_stop_waiting`: its heap entries and
+    its event registration) and how a kill reaches its code (`_throw`).
+    """
+
+    __slots__ = ("pid", "_resume", "_killed", "_waiting_on", "_waiting_since")
+    _KIND = "process"
 
     @property
     def is_alive(self) -> bool:
@@ -23,6 +29,43 @@ class _Runner(Event):
 
     def describe(self) -> str:
         return f"process {self.name!r}"
+
+    def kill(self, exc: BaseException | None = None) -> None:
+        """Throw `exc` (default `GreenletExit`) into the process where it waits.
+
+        From the main greenlet (e.g. after `run()` raised) the process runs its
+        cleanup at once; from another process the kill is scheduled at the
+        current time. A process that was not started yet never runs. The
+        process's event then fails with `exc` (unless the process catches it
+        and returns), and that failure is never reported as unobserved. A
+        finished process is left as it is; a process cannot kill itself.
+        """
+        if self._ok is not None:
+            return
+        if exc is None:
+            exc = GreenletExit(f"{self.name} killed")
+        engine = self._engine
+        if self is engine._current or self is engine._task:
+            raise EngineUsageError(f"{self._KIND} {self.name!r} cannot kill itself; return or raise instead")
+        if engine._current is None:
+            self._kill_now(exc)
+        else:
+            engine._schedule_now(self._kill_now, exc)
+
+    def _kill_now(self, exc: BaseException) -> None:
+        if self._ok is not None:
+            return
+        self._stop_waiting()
+        self._killed = True
+        self._throw(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        """Fail with `exc`; raise `ProcessFailed` from the engine's loop when nothing waits for it (and it was not
+        killed)."""
+        observed = bool(self._callbacks) or self._killed
+        self.fail(exc)
+        if not observed:
+            raise ProcessFailed(self, self._engine._now, exc) from exc
 
     def _cancel_wait(self) -> None:
         """Stop waiting on an event (killed while waiting): `_resume` off its callbacks, an empty condition detached."""
@@ -47,10 +90,7 @@ class Process(_Runner):
     for when it happens makes `Engine.run` raise `ProcessFailed`.
     """
 
-    __slots__ = (
-        "pid", "_greenlet", "_resume", "_fn", "_args", "_kwargs",
-        "_started", "_killed", "_waiting_on", "_waiting_since",
-    )
+    __slots__ = ("_greenlet", "_fn", "_args", "_kwargs", "_started")
 
     def __init__(self, engine, fn, args, kwargs, name: str, pid: int):
         super().__init__(engine, name)
@@ -67,36 +107,12 @@ class Process(_Runner):
         self._waiting_on = None
         self._waiting_since = 0
 
-    def kill(self, exc: BaseException | None = None) -> None:
-        """Throw `exc` (default `GreenletExit`) into the process where it waits.
-
-        From the main greenlet (e.g. after `run()` raised) the process runs its
-        cleanup at once; from another process the kill is scheduled at the
-        current time. A process that was not started yet never runs. The
-        process's event then fails with `exc` (unless the process catches it
-        and returns), and that failure is never reported as unobserved. A
-        finished process is left as it is; a process cannot kill itself.
-        """
-        if self._ok is not None:
-            return
-        if exc is None:
-            exc = GreenletExit(f"{self.name} killed")
-        engine = self._engine
-        current = engine._current
-        if current is self:
-            raise EngineUsageError(f"process {self.name!r} cannot kill itself; return or raise instead")
-        if current is None:
-            self._kill_now(exc)
-        else:
-            engine._schedule_now(self._kill_now, exc)
-
-    def _kill_now(self, exc: BaseException) -> None:
-        if self._ok is not None:
-            return
-        engine = self._engine
-        engine._unschedule(self._resume)
+    def _stop_waiting(self) -> None:
+        self._engine._unschedule(self._resume)
         self._cancel_wait()
-        self._killed = True
+
+    def _throw(self, exc: BaseException) -> None:
+        engine = self._engine
         if not self._started:
             engine._finish(self)
             self._release()
@@ -115,10 +131,7 @@ class Process(_Runner):
             engine._current = None
             engine._finish(self)
             self._release()
-            observed = bool(self._callbacks) or self._killed
-            self.fail(exc)
-            if not observed:
-                raise ProcessFailed(self, engine._now, exc) from exc
+            self._failed(exc)
         else:
             engine._current = None
             engine._finish(self)
@@ -154,7 +167,8 @@ class Task(_Runner):
     stores) needs.
     """
 
-    __slots__ = ("pid", "_generator", "_step", "_resume", "_killed", "_waiting_on", "_waiting_since")
+    __slots__ = ("_generator", "_step")
+    _KIND = "task"
 
     def __init__(self, engine, fn, args, name: str, pid: int = 0):
         # Event's fields set here rather than through its __init__: tasks are made by the thousand.
@@ -173,36 +187,15 @@ class Task(_Runner):
         engine._seq = seq = engine._seq + 1
         heappush(engine._heap, (engine._now, seq, self._step, None))
 
-    def kill(self, exc: BaseException | None = None) -> None:
-        """Throw `exc` (default `GreenletExit`) into the generator where it waits, as `Process.kill` does."""
-        if self._ok is not None:
-            return
-        if exc is None:
-            exc = GreenletExit(f"{self.name} killed")
-        if self._generator.gi_running:
-            raise EngineUsageError(f"task {self.name!r} cannot kill itself; return or raise instead")
-        engine = self._engine
-        if engine._current is None:
-            self._kill_now(exc)
-        else:
-            engine._schedule_now(self._kill_now, exc)
-
-    def _kill_now(self, exc: BaseException) -> None:
-        if self._ok is not None:
-            return
+    def _stop_waiting(self) -> None:
         self._engine._unschedule(self._step)
-        self._unschedule_wake()
-        self._killed = True
-        self._advance(exc)
+        if self._waiting_on is not None:
+            self._engine._unschedule(self._resume)
+            self._cancel_wait()
+            self._engine._waiting_tasks.pop(self, None)
 
-    def _unschedule_wake(self) -> None:
-        """Stop waiting on an event (killed while waiting)."""
-        event = self._waiting_on
-        if event is None:
-            return
-        self._engine._unschedule(self._resume)
-        self._cancel_wait()
-        self._engine._waiting_tasks.pop(self, None)
+    def _throw(self, exc: BaseException) -> None:
+        self._advance(exc)
 
     def _woken(self, event: Event) -> None:
         """The event this task waits on triggered: go on with its value, or raise its failure at the yield."""
@@ -255,9 +248,6 @@ class Task(_Runner):
             self.succeed(stop.value)
         except BaseException as failure:
             self._generator = self._step = self._resume = None
-            observed = bool(self._callbacks) or self._killed
-            self.fail(failure)
-            if not observed:
-                raise ProcessFailed(self, engine._now, failure) from failure
+            self._failed(failure)
         finally:
             engine._task = outer
