@@ -65,6 +65,46 @@ def test_adr0001_t1_no_module_imports_a_higher_layer():
     assert not violations, "\n".join(violations)
 
 
+def module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The kernbench modules a module imports, `TYPE_CHECKING` imports too (`from a import b` counts as importing
+    module `a.b` where that is a module, else `a`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found & modules
+
+
+def import_circles(package: str) -> list[list[str]]:
+    """The sets of modules of `package` (a dotted name) that import each other round in a circle."""
+    paths = {}
+    for path in PACKAGE.parent.joinpath(*package.split(".")).rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {module: module_imports(path, set(paths)) - {module} for module, path in paths.items()}
+    reaches = {}
+    for module in graph:  # every module reachable from `module`
+        seen, todo = set(), list(graph[module])
+        while todo:
+            other = todo.pop()
+            if other not in seen:
+                seen.add(other)
+                todo.extend(graph[other])
+        reaches[module] = seen
+    circles = {frozenset(m for m in graph if m in reaches[module] and module in reaches[m]) for module in graph}
+    return sorted(sorted(circle) for circle in circles if circle)
+
+
+def test_no_import_circle_in_the_kernels_or_the_engine():
+    """A circle hides which module builds on which: a type the language patches need is named where they can
+    import it without importing the builder that imports them (`triton_bridge.context.ProgramBuilder`)."""
+    assert import_circles("kernbench.kernels") == []
+    assert import_circles("kernbench.sim_engine") == []
+
+
 def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):
     result = run_kernbench("run", "ccl_allreduce", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -11,12 +11,33 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+import numpy as np
+import triton.language as tl
 from triton.language.semantic import TritonSemantic
 
-if TYPE_CHECKING:
-    from kernbench.kernels.triton_bridge.builder import BridgeBuilder
+from kernbench.kernels.triton_bridge.values import Origin, Value
+
+
+class ProgramBuilder(Protocol):
+    """What the patched language (`blocks`, `reductions`, `patches`) asks of a running program's builder
+    (`builder.BridgeBuilder`) beyond Triton's own builder calls. Named here, so that the program's type does not
+    depend on the builder's module, which imports the language patches."""
+
+    def charge(self, op: str, n_elements: int, dtype: tl.dtype) -> None: ...
+
+    def load_block(self, addresses: np.ndarray, active: np.ndarray | None, fill, element: tl.dtype,
+                   origin: Origin | None = None) -> Value: ...
+
+    def store_block(self, addresses: np.ndarray, value: Value, active: np.ndarray | None,
+                    origin: Origin | None = None) -> None: ...
+
+    def create_reduce(self, combine_fn, inputs, axis, keep_dims): ...
+
+    def observe(self, value: Value, converted) -> None: ...
+
+    def untraceable(self, reason: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -25,7 +46,7 @@ class RunningProgram:
 
     kernel_name: str
     program_id: tuple[int, int, int]
-    builder: BridgeBuilder
+    builder: ProgramBuilder
     semantic: TritonSemantic
 
 
