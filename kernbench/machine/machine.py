@@ -75,7 +75,7 @@ class Machine:
 
     def __init__(self, topology: Topology, engine, *, backed: bool = True, caches: RunCaches | None = None):
         """`backed=False` (timing-only runs): memories keep no values, only capacity. `caches`: the run's speed
-        caches, which the placed DMAs use (a machine built alone has its own)."""
+        caches, which the machine's routes and the placed DMAs use (a machine built alone has its own)."""
         self.topology = topology
         self.engine = engine
         self.caches = RunCaches() if caches is None else caches
@@ -87,9 +87,10 @@ class Machine:
                        for s in range(topology.n_sips)]
         self.channels: dict[str, Channel] = {}
         self._channel_kind: dict[str, str] = {}
-        self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = {}
-        self._paths: dict[tuple[Endpoint | None, Endpoint], _Path] = {}
-        self._paths_by_id: dict[tuple[int, int], tuple[_Path, Endpoint | None, Endpoint]] = {}
+        self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = self.caches.slot("machine.routes")
+        self._paths: dict[tuple[Endpoint | None, Endpoint], _Path] = self.caches.slot("machine.paths")
+        self._paths_by_id: dict[tuple[int, int], tuple[_Path, Endpoint | None, Endpoint]] = self.caches.slot(
+            "machine.paths_by_id")
         self._pes: dict[tuple[int, int, int], PeUnits] = {}
         self._l2_tags: dict[int, L2Tags] = {}
 
