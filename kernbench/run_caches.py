@@ -20,23 +20,26 @@ layer above that made it.
 from __future__ import annotations
 
 
-class RunCaches:
-    """The run's caches, one dict per named slot (made on first use); `enabled=False`: slots that keep nothing."""
+class RunCaches(dict):
+    """The run's caches: `caches[name]` is the slot named `name`, a dict made on first use (a lookup of a slot
+    made already costs one dict lookup, which the hottest callers, a DMA's, can afford).
+
+    A slot's users fill it (`slot[key] = value`, `slot.setdefault(key, value)`).
+    With `enabled=False` each slot is a dict that stores nothing, so every
+    `get` misses and the caller computes the answer as it would have the first
+    time. Being a dict, a run's caches are empty, so false, until a slot is
+    used: a default is chosen by `caches is None`, never `caches or ...`.
+    """
+
+    __slots__ = ("enabled",)
 
     def __init__(self, enabled: bool = True) -> None:
+        super().__init__()
         self.enabled = enabled
-        self._slots: dict[str, dict] = {}
 
-    def slot(self, name: str) -> dict:
-        """The cache named `name`: a dict its users fill (`cache[key] = value`, `cache.setdefault(key, value)`).
-
-        With caches off it is a dict that stores nothing, so every `get` misses
-        and the caller computes the answer as it would have the first time.
-        """
-        cache = self._slots.get(name)
-        if cache is None:
-            cache = self._slots[name] = {} if self.enabled else _KeepsNothing()
-        return cache
+    def __missing__(self, name: str) -> dict:
+        slot = self[name] = {} if self.enabled else _KeepsNothing()
+        return slot
 
 
 class _KeepsNothing(dict):

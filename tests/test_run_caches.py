@@ -92,14 +92,14 @@ def test_a_run_with_caches_off_logs_the_same_ops_times_and_values(case, timing_o
 
 def test_caches_off_keep_nothing_and_caches_on_keep_within_the_run():
     """Off, a slot drops what is put in it; on, it keeps it, and a run's slots are its own."""
-    off = RunCaches(enabled=False).slot("a")
+    off = RunCaches(enabled=False)["a"]
     off["key"] = 1
     assert off.setdefault("other", [2]) == [2]
     assert off.get("key") is None and len(off) == 0
     on = RunCaches()
-    on.slot("a")["key"] = 1
-    assert on.slot("a") == {"key": 1} and on.slot("b") == {}
-    assert RunCaches().slot("a") == {}
+    on["a"]["key"] = 1
+    assert on["a"] == {"key": 1} and on["b"] == {}
+    assert RunCaches()["a"] == {}
 
 
 def test_a_kernels_traced_shapes_are_kept_in_its_runs_caches():
@@ -111,5 +111,5 @@ def test_a_kernels_traced_shapes_are_kept_in_its_runs_caches():
 
     session = Session("default")
     session.run(launch_twice, session.torch)
-    assert [len(shapes) for shapes in session.ctx.caches.slot("triton_bridge.kept_shapes").values()] == [1]
-    assert Session("default").ctx.caches.slot("triton_bridge.kept_shapes") == {}
+    assert [len(shapes) for shapes in session.ctx.caches["triton_bridge.kept_shapes"].values()] == [1]
+    assert Session("default").ctx.caches["triton_bridge.kept_shapes"] == {}

@@ -87,10 +87,10 @@ class Machine:
                        for s in range(topology.n_sips)]
         self.channels: dict[str, Channel] = {}
         self._channel_kind: dict[str, str] = {}
-        self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = self.caches.slot("machine.routes")
-        self._paths: dict[tuple[Endpoint | None, Endpoint], _Path] = self.caches.slot("machine.paths")
-        self._paths_by_id: dict[tuple[int, int], tuple[_Path, Endpoint | None, Endpoint]] = self.caches.slot(
-            "machine.paths_by_id")
+        self._routes: dict[tuple[Endpoint | None, Endpoint], list[Channel]] = self.caches["machine.routes"]
+        self._paths: dict[tuple[Endpoint | None, Endpoint], _Path] = self.caches["machine.paths"]
+        self._paths_by_id: dict[tuple[int, int], tuple[_Path, Endpoint | None, Endpoint]] = (
+            self.caches["machine.paths_by_id"])
         self._pes: dict[tuple[int, int, int], PeUnits] = {}
         self._l2_tags: dict[int, L2Tags] = {}
 

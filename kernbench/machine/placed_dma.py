@@ -284,7 +284,7 @@ class _Ends:
 
 
 def _ends(machine: Machine, pe: PeUnits) -> _Ends:
-    kept = machine.caches.slot("placed_dma.ends")
+    kept = machine.caches["placed_dma.ends"]
     key = (pe.sip, pe.cube, pe.pe)
     ends = kept.get(key)
     if ends is None:
@@ -415,7 +415,7 @@ def _layout(machine: Machine, placement) -> _Layout:
     """The placement's `_Layout`, kept in the run's caches by identity (a placement's slices make it unhashable;
     the layout holds the placement, so its id stays its own while kept), since every DMA of a kernel or a
     collective asks again."""
-    kept = machine.caches.slot("placed_dma.layouts")
+    kept = machine.caches["placed_dma.layouts"]
     layout = kept.get(id(placement))
     if layout is None or layout.placement is not placement:
         if len(kept) >= _LAYOUTS_KEPT:

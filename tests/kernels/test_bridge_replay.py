@@ -37,7 +37,7 @@ def no_kept_shapes(monkeypatch):
 
 
 def _kept(fn) -> list:
-    return CACHES.slot("triton_bridge.kept_shapes")[fn]
+    return CACHES["triton_bridge.kept_shapes"][fn]
 
 
 def _value(argument):

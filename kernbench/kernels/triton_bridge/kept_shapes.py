@@ -39,7 +39,7 @@ class KeptShapes:
     slot of `caches` (the run's; None: a store of this launch's own)."""
 
     def __init__(self, caches: RunCaches | None = None) -> None:
-        self._kept = (caches or RunCaches()).slot("triton_bridge.kept_shapes")
+        self._kept = (RunCaches() if caches is None else caches)["triton_bridge.kept_shapes"]
 
     def find(self, fn, signature: tuple, taken: set, kernel_name: str, arguments: dict, program_id,
              grid) -> tuple[Shape, list] | None:

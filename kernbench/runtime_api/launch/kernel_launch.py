@@ -157,7 +157,7 @@ def _nearest_first(machine, sip: int, home: int) -> tuple[tuple[int, int], ...]:
     worked out once per run, SIP and home cube (in the run's caches), since every launch of a single-PE tensor
     asks."""
     topology = machine.topology
-    known = machine.caches.slot("kernel_launch.nearest_first")
+    known = machine.caches["kernel_launch.nearest_first"]
     order = known.get((sip, home))
     if order is None:
         cubes = sorted(range(topology.cubes_per_sip), key=lambda c: (len(topology.noc_route(home, c, sip=sip)), c))

@@ -56,9 +56,9 @@ class _MachineCosts:
         caches = machine.caches
         self.topology = machine.topology
         self.dma_view = _ReplicaCachingMachine(machine)
-        self.vector_ops: dict[tuple, tuple[int, tuple]] = caches.slot("kernel_port.vector_ops")
-        self.gemm_ops: dict[tuple, tuple[int, tuple]] = caches.slot("kernel_port.gemm_ops")
-        self.dtypes: dict[str, np.dtype] = caches.slot("kernel_port.dtypes")
+        self.vector_ops: dict[tuple, tuple[int, tuple]] = caches["kernel_port.vector_ops"]
+        self.gemm_ops: dict[tuple, tuple[int, tuple]] = caches["kernel_port.gemm_ops"]
+        self.dtypes: dict[str, np.dtype] = caches["kernel_port.dtypes"]
 
     def vector(self, op: str, n_elements: int, dtype_name: str) -> tuple[int, tuple]:
         """(duration, op-log args) of a vector op; records of equal ops share one args tuple."""
@@ -96,7 +96,7 @@ class _ReplicaCachingMachine:
 
     def __init__(self, machine) -> None:
         self._machine = weakref.proxy(machine)
-        self._nearest: dict[tuple[int, int, int], tuple[object, int]] = machine.caches.slot("kernel_port.nearest")
+        self._nearest: dict[tuple[int, int, int], tuple[object, int]] = machine.caches["kernel_port.nearest"]
         self.engine = machine.engine
         self.caches = machine.caches
 
@@ -119,7 +119,7 @@ class _ReplicaCachingMachine:
 
 
 def _costs(machine) -> _MachineCosts:
-    kept = machine.caches.slot("kernel_port.costs")
+    kept = machine.caches["kernel_port.costs"]
     costs = kept.get(machine)
     if costs is None:
         costs = kept[machine] = _MachineCosts(machine)
