@@ -79,13 +79,18 @@ def module_imports(path: Path, modules: set[str]) -> set[str]:
     return found & modules
 
 
-def import_circles(package: str) -> list[list[str]]:
-    """The sets of modules of `package` (a dotted name) that import each other round in a circle."""
+def module_graph(package: str) -> dict[str, set[str]]:
+    """Each module of `package` (a dotted name) and the modules of `package` it imports."""
     paths = {}
     for path in PACKAGE.parent.joinpath(*package.split(".")).rglob("*.py"):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {module: module_imports(path, set(paths)) - {module} for module, path in paths.items()}
+    return {module: module_imports(path, set(paths)) - {module} for module, path in paths.items()}
+
+
+def import_circles(package: str) -> list[list[str]]:
+    """The sets of modules of `package` (a dotted name) that import each other round in a circle."""
+    graph = module_graph(package)
     reaches = {}
     for module in graph:  # every module reachable from `module`
         seen, todo = set(), list(graph[module])
@@ -104,6 +109,31 @@ def test_adr0001_t7_no_import_circles():
     need is named where they can import it without importing the builder that imports them
     (`triton_bridge.context.ProgramBuilder`)."""
     assert import_circles("kernbench") == []
+
+
+# The parts of runtime_api, bottom-up (adr/0001-architecture.md, "Parts within a layer").
+RUNTIME_API_PARTS = {
+    "errors": 0, "device": 0, "unsupported": 0,
+    "current_run": 1, "streams": 1, "autograd": 1,
+    "layout": 2, "launch": 2,
+    "ops": 3,
+    "tensor": 4,
+    "generators": 5,
+    "context": 6,
+    "namespace": 7,
+}
+
+
+def test_adr0001_t8_runtime_api_parts_import_only_parts_below_them():
+    package = "kernbench.runtime_api"
+    part = {module: module[len(package) + 1:].split(".")[0] for module in module_graph(package) if module != package}
+    unplaced = sorted({name for name in part.values() if name not in RUNTIME_API_PARTS})
+    assert not unplaced, f"parts of runtime_api with no place in ADR 0001: {unplaced}"
+    violations = [f"{module} ({part[module]}) imports {other} ({part[other]})"
+                  for module, imported in module_graph(package).items() if module in part
+                  for other in imported if other in part and part[other] != part[module]
+                  and RUNTIME_API_PARTS[part[other]] >= RUNTIME_API_PARTS[part[module]]]
+    assert not violations, "\n".join(violations)
 
 
 def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):

@@ -1,4 +1,4 @@
-"""The run's speed caches (`kernbench.run_caches`) change its speed only.
+"""ADR 0001 T9, T10 and ADR 0007 T116: the run's speed caches (`kernbench.run_caches`) change its speed only.
 
 Each case runs twice, with the caches on and off (`Session(caches=False)`),
 and the two runs must log the same ops at the same picoseconds (every
@@ -80,7 +80,7 @@ RUNS = [(case, False) for case in CASES] + [(case, True) for case in ("all-reduc
 
 
 @pytest.mark.parametrize("case, timing_only", RUNS, ids=[f"{case}{', timing only' * t}" for case, t in RUNS])
-def test_a_run_with_caches_off_logs_the_same_ops_times_and_values(case, timing_only, monkeypatch, capsys):
+def test_adr0001_t9_a_run_with_caches_off_logs_the_same_ops_times_and_values(case, timing_only, monkeypatch, capsys):
     rows, end, values, printed = _run(case, True, monkeypatch, capsys, timing_only=timing_only)
     rows_off, end_off, values_off, printed_off = _run(case, False, monkeypatch, capsys, timing_only=timing_only)
     assert len(rows) > 0
@@ -91,7 +91,7 @@ def test_a_run_with_caches_off_logs_the_same_ops_times_and_values(case, timing_o
     assert printed_off == printed
 
 
-def test_caches_off_keep_nothing_and_caches_on_keep_within_the_run():
+def test_adr0001_t10_caches_off_keep_nothing_and_caches_on_keep_within_the_run():
     """Off, a slot drops what is put in it; on, it keeps it, and a run's slots are its own."""
     off = RunCaches(enabled=False)["a"]
     off["key"] = 1
@@ -103,7 +103,7 @@ def test_caches_off_keep_nothing_and_caches_on_keep_within_the_run():
     assert RunCaches()["a"] == {}
 
 
-def test_a_kernels_traced_shapes_are_kept_in_its_runs_caches():
+def test_adr0007_t116_a_kernels_traced_shapes_are_kept_in_its_runs_caches():
     """Two launches of one signature keep one shape, in the caches of the run that launched them; a new run starts
     with none."""
     def launch_twice(torch):
