@@ -9,8 +9,8 @@ each leaf's gradient into its `.grad`. Grad mode is per rank (greenlet), as
 it is per thread in PyTorch: `no_grad()` in one rank leaves the others
 recording.
 
-This module works on tensors through their methods only, so the op table
-(tensor_ops.py) and the views (tensor.py) can both record into it.
+This module works on tensors through their methods only, so the op table's
+rows (ops/) and the views (tensor/core.py) can both record into it.
 """
 
 from __future__ import annotations

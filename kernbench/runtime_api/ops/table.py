@@ -38,7 +38,7 @@ from kernbench.runtime_api.ops.promotion import is_tensor
 
 
 class Cost(enum.Enum):
-    """How a row's device work is timed; each names the device op (device_ops.py) that times it."""
+    """How a row's device work is timed: the device ops of device_ops.py that run it, and what they charge."""
 
     ELEMENTWISE = "an elementwise device op: one vector-unit pass over the elements"
     REDUCTION = "a reduction: one vector-unit pass per chunk of the reduced elements"
