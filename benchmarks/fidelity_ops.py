@@ -1,0 +1,144 @@
+"""kernbench's device ops against the same PyTorch ops timed on a real H100 and H200: error per point, per family,
+overall.
+
+`benchmarks/anchors/torch_ops_h100.json` and `torch_ops_h200.json` hold the
+measurements (taken by `anchors/measure_torch_ops.py`; `anchors/README.md`
+says how). This script runs every point as a user writes it — tensors made
+with `device="cuda"`, no `DPPolicy`, then `a @ b`, `x.sum()`,
+`F.layer_norm(x, (n,))`, … — timing-only on the topology that describes the
+GPU (`h100`, and one SIP of `h200x4`), and takes the simulated time from
+just before the op is enqueued to the end of its device work. It prints per
+point the measured and simulated time and the error (simulated − measured)
+/ measured, then per GPU and family the geometric mean of |error| (the
+geometric mean of the ratios' distance from 1: exp(mean |ln(sim/real)|) − 1),
+and last `overall_geomean_abs_error: X` in percent, with the wall and CPU
+seconds each point took to simulate beside it.
+
+Points whose operands hold more than `--max-elements` elements (default:
+all) are skipped and counted, so a partial run of a slow model finishes.
+`--gpu h100` or `--gpu h200` runs one anchor file.
+
+Run as `python benchmarks/fidelity_ops.py` from the repository root.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kernbench.session import Session  # noqa: E402
+
+ANCHORS = Path(__file__).resolve().parent / "anchors"
+GPUS = {"h100": ("torch_ops_h100.json", "h100"), "h200": ("torch_ops_h200.json", "h200x4")}
+DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def operands(point) -> list[tuple[int, ...]]:
+    """The shapes of the tensors a point's op reads."""
+    if point["family"] == "matmul":
+        return [(point["m"], point["k"]), (point["k"], point["n"])]
+    shape = tuple(point.get("shape") or (point["numel"],))
+    return [shape, shape] if point.get("op") in ("add", "mul") else [shape]
+
+
+def the_op(torch, point, tensors):
+    """The op of `point` over `tensors`, written as a user writes it."""
+    F = torch.nn.functional
+    if point["family"] == "matmul":
+        a, b = tensors
+        return lambda: a @ b
+    x = tensors[0]
+    op, dim = point["op"], point.get("dim")
+    calls = {
+        "add": lambda: x + tensors[1], "mul": lambda: x * tensors[1], "gelu": lambda: F.gelu(x),
+        "relu": lambda: torch.relu(x), "exp": lambda: x.exp(), "softmax": lambda: torch.softmax(x, -1),
+        "log_softmax": lambda: torch.log_softmax(x, -1), "layer_norm": lambda: F.layer_norm(x, (x.shape[-1],)),
+        "norm": lambda: torch.norm(x) if dim is None else torch.norm(x, dim=dim),
+    }
+    if op in calls:
+        return calls[op]
+    reduce = getattr(torch, op)
+    return (lambda: reduce(x)) if dim is None else (lambda: reduce(x, dim))
+
+
+def simulated_us(topology: str, point) -> float:
+    """Simulated microseconds of the point's op on one device of `topology`, timing-only."""
+    session = Session(topology, timing_only=True)
+    got = {}
+
+    def bench(torch):
+        dtype = getattr(torch, DTYPE_NAMES[point["dtype"]])
+        tensors = [torch.randn(*shape, device="cuda", dtype=dtype) for shape in operands(point)]
+        op = the_op(torch, point, tensors)
+        torch.cuda.synchronize()
+        start = session.engine.now
+        op()
+        torch.cuda.synchronize()
+        got["ps"] = session.engine.now - start
+
+    session.run(bench, session.torch)
+    return got["ps"] / 1e6
+
+
+def label(point) -> str:
+    if point["family"] == "matmul":
+        return f"matmul {point['dtype']} {point['m']}x{point['n']}x{point['k']}"
+    shape = "x".join(map(str, point.get("shape") or (point["numel"],)))
+    dim = "" if point.get("dim", -1) is None and point["family"] != "reduction" else f" dim={point.get('dim')}"
+    return f"{point['op']} {point['dtype']} {shape}{dim if point['family'] == 'reduction' else ''}"
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu", choices=sorted(GPUS), action="append")
+    parser.add_argument("--max-elements", type=int, default=None)
+    args = parser.parse_args(argv)
+    errors = defaultdict(list)
+    skipped = 0
+    for gpu in args.gpu or sorted(GPUS):
+        anchor, topology = GPUS[gpu]
+        points = json.loads((ANCHORS / anchor).read_text())["points"]
+        print(f"{gpu} ({topology}.yaml): {'point':<42} {'real us':>10} {'sim us':>10} {'error':>8} "
+              f"{'wall s':>7} {'cpu s':>7}")
+        for point in points:
+            if args.max_elements is not None and max(math.prod(s) for s in operands(point)) > args.max_elements:
+                skipped += 1
+                continue
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            simulated = simulated_us(topology, point)
+            wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+            ratio = simulated / point["time_us"]
+            errors[(gpu, point["family"])].append(ratio)
+            print(f"  {label(point):<48} {point['time_us']:>10.1f} {simulated:>10.1f} {100 * (ratio - 1):>+7.1f}% "
+                  f"{wall:>7.2f} {cpu:>7.2f}", flush=True)
+    print(f"points skipped (over --max-elements): {skipped}")
+    for (gpu, family), ratios in sorted(errors.items()):
+        print(f"{gpu}_{family}_geomean_abs_error: {100 * _geomean_abs_error(ratios):.1f}")
+    every = [ratio for ratios in errors.values() for ratio in ratios]
+    print(f"overall_geomean_abs_error: {100 * _geomean_abs_error(every):.1f}")
+
+
+def _geomean_abs_error(ratios) -> float:
+    return math.exp(sum(abs(math.log(r)) for r in ratios) / len(ratios)) - 1
+
+
+if __name__ == "__main__":
+    main()
