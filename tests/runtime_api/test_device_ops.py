@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
+from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.layout.views import Layout
@@ -108,6 +109,55 @@ def test_adr0016_t5_a_reduction_larger_than_a_tile_is_chunked_and_exact():
     assert where == 777_777
     steps = [op for op in session.ctx.machine.oplog.select(label="sum") if op.kind == "vector"]
     assert len(steps) > 1
+
+
+@pytest.mark.parametrize("shape, dim", [((1 << 20,), None), ((4, 1 << 18), 1), ((3, 2, 1 << 18), 2)])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "argmax", "all"])
+def test_adr0016_t125_a_reduction_with_few_outputs_is_split_over_the_pes_and_exact(shape, dim, op):
+    """Too few outputs to give every PE a program: the reduced extent is split over the SIP's PEs
+    (`reduction_splits` parts, each part's partial stored in a workspace), then a second launch merges the
+    partials in part order — the values are numpy's (argmax: the first index of the maximum, here planted in
+    the last part and tied in the first)."""
+    values = np.random.default_rng(125).uniform(-1, 1, shape).astype(np.float32)
+    flat = values.reshape(-1)
+    flat[-3] = flat[5] = 7.0  # a tie across parts: argmax must keep the earlier one
+
+    def bench(torch):
+        x = torch.tensor(values, device="cuda")
+        reduced = getattr(x, op)() if dim is None else getattr(x, op)(dim)
+        return reduced.numpy()
+
+    session, result = _run(bench)
+    reference = {"sum": np.sum, "mean": np.mean, "amax": np.max, "argmax": np.argmax, "all": np.all}[op]
+    if op in ("argmax", "all"):
+        assert np.array_equal(result, reference(values, axis=dim))
+    else:
+        assert_close(result, reference(values.astype(np.float64), axis=dim), "f32")
+    ctx = session.ctx
+    reduced = values.size if dim is None else shape[dim]
+    outputs = values.size // reduced
+    chunk = min(reduced, device_ops.tile_elements(ctx, values.dtype.itemsize))
+    groups = -(-outputs // max(1, device_ops.tile_elements(ctx, values.dtype.itemsize) // reduced))
+    splits = device_ops.reduction_splits(ctx, groups, reduced, chunk)
+    assert splits > 1
+    first_pass = {op_.program for op_ in ctx.machine.oplog.select(label=op) if op_.kind == "vector"
+                  and op_.args["elements"] != splits * outputs}
+    assert len(first_pass) == groups * splits
+
+
+def test_adr0016_t126_a_split_reduction_times_the_same_without_values():
+    """The split and the merge issue the same PE ops with and without values (timing-only)."""
+    def bench(torch):
+        x = torch.randn(1 << 20, device="cuda")
+        torch.ahbm.synchronize()
+        x.sum(), x.argmax(), x.reshape(8, -1).mean(1)
+        torch.ahbm.synchronize()
+
+    ends = []
+    for timing_only in (False, True):
+        session, _ = _run(bench, timing_only=timing_only)
+        ends.append((session.engine.now, len(session.ctx.machine.oplog)))
+    assert ends[0] == ends[1]
 
 
 @pytest.mark.parametrize("shapes", [((8, 16), (16, 4)), ((70, 33), (33, 65)), ((16,), (16, 8)), ((8, 16), (16,)),

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from kernbench.dtypes import DType, float32
+from kernbench.dtypes import DType, float32, int64
 from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import kept_dmas, load_elements, store_elements
@@ -269,16 +269,34 @@ def _host_operand(op, dtype: DType):
 @dataclass(frozen=True)
 class Reduction:
     """A reduction: `chunk(values2d, first) -> partial` along axis 1 (`first`: the chunk's first reduced index),
-    `merge(a, b)` of two partials, `finish(partial, count)` the result."""
+    `merge(a, b)` of two partials, `finish(partial, count)` the result. An `indexed` reduction's partial is a
+    (values, indices) pair (argmax, argmin)."""
 
     chunk: Callable
     merge: Callable
     finish: Callable = staticmethod(lambda partial, count: partial)
+    indexed: bool = False
+
+
+def reduction_splits(ctx, groups: int, reduced: int, chunk: int) -> int:
+    """Parts the reduced extent is split into, as a library's reduction kernel splits it: one when the groups of
+    outputs already give every PE of the SIP a program, else as many as fill the PEs, each at least one
+    chunk."""
+    pes = ctx.topology.pes_per_sip
+    if groups >= pes or reduced <= chunk:
+        return 1
+    return max(1, min(-(-pes // groups), -(-reduced // chunk)))
 
 
 def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: bool, result_dtype: DType,
            compute_dtype: DType, new_tensor):
-    """Reduce `x` over `dims`: each program reduces a group of outputs, in TCM-sized chunks of the reduced extent."""
+    """Reduce `x` over `dims`: each program reduces a group of outputs, in TCM-sized chunks of the reduced extent.
+
+    When the groups are too few to give every PE a program (a full reduction to one value, a few long rows),
+    the reduced extent is split over the PEs, as a library reduction kernel splits it over thread blocks:
+    each program reduces one part of one group into a partial in a workspace in HBM, and a second launch
+    merges each output's partials in part order and finishes it.
+    """
     kept = [d for d in range(x.ndim) if d not in dims]
     out_shape = tuple(x.shape[d] if d in kept else 1 for d in range(x.ndim)) if keepdim else \
         tuple(x.shape[d] for d in kept)
@@ -299,28 +317,75 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
     per_program = max(1, tile_elements(ctx, x.dtype.itemsize) // max(1, reduced))
     chunk = min(reduced, tile_elements(ctx, x.dtype.itemsize)) if reduced else 1
     out_layout = Layout.contiguous(tuple(x.shape[d] for d in kept), out.storage_offset())
+    groups = -(-outputs // per_program)
+    splits = reduction_splits(ctx, groups, reduced, chunk)
+    part = -(-reduced // splits)
 
-    def program(p: Program) -> None:
-        first = p.number * per_program
-        last = min(outputs, first + per_program)
+    def reduce_part(p: Program, first: int, last: int, lo: int, hi: int):
+        """Outputs [first, last) over reduced elements [lo, hi), chunk by chunk: their partial (None when no
+        values are computed)."""
         bases = _as_array(storage_indices(kept_layout, kept_layout.shape, first, last))
         partial = None
-        for lo in range(0, max(reduced, 1), chunk):
-            hi = min(reduced, lo + chunk)
-            offsets = _as_array(storage_indices(reduced_layout, reduced_layout.shape, lo, hi))
+        for start in range(lo, max(hi, lo + 1), chunk):
+            stop = min(hi, start + chunk)
+            offsets = _as_array(storage_indices(reduced_layout, reduced_layout.shape, start, stop))
             indices = (bases[:, None] + offsets[None, :]).reshape(-1)
             values = p.load(x, indices)
             p.vector(name, indices.size, compute_dtype)
             if p.data:
-                part = reduction.chunk(values.astype(compute_dtype.numpy, copy=False).reshape(last - first, hi - lo),
-                                       lo)
-                partial = part if partial is None else reduction.merge(partial, part)
+                piece = reduction.chunk(values.astype(compute_dtype.numpy, copy=False)
+                                        .reshape(last - first, stop - start), start)
+                partial = piece if partial is None else reduction.merge(partial, piece)
+        return partial
+
+    def store_result(p: Program, first: int, last: int, partial) -> None:
         result = np.empty(last - first, dtype=out.dtype.numpy)
         if p.data:
             result = np.asarray(reduction.finish(partial, reduced)).astype(out.dtype.numpy)
         p.store(out, storage_indices(out_layout, out_layout.shape, first, last), result)
 
-    run_tiles(ctx, [x], out, -(-outputs // per_program), name, program)
+    if splits == 1:
+        def program(p: Program) -> None:
+            first = p.number * per_program
+            last = min(outputs, first + per_program)
+            store_result(p, first, last, reduce_part(p, first, last, 0, reduced))
+
+        run_tiles(ctx, [x], out, groups, name, program)
+        return out
+
+    # The workspace: partial s of output o at row s, column o; an indexed reduction keeps its indices apart.
+    workspaces = [new_tensor((splits, outputs), compute_dtype, x.device, f"{name}.partials")]
+    if reduction.indexed:
+        workspaces.append(new_tensor((splits, outputs), int64, x.device, f"{name}.partial_indices"))
+
+    def split_program(p: Program) -> None:
+        group, s = divmod(p.number, splits)
+        first, last = group * per_program, min(outputs, (group + 1) * per_program)
+        partial = reduce_part(p, first, last, s * part, min(reduced, (s + 1) * part))
+        pieces = (partial if reduction.indexed else (partial,)) if p.data else (None,) * len(workspaces)
+        for workspace, piece in zip(workspaces, pieces):
+            values = np.asarray(piece) if p.data else np.empty(last - first, dtype=workspace.dtype.numpy)
+            p.store(workspace, slice(s * outputs + first, s * outputs + last), values)
+
+    run_tiles(ctx, [x], workspaces[0], groups * splits, name, split_program)
+    merge_per_program = max(1, tile_elements(ctx, compute_dtype.itemsize) // splits)
+
+    def merge_program(p: Program) -> None:
+        first = p.number * merge_per_program
+        last = min(outputs, first + merge_per_program)
+        columns = np.arange(first, last, dtype=np.int64)
+        indices = (np.arange(splits, dtype=np.int64)[:, None] * outputs + columns[None, :]).reshape(-1)
+        loaded = [p.load(workspace, indices) for workspace in workspaces]
+        p.vector(name, indices.size, compute_dtype)
+        partial = None
+        if p.data:
+            loaded = [values.reshape(splits, last - first) for values in loaded]
+            for s in range(splits):
+                piece = tuple(rows[s] for rows in loaded) if reduction.indexed else loaded[0][s]
+                partial = piece if partial is None else reduction.merge(partial, piece)
+        store_result(p, first, last, partial)
+
+    run_tiles(ctx, workspaces, out, -(-outputs // merge_per_program), name, merge_program)
     return out
 
 

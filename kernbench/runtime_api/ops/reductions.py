@@ -44,7 +44,7 @@ def mean_reduction() -> Reduction:
 
 
 def arg_reduction(pick, better) -> Reduction:
-    return Reduction(argchunk(pick), argmerge(better), lambda partial, _: partial[1])
+    return Reduction(argchunk(pick), argmerge(better), lambda partial, _: partial[1], indexed=True)
 
 
 def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
