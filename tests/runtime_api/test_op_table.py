@@ -97,8 +97,8 @@ def _labels(records, kind: str) -> set[str]:
 def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
     """ELEMENTWISE: one vector pass over the result's elements under the row's name (a cast: under `to`);
     REDUCTION: vector passes under its name; GEMM: matrix-unit ops and DMAs; COPY: DMAs only; FILL: a vector
-    pass and DMAs under its name; COMPOSITE: the device ops of two or more rows; HOST: device ops, then a read
-    to the host."""
+    pass and DMAs under its name; FUSED: vector passes under its name and the result stored once; COMPOSITE:
+    the device ops of two or more rows; HOST: device ops, then a read to the host."""
     row = ROWS[name]
     records, out = _logged_by(row)
     kinds = {r.kind for r in records}
@@ -114,6 +114,10 @@ def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
         assert kinds == {"dma"}
     elif row.cost is Cost.FILL:
         assert kinds <= {"dma", "vector"} and _labels(records, "vector") == {name}
+    elif row.cost is Cost.FUSED:
+        assert kinds <= {"dma", "vector"} and _labels(records, "vector") == {name}
+        stored = sum(r.nbytes for r in records if r.kind == "dma" and r.args.get("dst", "").endswith("hbm"))
+        assert stored == out.numel() * out.dtype.itemsize
     elif row.cost is Cost.COMPOSITE:
         assert len(_labels(records, "vector") | _labels(records, "gemm")) >= 2
     else:
@@ -192,3 +196,55 @@ def test_adr0016_t124_a_row_is_differentiable_as_the_table_says(name):
 
     session.run(bench, session.torch)
     assert got["recorded"] == (row.derivative != "none" and got["floating"])
+
+
+def _layer_norm_reference(x, w, b, eps=1e-5):
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
+    return (x - mean) * rstd * w + b, (x - mean) * rstd, rstd
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_adr0016_t127_fused_norms_and_softmax_match_numpy_forward_and_backward(dtype):
+    """layer_norm, rms_norm, softmax and log_softmax as fused row kernels: numpy's values (computed in float32
+    for half types) and, for loss = sum(out * c), the analytic gradients of input, weight and bias."""
+    rng = np.random.default_rng(127)
+    x, c = rng.normal(size=(6, 40)), rng.normal(size=(6, 40))
+    w, b = rng.normal(size=40), rng.normal(size=40)
+    x = x.astype(np.float16).astype(np.float64) if dtype == "f16" else x
+    got = {}
+
+    def bench(torch):
+        F = torch.nn.functional
+        for name in ("layer_norm", "rms_norm", "softmax", "log_softmax"):
+            tx = torch.tensor(x, dtype=dtype, device="cuda").requires_grad_()
+            tw = torch.tensor(w, dtype=dtype, device="cuda").requires_grad_()
+            tb = torch.tensor(b, dtype=dtype, device="cuda").requires_grad_()
+            out = {"layer_norm": lambda: F.layer_norm(tx, (40,), tw, tb), "rms_norm": lambda: F.rms_norm(tx, (40,), tw),
+                   "softmax": lambda: torch.softmax(tx, -1), "log_softmax": lambda: torch.log_softmax(tx, -1)}[name]()
+            (out.float() * torch.tensor(c, device="cuda")).sum().backward()
+            got[name] = (out.float().numpy(), tx.grad.float().numpy(),
+                         None if tw.grad is None else tw.grad.float().numpy(),
+                         None if tb.grad is None else tb.grad.float().numpy())
+
+    session = Session("default")
+    session.run(bench, session.torch)
+    y, xhat, rstd = _layer_norm_reference(x, w, b)
+    cw = c * w
+    dx = rstd * (cw - cw.mean(-1, keepdims=True) - xhat * (cw * xhat).mean(-1, keepdims=True))
+    expected = {"layer_norm": (y, dx, (c * xhat).sum(0), c.sum(0))}
+    eps = float(np.finfo(np.float16 if dtype == "f16" else np.float32).eps)
+    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    expected["rms_norm"] = (x * r * w, r * (cw - x * r * (cw * x * r).mean(-1, keepdims=True)), (c * x * r).sum(0), None)
+    s = np.exp(x - x.max(-1, keepdims=True))
+    s /= s.sum(-1, keepdims=True)
+    expected["softmax"] = (s, s * (c - (c * s).sum(-1, keepdims=True)), None, None)
+    expected["log_softmax"] = (np.log(s), c - s * c.sum(-1, keepdims=True), None, None)
+    for name, values in expected.items():
+        for value, reference in zip(got[name], values):
+            if reference is None:
+                assert value is None, name
+            else:
+                assert_close(value, reference, dtype)
+    records = [r for r in session.ctx.machine.oplog if r.kind == "vector" and r.label == "layer_norm"]
+    assert sum(r.args["elements"] for r in records) == 3 * x.size  # three passes over every element, one op

@@ -189,6 +189,55 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
     return out
 
 
+def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype: DType, params=(),
+               new_tensor=None):
+    """`fn(rows, *params) -> rows` over `x` seen as rows of its last `row` elements, as one fused kernel runs a
+    norm or a softmax: each program loads a group of whole rows once (and each parameter of `row` elements
+    once), makes `passes` vector passes over them and stores its rows once, into a new tensor of x's shape
+    and dtype.
+
+    `rows` are the loaded rows in `compute_dtype`, shape (rows, row); a
+    parameter is a tensor of `row` elements or None. A group is as many rows
+    as fit a tile, at least one: a row wider than a tile is still one
+    program's, streamed through as a fused kernel streams it.
+    """
+    out = new_tensor(x.shape, x.dtype, x.device, name)
+    values_of = [param for param in params if param is not None]
+    if x.device.is_host:
+        loaded = [_host_operand(param, compute_dtype).reshape(-1) for param in values_of]
+        rows = x._host_array.astype(compute_dtype.numpy).reshape(-1, row)
+        out._host_array[...] = np.asarray(fn(rows, *_with_nones(params, loaded))).reshape(x.shape)
+        return out
+    check_same_device([x, *values_of], name)
+    n_rows = x.numel() // max(1, row)
+    if x.numel() == 0:
+        return out
+    ctx = out._ctx
+    per_program = max(1, tile_elements(ctx, 2 * x.dtype.itemsize) // max(1, row))
+
+    def program(p: Program) -> None:
+        first, last = p.number * per_program, min(n_rows, (p.number + 1) * per_program)
+        start, stop = first * row, last * row
+        loaded_rows = p.load(x, storage_indices(x._layout, x.shape, start, stop))
+        loaded = [p.load(param, storage_indices(param._layout, param.shape, 0, row)) for param in values_of]
+        p.vector(name, passes * (stop - start), compute_dtype)
+        result = np.empty(stop - start, dtype=out.dtype.numpy)
+        if p.data:
+            rows = loaded_rows.astype(compute_dtype.numpy, copy=False).reshape(last - first, row)
+            extra = [values.astype(compute_dtype.numpy, copy=False) for values in loaded]
+            result = np.asarray(fn(rows, *_with_nones(params, extra))).astype(out.dtype.numpy).reshape(-1)
+        p.store(out, storage_indices(out._layout, out.shape, start, stop), result)
+
+    run_tiles(ctx, [x, *values_of], out, -(-n_rows // per_program), name, program)
+    return out
+
+
+def _with_nones(params, loaded):
+    """`loaded` put back where `params` has a tensor, None where it has None."""
+    values = iter(loaded)
+    return [None if param is None else next(values) for param in params]
+
+
 def generate(name: str, make: Callable[[int], np.ndarray], out) -> None:
     """Values `make(count)` written over `out` tile by tile: one vector pass and a store per tile (no load).
 

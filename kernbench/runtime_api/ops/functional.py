@@ -1,18 +1,24 @@
-"""`torch.nn.functional`'s composites — softmax, log_softmax, layer_norm, rms_norm, GELU, dropout — written
-with tensor methods and the elementwise runner, so each is as many device ops as it has steps (a fused
-kernel's passes), each timed, logged and recorded for autograd."""
+"""`torch.nn.functional`'s ops beyond single rows: softmax, log_softmax, layer_norm and rms_norm as fused row
+kernels (one read and one write of each row, as a GPU library runs them; their backward written with tensor
+methods), GELU's tanh form and dropout.
+
+Each forward is device work, timed and logged; each records its backward for
+autograd. A softmax over a dim other than the last runs device op by op.
+"""
 
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from kernbench.dtypes import float32
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.device_ops import float_type
-from kernbench.runtime_api.ops.elementwise import elementwise_op, to_dtype, where
+from kernbench.runtime_api.ops.elementwise import elementwise_op, result_maker, to_dtype, where
 from kernbench.runtime_api.ops.promotion import result_type
 
 
@@ -22,21 +28,49 @@ def gelu_tanh(x):
 
 
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
-    """exp(x − max) / sum: four device ops (amax, subtract-exp, sum, divide), as a fused kernel's passes."""
+    """exp(x − max) / sum over `dim`: over the last dim one fused pass (max, exp and sum, scale) reading each row
+    once and writing it once, as a GPU library's softmax kernel; over another dim four device ops (amax,
+    subtract-exp, sum, divide)."""
     dim = axis if dim is None else dim
-    if dtype is not None:
-        x = to_dtype(x, dtype)
+    x = _floating(x, dtype, "softmax")
+    if _is_last(x, dim):
+        def forward(rows):
+            shifted = np.exp(rows - rows.max(axis=1, keepdims=True))
+            return shifted / shifted.sum(axis=1, keepdims=True)
+
+        out = _fused_rows("softmax", forward, x, x.shape[-1] if x.ndim else 1, passes=3)
+        return autograd.record(out, "softmax", (x,), lambda g: (out * (g - (g * out).sum(-1, keepdim=True)),))
     shifted = _sub_exp(x, x.amax(dim, keepdim=True))
     return shifted / shifted.sum(dim, keepdim=True)
 
 
 def log_softmax(x, dim: int, dtype=None):
-    """x − max − log(sum(exp(x − max)))."""
-    if dtype is not None:
-        x = to_dtype(x, dtype)
+    """x − max − log(sum(exp(x − max))): over the last dim one fused pass, as softmax; else device op by op."""
+    x = _floating(x, dtype, "log_softmax")
+    if _is_last(x, dim):
+        def forward(rows):
+            shifted = rows - rows.max(axis=1, keepdims=True)
+            return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+        out = _fused_rows("log_softmax", forward, x, x.shape[-1] if x.ndim else 1, passes=3)
+        return autograd.record(out, "log_softmax", (x,),
+                               lambda g: (g - out.exp() * g.sum(-1, keepdim=True),))
     top = x.amax(dim, keepdim=True)
     total = _sub_exp(x, top).sum(dim, keepdim=True).log()
     return (x - top) - total
+
+
+def _floating(x, dtype, call: str):
+    """x in `dtype` when given; a softmax of integers is refused, as torch refuses it."""
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    if not x.dtype.is_floating_point:
+        raise TensorError(f"{call}: expected a floating-point input, got {x.dtype.name}; pass dtype=")
+    return x
+
+
+def _is_last(x, dim) -> bool:
+    return x.ndim == 0 or operator.index(dim) % x.ndim == x.ndim - 1
 
 
 def _sub_exp(x, m):
@@ -46,22 +80,69 @@ def _sub_exp(x, m):
     return autograd.record(out, "sub_exp", (x, m), lambda g: (g * out, -(g * out)))
 
 
+def _fused_rows(name: str, forward, x, row: int, passes: int, params=()):
+    """`forward` as one fused row kernel over x, computing in float32 for half types (as torch's kernels do)."""
+    compute = float32 if x.dtype.name in ("f16", "bf16") else float_type(x.dtype)
+    return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)))
+
+
+def _normalized(x, normalized_shape) -> tuple[tuple[int, ...], int]:
+    """The dims a norm normalizes over and the number of elements of each normalized row."""
+    shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
+    if x.shape[x.ndim - len(shape):] != shape:
+        raise TensorError(f"normalized_shape {shape} does not match the last dims of the input of shape {x.shape}")
+    return tuple(range(x.ndim - len(shape), x.ndim)), math.prod(shape)
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """(x − mean) / sqrt(var + eps) · weight + bias over the last dims (biased variance, as torch)."""
-    dims = tuple(range(x.ndim - len(tuple(normalized_shape)), x.ndim))
-    centered = x - x.mean(dims, keepdim=True)
-    out = centered * (centered.square().mean(dims, keepdim=True) + eps).rsqrt()
-    if weight is not None:
-        out = out * weight
-    return out if bias is None else out + bias
+    """(x − mean) / sqrt(var + eps) · weight + bias over the last dims (biased variance, as torch): one fused
+    pass (mean, variance, normalize) reading each row once and writing it once, as a GPU library's kernel."""
+    dims, row = _normalized(x, normalized_shape)
+
+    def forward(rows, w, b):
+        centered = rows - rows.mean(axis=1, keepdims=True)
+        y = centered / np.sqrt((centered * centered).mean(axis=1, keepdims=True) + eps)
+        y = y if w is None else y * w
+        return y if b is None else y + b
+
+    out = _fused_rows("layer_norm", forward, x, row, passes=3, params=(weight, bias))
+    lead = tuple(range(x.ndim - len(dims)))
+
+    def backward(g):
+        centered = x - x.mean(dims, keepdim=True)
+        rstd = (centered.square().mean(dims, keepdim=True) + eps).rsqrt()
+        xhat = centered * rstd
+        scaled = g if weight is None else g * weight
+        dx = (scaled - scaled.mean(dims, keepdim=True) - xhat * (scaled * xhat).mean(dims, keepdim=True)) * rstd
+        return (dx if autograd.requires_grad(x) else None,
+                (g * xhat).sum(lead) if autograd.requires_grad(weight) else None,
+                g.sum(lead) if autograd.requires_grad(bias) else None)
+
+    return autograd.record(out, "layer_norm", (x, weight, bias), backward)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
-    """x / sqrt(mean(x²) + eps) · weight over the last dims (eps: the dtype's machine epsilon by default)."""
-    dims = tuple(range(x.ndim - len(tuple(normalized_shape)), x.ndim))
+    """x / sqrt(mean(x²) + eps) · weight over the last dims (eps: the dtype's machine epsilon by default): one
+    fused pass (mean square, normalize), as a GPU library's kernel."""
+    dims, row = _normalized(x, normalized_shape)
     eps = float(np.finfo(x.dtype.numpy).eps) if eps is None else eps
-    out = x * (x.square().mean(dims, keepdim=True) + eps).rsqrt()
-    return out if weight is None else out * weight
+
+    def forward(rows, w):
+        y = rows / np.sqrt((rows * rows).mean(axis=1, keepdims=True) + eps)
+        return y if w is None else y * w
+
+    out = _fused_rows("rms_norm", forward, x, row, passes=2, params=(weight,))
+    lead = tuple(range(x.ndim - len(dims)))
+
+    def backward(g):
+        rstd = (x.square().mean(dims, keepdim=True) + eps).rsqrt()
+        xhat = x * rstd
+        scaled = g if weight is None else g * weight
+        dx = (scaled - xhat * (scaled * xhat).mean(dims, keepdim=True)) * rstd
+        return (dx if autograd.requires_grad(x) else None,
+                (g * xhat).sum(lead) if autograd.requires_grad(weight) else None)
+
+    return autograd.record(out, "rms_norm", (x, weight), backward)
 
 
 def gelu(x, approximate: str = "none"):

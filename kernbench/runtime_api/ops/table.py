@@ -45,6 +45,7 @@ class Cost(enum.Enum):
     GEMM = "a GEMM: 2·m·n·k flops on the matrix units, operand tiles over DMA"
     COPY = "copies: one DMA copy per input into its slice of the result"
     FILL = "a device fill: one vector pass and a store per tile"
+    FUSED = "a fused row kernel: each row read once and written once, a few vector passes over it"
     COMPOSITE = "a composite: the device ops of the rows it is written in"
     HOST = "a host read of device values (the device ops before it are the rows it is written in)"
 
@@ -311,10 +312,10 @@ _ROWS = [
     _op("equal", Cost.HOST, comparisons.equal),
     _op("assert_close", Cost.HOST, comparisons.assert_close, "testing"),
     # torch.nn.functional
-    _op("softmax", Cost.COMPOSITE, functional.softmax, "torch method functional"),
-    _op("log_softmax", Cost.COMPOSITE, functional.log_softmax, "torch method functional"),
-    _op("layer_norm", Cost.COMPOSITE, functional.layer_norm, "functional"),
-    _op("rms_norm", Cost.COMPOSITE, functional.rms_norm, "functional"),
+    _op("softmax", Cost.FUSED, functional.softmax, "torch method functional", records_backward=True),
+    _op("log_softmax", Cost.FUSED, functional.log_softmax, "torch method functional", records_backward=True),
+    _op("layer_norm", Cost.FUSED, functional.layer_norm, "functional", records_backward=True),
+    _op("rms_norm", Cost.FUSED, functional.rms_norm, "functional", records_backward=True),
     _op("dropout", Cost.COMPOSITE, functional.dropout, "functional", records_backward=True),
     # random fills
     _op("uniform_", Cost.FILL, fills.uniform_, "method"),
