@@ -16,7 +16,9 @@ seconds each point took to simulate beside it.
 
 Points whose operands hold more than `--max-elements` elements (default:
 all) are skipped and counted, so a partial run of a slow model finishes.
-`--gpu h100` or `--gpu h200` runs one anchor file.
+`--gpu h100` or `--gpu h200` runs one anchor file, `--family NAME` (matmul,
+elementwise, reduction, softmax, log_softmax, layer_norm; repeatable) only
+those families.
 
 Run as `python benchmarks/fidelity_ops.py` from the repository root.
 """
@@ -110,6 +112,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpu", choices=sorted(GPUS), action="append")
     parser.add_argument("--max-elements", type=int, default=None)
+    parser.add_argument("--family", action="append")
     args = parser.parse_args(argv)
     errors = defaultdict(list)
     skipped = 0
@@ -119,6 +122,8 @@ def main(argv=None) -> None:
         print(f"{gpu} ({topology}.yaml): {'point':<42} {'real us':>10} {'sim us':>10} {'error':>8} "
               f"{'wall s':>7} {'cpu s':>7}")
         for point in points:
+            if args.family and point["family"] not in args.family:
+                continue
             if args.max_elements is not None and max(math.prod(s) for s in operands(point)) > args.max_elements:
                 skipped += 1
                 continue
