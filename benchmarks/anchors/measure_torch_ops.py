@@ -13,7 +13,9 @@ below: matmul in fp16, bf16 and fp32 (TF32 off, PyTorch's default), square
 512…8192 and the shapes transformer layers use (tall-skinny, K-heavy,
 projection and MLP shapes), elementwise ops, reductions, softmax and
 layer_norm at 2^20…2^28 elements and transformer row widths. The file
-records the GPU, its clocks and memory, and the software versions.
+records the GPU, its memory and L2, the software versions, and the floor a
+launch alone costs in this timing (an empty Triton kernel, a one-element
+add).
 """
 
 from __future__ import annotations
@@ -94,6 +96,19 @@ def runner(point):
     return (lambda: fn(x)) if dim is None else (lambda: fn(x, dim))
 
 
+@triton.jit
+def _empty(pointer):
+    pass
+
+
+def launch_floor() -> dict:
+    """What a launch alone costs in this timing: an empty Triton kernel, and `x + y` of one element."""
+    x, y = torch.randn(1, device="cuda"), torch.randn(1, device="cuda")
+    return {"empty_triton_kernel_us": do_bench(lambda: _empty[(1,)](x), warmup=25, rep=100, return_mode="median")
+            * 1000.0,
+            "one_element_add_us": do_bench(lambda: x + y, warmup=25, rep=100, return_mode="median") * 1000.0}
+
+
 def environment() -> dict:
     props = torch.cuda.get_device_properties(0)
     return {"gpu": props.name, "sms": props.multi_processor_count, "memory_gib": props.total_memory / 2**30,
@@ -113,7 +128,7 @@ def main(out: str, quick: bool) -> None:
         torch.cuda.empty_cache()
         print(json.dumps(point), flush=True)
     with open(out, "w") as f:
-        json.dump({"environment": environment(), "points": points}, f, indent=1)
+        json.dump({"environment": {**environment(), **launch_floor()}, "points": points}, f, indent=1)
 
 
 if __name__ == "__main__":

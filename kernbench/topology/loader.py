@@ -98,6 +98,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
                 bandwidth_bytes_per_s=values["system.host_link.bandwidth_gb_per_s"],
                 latency_ps=values["system.host_link.latency_ns"],
             ),
+            kernel_launch_ps=values["system.host_link.kernel_launch_ns"],
         ),
         sip=SipSpec(
             cube_mesh=MeshSpec(w=values["sip.cube_mesh.w"], h=values["sip.cube_mesh.h"]),

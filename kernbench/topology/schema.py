@@ -86,6 +86,9 @@ SCHEMA: tuple[Field, ...] = (
           "control)", default=Fraction(1)),
     Field("system.host_link.bandwidth_gb_per_s", Quantity(GB_PER_S), "host <-> SIP bandwidth, each direction"),
     Field("system.host_link.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "host <-> SIP latency"),
+    Field("system.host_link.kernel_launch_ns", Quantity(NANOSECONDS, allow_zero=True),
+          "the host's time to launch one kernel or device op (driver and framework), during which device work "
+          "already enqueued runs on", default=0),
     Field("sip.cube_mesh.w", Count(maximum=MAX_MESH_SIDE), "cubes across the SIP's mesh"),
     Field("sip.cube_mesh.h", Count(maximum=MAX_MESH_SIDE), "cubes down the SIP's mesh"),
     Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),

@@ -49,6 +49,7 @@ class SystemSpec:
     sip_count: int
     inter_sip: InterSipSpec
     host_link: LinkSpec
+    kernel_launch_ps: int = 0  # the host's time to launch one kernel or device op (adr/0016, "Launch cost")
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,9 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     on `pe` in its own greenlet. The launch first waits for writes in flight
     to any of `tensors`; the tensors in `written` wait for it in turn.
     `finished()`, if given, is called when the programs have ended, however.
+    The calling host first spends the topology's kernel launch time
+    (`system.host_link.kernel_launch_ns`), as a GPU's driver and framework do:
+    a single op waits it out, a host running ahead of its device hides it.
     """
     sip = tensors[0].device.index
     assignment = _place_programs(ctx, tensors, sip, n_programs)
@@ -130,6 +133,9 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
             if finished is not None:
                 finished()
 
+    launch_ps = ctx.topology.system.kernel_launch_ps
+    if launch_ps:
+        engine.sleep(launch_ps)  # the host's cost of the launch; work already on the device runs on meanwhile
     handle = ctx.current_stream(sip).enqueue(label, run_launch)
     for tensor in written:
         tensor._pending_writes.append(handle)
