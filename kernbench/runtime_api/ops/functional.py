@@ -176,3 +176,19 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
                          float_type(x.dtype), out=x if inplace else None)
     return autograd.record(out, "dropout", (x,), lambda g: (where(keep >= p, g / (1 - p), 0.0),))
 
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """The rows of `weight` at the indices `input`: a gather (the indices are read to the host, which the
+    simulator needs to know what moves); its backward sums the gradients of repeated indices (`index_add`)."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise TensorError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by kernbench")
+    if input.dtype.is_floating_point:
+        raise TensorError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                          f"Long, Int; but got {input.dtype.name} instead")
+    rows = weight[input]
+    if padding_idx is None or not autograd.requires_grad(weight):
+        return rows
+    keep = input != (padding_idx % weight.shape[0])
+    return where(keep.unsqueeze(-1), rows, rows.detach())

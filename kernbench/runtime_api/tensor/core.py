@@ -253,6 +253,26 @@ class Tensor(TensorOps):
             start += size
         return tuple(pieces)
 
+    def tensor_split(self, indices_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        """Views split along `dim` into n nearly equal parts (the first `size % n` one longer), or at the given
+        indices (as numpy.array_split)."""
+        size = self.shape[dim % max(self.ndim, 1)]
+        if isinstance(indices_or_sections, int):
+            n = indices_or_sections
+            if n <= 0:
+                raise TensorError(f"tensor_split expected at least 1 section, got {n}")
+            return self.split([size // n + (i < size % n) for i in range(n)], dim)
+        edges = [0, *(min(max(0, int(i) + size if int(i) < 0 else int(i)), size) for i in indices_or_sections), size]
+        return tuple(self.narrow(dim, start, max(0, stop - start)) for start, stop in zip(edges, edges[1:]))
+
+    def movedim(self, source, destination) -> "Tensor":
+        """A view with dims `source` moved to positions `destination` (ints or sequences), the rest in order."""
+        sources = [s % self.ndim for s in ((source,) if isinstance(source, int) else source)]
+        targets = [d % self.ndim for d in ((destination,) if isinstance(destination, int) else destination)]
+        rest = iter(d for d in range(self.ndim) if d not in sources)
+        placed = dict(zip(targets, sources))
+        return self.permute(tuple(placed[i] if i in placed else next(rest) for i in range(self.ndim)))
+
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
         return self.split(views.chunk_sizes(self.shape[dim % max(self.ndim, 1)], chunks), dim)
 
