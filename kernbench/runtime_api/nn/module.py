@@ -97,12 +97,11 @@ class Module:
         if registries is None and isinstance(value, (Parameter, Module)):
             kind = "parameter" if isinstance(value, Parameter) else "module"
             raise ModuleError(f"cannot assign {kind} before Module.__init__() call")
-        if isinstance(value, Parameter):
-            self._forget(name)
-            self._parameters[name] = value
-        elif isinstance(value, Module):
-            self._forget(name)
-            self._modules[name] = value
+        if isinstance(value, (Parameter, Module)):
+            registry = self._parameters if isinstance(value, Parameter) else self._modules
+            if name not in registry:  # a name already there keeps its place, as in PyTorch
+                self._forget(name)
+            registry[name] = value
         elif registries is not None and name in self._parameters:
             if value is not None:
                 raise ModuleError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
@@ -330,7 +329,9 @@ class Module:
         return self._apply(lambda t: t.to("cpu"))
 
     def type(self, dst_type):
-        return self._apply(lambda t: t.to(dst_type) if t.dtype.is_floating_point else t)
+        """Every floating parameter and buffer in `dst_type`."""
+        dtype = resolve_dtype(dst_type)
+        return self._apply(lambda t: t.to(dtype) if t.dtype.is_floating_point else t)
 
     def float(self):
         return self.type("f32")
