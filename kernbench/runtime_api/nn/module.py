@@ -142,39 +142,33 @@ class Module:
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add `param` (or None) as the parameter `name`."""
-        if param is not None and not isinstance(param, Parameter):
-            raise ModuleError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
-                              "(torch.nn.Parameter or None required)")
-        self._check_new_name(name, "parameter")
-        self._forget(name)
-        self._parameters[name] = param
+        self._register("_parameters", name, param, Parameter,
+                       f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                       "(torch.nn.Parameter or None required)")
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Add `tensor` as the buffer `name`: moved with the module, in its state dict when `persistent`."""
-        if tensor is not None and not isinstance(tensor, Tensor):
-            raise ModuleError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                              "(torch Tensor or None required)")
-        self._check_new_name(name, "buffer")
-        self._forget(name)
-        self._buffers[name] = tensor
+        self._register("_buffers", name, tensor, Tensor, f"cannot assign '{type(tensor).__name__}' object to buffer "
+                                                         f"'{name}' (torch Tensor or None required)")
         if not persistent:
             self._non_persistent_buffers.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add `module` (or None) as the submodule `name`."""
-        if module is not None and not isinstance(module, Module):
-            raise ModuleError(f"{type(module).__name__} is not a Module subclass")
-        self._check_new_name(name, "module")
+        self._register("_modules", name, module, Module, f"{type(module).__name__} is not a Module subclass")
+
+    def _register(self, registry: str, name: str, value, kind: type, refusal: str) -> None:
+        """`value` (None, or a `kind`) under `name` in `registry`, and nowhere else; `refusal` for anything else."""
+        if value is not None and not isinstance(value, kind):
+            raise ModuleError(refusal)
+        if "_parameters" not in self.__dict__:
+            raise ModuleError(f"cannot assign {registry[1:-1]} before Module.__init__() call")
+        if not isinstance(name, str) or not name or "." in name:
+            raise ModuleError(f'{registry[1:-1]} name can\'t contain "." and can\'t be empty, got {name!r}')
         self._forget(name)
-        self._modules[name] = module
+        self.__dict__[registry][name] = value
 
     register_module = add_module
-
-    def _check_new_name(self, name: str, kind: str) -> None:
-        if "_parameters" not in self.__dict__:
-            raise ModuleError(f"cannot assign {kind} before Module.__init__() call")
-        if not isinstance(name, str) or not name or "." in name:
-            raise ModuleError(f'{kind} name can\'t contain "." and can\'t be empty, got {name!r}')
 
     def get_submodule(self, target: str) -> Module:
         """The submodule at the dotted path `target` ('' is this module)."""
@@ -397,7 +391,21 @@ def _move(tensor: Tensor, fn) -> None:
         tensor.grad = fn(tensor.grad)
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What `Sequential` and `ModuleList` share: submodules named by their position."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module: Module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_ModuleSequence):
     """Modules run one after the other, each on the output of the one before (`Sequential(a, b)` or from an
     ordered dict of named modules)."""
 
@@ -418,56 +426,33 @@ class Sequential(Module):
             return Sequential(OrderedDict(list(self._modules.items())[index]))
         return list(self._modules.values())[index]
 
-    def __len__(self) -> int:
-        return len(self._modules)
 
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module: Module):
-        self.add_module(str(len(self)), module)
-        return self
-
-
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, each registered (named by its index) so its parameters are the list's."""
 
     def __init__(self, modules=None) -> None:
         super().__init__()
-        if modules is not None:
-            self.extend(modules)
+        self.extend(modules or ())
 
-    def _renumber(self, modules: list) -> None:
+    def _renumbered(self, change) -> None:
+        """The list after `change(modules)` (an edit of a Python list of them), renamed by position."""
+        modules = list(self._modules.values())
+        change(modules)
         self._modules.clear()
-        for i, module in enumerate(modules):
-            self.add_module(str(i), module)
+        self.extend(modules)
 
     def __getitem__(self, index):
         modules = list(self._modules.values())
         return ModuleList(modules[index]) if isinstance(index, slice) else modules[index]
 
     def __setitem__(self, index: int, module: Module) -> None:
-        modules = list(self._modules.values())
-        modules[index] = module
-        self._renumber(modules)
+        self._renumbered(lambda modules: modules.__setitem__(index, module))
 
     def __delitem__(self, index) -> None:
-        modules = list(self._modules.values())
-        del modules[index]
-        self._renumber(modules)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumbered(lambda modules: modules.__delitem__(index))
 
     def __iadd__(self, modules):
         return self.extend(modules)
-
-    def append(self, module: Module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules):
         for module in modules:
@@ -475,9 +460,7 @@ class ModuleList(Module):
         return self
 
     def insert(self, index: int, module: Module) -> None:
-        modules = list(self._modules.values())
-        modules.insert(index, module)
-        self._renumber(modules)
+        self._renumbered(lambda modules: modules.insert(index, module))
 
 
 class ModuleDict(Module):
@@ -485,8 +468,7 @@ class ModuleDict(Module):
 
     def __init__(self, modules=None) -> None:
         super().__init__()
-        if modules is not None:
-            self.update(modules)
+        self.update(modules or {})
 
     def __getitem__(self, key: str) -> Module:
         return self._modules[key]
