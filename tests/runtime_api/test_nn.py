@@ -381,9 +381,11 @@ def test_adr0020_t10_masks_padding_and_joins_match_numpy():
         return (torch.tril(t).numpy(), torch.triu(t, 1).numpy(), t.tril(-1).numpy(), padded.numpy(), t.grad.numpy(),
                 torch.vstack([t[0], t]).numpy(), [p.numpy() for p in torch.tensor_split(t, 3, dim=1)],
                 [p.shape for p in torch.tensor_split(t, [1, 3])], torch.reshape(t, (2, 6)).numpy(),
-                torch.randn(size=(2, 5)).shape, t.movedim(0, 1).shape)
+                torch.randn(size=(2, 5)).shape, t.movedim(0, 1).shape,
+                torch.nn.functional.one_hot(torch.tensor([[2, 0], [1, 2]])).numpy())
 
-    tril, triu, below, padded, grad, stacked, thirds, at, reshaped, size, moved = _run(bench)
+    tril, triu, below, padded, grad, stacked, thirds, at, reshaped, size, moved, hot = _run(bench)
+    assert hot.dtype == np.int64 and np.array_equal(hot, np.eye(3, dtype=np.int64)[[[2, 0], [1, 2]]])
     assert np.array_equal(tril, np.tril(x)) and np.array_equal(triu, np.triu(x, 1))
     assert np.array_equal(below, np.tril(x, -1))
     expected = np.pad(x[1:], ((0, 1), (1, 2)), constant_values=7.0)
@@ -418,6 +420,28 @@ def test_adr0020_t11_clip_grad_norm_scales_every_gradient_by_the_joint_norm():
     assert_close(inf_clipped, np.array([3.0, -4.0]) / (4.0 + 1e-6), "f32")
 
 
+def test_adr0020_t16_topk_and_multinomial_select_rows_as_numpy():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((3, 9))
+    weights = np.array([[0.0, 1.0, 0.0, 3.0], [2.0, 0.0, 0.0, 0.0]])
+
+    def bench(torch):
+        t = torch.tensor(x, dtype=torch.float32)
+        top = torch.topk(t, 4)
+        low = t.topk(2, dim=0, largest=False)
+        w = torch.tensor(weights, dtype=torch.float32)
+        drawn = torch.multinomial(w, 400, replacement=True)
+        once = torch.multinomial(w[0], 2)
+        return top.values.numpy(), top.indices.numpy(), low.indices.numpy(), drawn.numpy(), sorted(once.tolist())
+
+    values, indices, low, drawn, once = _run(bench)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :4]
+    assert np.array_equal(indices, order) and np.array_equal(values, np.take_along_axis(x, order, 1).astype(np.float32))
+    assert np.array_equal(low, np.argsort(x, axis=0, kind="stable")[:2])
+    assert set(drawn[0]) == {1, 3} and abs((drawn[0] == 3).mean() - 0.75) < 0.1 and set(drawn[1]) == {0}
+    assert once == [1, 3]
+
+
 # ---- a model written as GPT training files are written ----------------------------------------------------
 @pytest.mark.parametrize("flash", [True, False])
 def test_adr0020_t12_a_nanogpt_style_model_runs_forward_backward_and_adamw_as_written(flash):
@@ -444,11 +468,13 @@ def test_adr0020_t12_a_nanogpt_style_model_runs_forward_backward_and_adamw_as_wr
         optimizer.step()
         after = {name: p.numpy() for name, p in model.named_parameters()}
         decays = {names[id(p)]: group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
-        generated = model.generate(torch.tensor(idx[:, :2]), 3)
-        return loss.item(), before, grads, after, decays, generated.shape, torch.is_grad_enabled()
+        generated = model.generate(torch.tensor(idx[:, :2]), 3, top_k=1)
+        greedy = [int(model(generated[:, :t])[0][i, -1].argmax()) for t in (2, 3, 4) for i in range(2)]
+        return (loss.item(), before, grads, after, decays, (generated.shape, generated[:, 2:].numpy().T.reshape(-1),
+                                                            greedy), torch.is_grad_enabled())
 
-    loss, before, grads, after, decays, generated, grad_mode = _run(bench)
-    assert generated == (2, 5) and grad_mode
+    loss, before, grads, after, decays, (shape, sampled, greedy), grad_mode = _run(bench)
+    assert shape == (2, 5) and list(sampled) == greedy and grad_mode  # top_k=1 samples the argmax
     assert_close(loss, np_gpt_loss(before, idx, targets, 2, 2), "f32")
     step = 1e-6
     assert "lm_head.weight" not in grads  # tied: named once, as the embedding (PyTorch's first name for it)

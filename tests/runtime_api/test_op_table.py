@@ -35,6 +35,8 @@ SAMPLE_CALLS = {
     "var": lambda torch, x, y: lambda: torch.var(x),
     "std": lambda torch, x, y: lambda: torch.std(x),
     "norm": lambda torch, x, y: lambda: torch.norm(x),
+    "topk": lambda torch, x, y: lambda: torch.topk(x, 3)[0],
+    "multinomial": lambda torch, x, y: lambda: torch.multinomial(x, 2),
     "matmul": lambda torch, x, y: lambda: torch.matmul(x, y),
     "mm": lambda torch, x, y: lambda: torch.mm(x, y),
     "bmm": lambda torch, x, y: (lambda a, b: lambda: torch.bmm(a, b))(x.unsqueeze(0), y.unsqueeze(0)),
@@ -53,6 +55,7 @@ SAMPLE_CALLS = {
     "vstack": lambda torch, x, y: lambda: torch.vstack([x, y]),
     "pad": lambda torch, x, y: lambda: torch.nn.functional.pad(x, (1, 2, 0, 1)),
     "tril": lambda torch, x, y: lambda: torch.tril(x),
+    "one_hot": lambda torch, x, y: (lambda t: lambda: torch.nn.functional.one_hot(t, 5))(torch.tensor([0, 3, 4, 3])),
     "triu": lambda torch, x, y: lambda: torch.triu(x, 1),
     "embedding": lambda torch, x, y: (lambda i: lambda: torch.nn.functional.embedding(i, x))(torch.tensor([3, 1, 3])),
     "scaled_dot_product_attention": lambda torch, x, y: lambda: torch.nn.functional.scaled_dot_product_attention(

@@ -68,3 +68,13 @@ def _keep_triangle(x, diagonal: int, lower: bool, name: str):
         raise TensorError(f"{name}: input tensor must have at least 2 dimensions")
     outside = triangle(x, x.shape[-2], x.shape[-1], diagonal + 1 if lower else diagonal - 1, not lower, name)
     return masked_fill(x, outside, 0)
+
+
+def one_hot(tensor, num_classes: int = -1):
+    """int64 of `tensor`'s shape plus a last dim of `num_classes`: 1 at each value's class, compared with an iota
+    of the classes (`num_classes=-1` reads the largest value to the host, as torch's does)."""
+    if tensor.dtype.is_floating_point:
+        raise TensorError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes < 0:
+        num_classes = int(tensor.amax().item()) + 1 if tensor.numel() else 0
+    return (tensor.unsqueeze(-1) == iota(tensor, num_classes, tensor.dtype)).to_dtype(int64)

@@ -32,7 +32,7 @@ import numpy as np
 
 from kernbench.dtypes import bool_, float32, int64
 from kernbench.runtime_api.ops import (attention, comparisons, elementwise, fills, functional, linalg, losses, positional,
-                                       reductions, shapes)
+                                       reductions, selection, shapes)
 from kernbench.runtime_api.ops.device_ops import Reduction
 from kernbench.runtime_api.ops.elementwise import where
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -299,6 +299,8 @@ _ROWS = [
     _op("var", Cost.COMPOSITE, reductions.var),
     _op("std", Cost.COMPOSITE, reductions.std),
     _op("norm", Cost.COMPOSITE, reductions.norm),
+    _op("topk", Cost.REDUCTION, selection.topk),
+    _op("multinomial", Cost.REDUCTION, selection.multinomial),
     # matrix products
     _op("matmul", Cost.GEMM, linalg.matmul, operator="matmul", operands=2, records_backward=True),
     _op("mm", Cost.GEMM, linalg.mm, records_backward=True),
@@ -312,6 +314,7 @@ _ROWS = [
     # masks made from positions
     _op("tril", Cost.COMPOSITE, positional.tril),
     _op("triu", Cost.COMPOSITE, positional.triu),
+    _op("one_hot", Cost.COMPOSITE, positional.one_hot, "functional"),
     # comparisons
     _op("isclose", Cost.ELEMENTWISE, comparisons.isclose),
     _op("allclose", Cost.HOST, comparisons.allclose),
