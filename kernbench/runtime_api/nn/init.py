@@ -51,54 +51,54 @@ def _without_grad(tensor, fill):
 
 
 def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
-    """Fill with U(a, b)."""
+    """Fill with U(a, b) (a device fill: one vector pass and a store per tile)."""
     return _without_grad(tensor, lambda: fills.uniform_(tensor, a, b, generator=generator))
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
-    """Fill with N(mean, std²)."""
+    """Fill with N(mean, std²) (a device fill)."""
     return _without_grad(tensor, lambda: fills.normal_(tensor, mean, std, generator=generator))
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None):
-    """Fill with N(mean, std²) truncated to [a, b]."""
+    """Fill with N(mean, std²) truncated to [a, b] (a device fill)."""
     return _without_grad(tensor, lambda: fills.trunc_normal_(tensor, mean, std, a, b, generator=generator))
 
 
 def constant_(tensor, val: float):
-    """Fill with `val`."""
+    """Fill with `val` (an HBM fill)."""
     return _without_grad(tensor, lambda: tensor.fill_(val))
 
 
 def zeros_(tensor):
-    """Fill with 0."""
+    """Fill with 0 (an HBM fill)."""
     return constant_(tensor, 0.0)
 
 
 def ones_(tensor):
-    """Fill with 1."""
+    """Fill with 1 (an HBM fill)."""
     return constant_(tensor, 1.0)
 
 
 def xavier_uniform_(tensor, gain: float = 1.0, generator=None):
-    """U(−a, a) with a = gain · √(6 / (fan_in + fan_out)) (Glorot)."""
+    """U(−a, a) with a = gain · √(6 / (fan_in + fan_out)) (Glorot; a device fill)."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
     return uniform_(tensor, -bound, bound, generator)
 
 
 def xavier_normal_(tensor, gain: float = 1.0, generator=None):
-    """N(0, std²) with std = gain · √(2 / (fan_in + fan_out)) (Glorot)."""
+    """N(0, std²) with std = gain · √(2 / (fan_in + fan_out)) (Glorot; a device fill)."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None):
-    """U(−bound, bound) with bound = gain · √(3 / fan) (He), the gain of `nonlinearity` with slope `a`."""
+    """U(−bound, bound) with bound = gain · √(3 / fan) (He), the gain of `nonlinearity` with slope `a` (a device fill)."""
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None):
-    """N(0, std²) with std = gain / √fan (He)."""
+    """N(0, std²) with std = gain / √fan (He; a device fill)."""
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)), generator)
