@@ -41,6 +41,7 @@ from kernbench.runtime_api.namespace.method_functions import METHOD_FUNCTIONS
 from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, module as nn_module, utils as nn_utils
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.optim import lr_scheduler, optimizers
+from kernbench.tp import data_parallel
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver
@@ -177,7 +178,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         **{name: _with_autograd_keywords(getattr(random_factories, name)) for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},
         nn=Namespace("torch.nn", None, **fixed["torch.nn"],
-                     **_submodules(fixed, "torch.nn.functional", "torch.nn.init", "torch.nn.utils")),
+                     **_submodules(fixed, "torch.nn.functional", "torch.nn.init", "torch.nn.parallel", "torch.nn.utils")),
         optim=Namespace("torch.optim", None, **fixed["torch.optim"],
                         **_submodules(fixed, "torch.optim.lr_scheduler")),
         autograd=Namespace("torch.autograd", None, **fixed["torch.autograd"]),
@@ -235,6 +236,7 @@ RUN_INDEPENDENT_NAMES = {
     "torch.nn.functional": FUNCTIONAL,
     "torch.nn.init": _public(nn_init),
     "torch.nn.utils": _public(nn_utils),
+    "torch.nn.parallel": _public(data_parallel),
     "torch.optim": _public(optimizers),
     "torch.optim.lr_scheduler": _public(lr_scheduler),
     "torch.autograd": {"Function": autograd.Function, "backward": autograd.backward},
