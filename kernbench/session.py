@@ -41,7 +41,7 @@ from kernbench.runtime_api.namespace.method_functions import METHOD_FUNCTIONS
 from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, module as nn_module, utils as nn_utils
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.optim import lr_scheduler, optimizers
-from kernbench.tp import data_parallel
+from kernbench import data_parallel
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver

@@ -1,9 +1,7 @@
-"""Megatron-style tensor parallelism on kernbench: groups, mappings, parallel layers, their kernels, the RNG tracker;
-and data parallelism (`torch.nn.parallel.DistributedDataParallel`)."""
+"""Megatron-style tensor parallelism on kernbench: groups, mappings, parallel layers, their kernels, the RNG tracker."""
 
-from kernbench.tp import data_parallel, embedding, fusions, kernels, mappings, parallel_state, random, tensor_parallel
+from kernbench.tp import embedding, fusions, kernels, mappings, parallel_state, random, tensor_parallel
 from kernbench.tp.config import ModelParallelConfig, TransformerConfig
-from kernbench.tp.data_parallel import DistributedDataParallel
 from kernbench.tp.embedding import VocabParallelEmbedding
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.finalize import finalize_model_grads
@@ -13,8 +11,8 @@ from kernbench.tp.layers import ColumnParallelLinear, RowParallelLinear
 from kernbench.tp.parallel_state import ParallelSizeError
 from kernbench.tp.random import get_cuda_rng_tracker, model_parallel_cuda_manual_seed
 
-__all__ = ["ColumnParallelLinear", "DistributedDataParallel", "ModelParallelConfig", "ModelParallelError", "ParallelSizeError",
-           "RowParallelLinear", "TransformerConfig", "VocabParallelEmbedding", "bias_gelu_impl", "data_parallel", "embedding",
+__all__ = ["ColumnParallelLinear", "ModelParallelConfig", "ModelParallelError", "ParallelSizeError",
+           "RowParallelLinear", "TransformerConfig", "VocabParallelEmbedding", "bias_gelu_impl", "embedding",
            "finalize_model_grads", "fusions", "get_cuda_rng_tracker", "init_method_normal", "kernels", "mappings",
            "model_parallel_cuda_manual_seed", "parallel_state", "random", "scaled_init_method_normal",
            "tensor_parallel"]
