@@ -23,6 +23,7 @@ from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
 from kernbench.runtime_api.launch import kernel_launch
+from kernbench.runtime_api.namespace.accelerator import accelerator_namespace
 from kernbench.runtime_api.namespace.ahbm import AhbmModule
 from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.current_run import set_current_torch
@@ -168,6 +169,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         spec=ctx.topology.spec,
         ahbm=ahbm,
         cuda=ahbm,
+        accelerator=accelerator_namespace(ahbm),
         Generator=ctx.Generator,
         set_default_device=ctx.set_default_device,
         get_default_device=ctx.get_default_device,

@@ -36,7 +36,7 @@ from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.unsupported import UnsupportedError
 
 # The fake torch's submodules, as `import torch.X` reaches them (a test holds this to the namespace's modules).
-SUBMODULES = ("ahbm", "autograd", "cuda", "distributed", "multiprocessing", "nn", "nn.functional", "nn.init",
+SUBMODULES = ("accelerator", "ahbm", "autograd", "cuda", "distributed", "multiprocessing", "nn", "nn.functional", "nn.init",
               "nn.parallel", "nn.utils", "optim", "optim.lr_scheduler", "testing")
 
 # Top-level packages whose `import torch` is Python's: kernbench's own code never means the fake, and Triton's
