@@ -397,6 +397,27 @@ def test_adr0020_t10_masks_padding_and_joins_match_numpy():
     assert size == (2, 5) and moved == (4, 3)
 
 
+def test_adr0020_t18_tensor_helpers_model_code_uses_match_numpy():
+    x = np.arange(6.0).reshape(2, 3)
+
+    def bench(torch):
+        t = torch.tensor(x, dtype=torch.float32, requires_grad=True)
+        tiled = t.repeat(2, 1, 2)
+        (tiled * torch.arange(6.0)).sum().backward()
+        zeros, ones = t.new_zeros(2, 2), t.new_ones((3,), dtype=torch.int64)
+        full = t.new_full((2,), 7.0)
+        return (tiled.numpy(), t.grad.numpy(), t.view_as(torch.empty(3, 2)).shape, t.unflatten(1, (3, 1)).shape,
+                t.is_floating_point(), torch.arange(3).is_floating_point(), zeros.numpy(), ones.numpy(),
+                full.numpy(), str(zeros.device), zeros.requires_grad)
+
+    tiled, grad, viewed, unflat, floating, integral, zeros, ones, full, device, needs_grad = _run(bench)
+    assert np.array_equal(tiled, np.tile(x, (2, 1, 2)))
+    assert np.array_equal(grad, np.tile(np.arange(6.0), (2, 1, 2)).sum(0).reshape(2, 2, 3).sum(1))
+    assert viewed == (3, 2) and unflat == (2, 3, 1) and floating and not integral
+    assert not zeros.any() and ones.dtype == np.int64 and (ones == 1).all() and (full == 7).all()
+    assert device == "ahbm:0" and not needs_grad
+
+
 def test_adr0020_t11_clip_grad_norm_scales_every_gradient_by_the_joint_norm():
     rng = np.random.default_rng(11)
     grads = [rng.standard_normal((3, 4)), rng.standard_normal(5)]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kernbench.dtypes import DType
+from kernbench.dtypes import DType, resolve_dtype
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.placed_dma import lanes_per_cube
 from kernbench.policy import DPPolicy
@@ -200,6 +200,51 @@ class Tensor(TensorOps):
         if views.view(self._layout, shape) is None:
             return self.contiguous().view(shape)
         return self._view(lambda layout: views.view(layout, shape), "reshape")
+
+    def view_as(self, other: "Tensor") -> "Tensor":
+        """`view(other.shape)`."""
+        return self.view(other.shape)
+
+    def unflatten(self, dim: int, sizes) -> "Tensor":
+        """Dim `dim` seen as the dims `sizes` (one may be -1): a view where strides allow, else a copy."""
+        dim = dim % self.ndim
+        sizes = views.infer_shape(tuple(sizes), self.shape[dim], "unflatten")
+        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+    def repeat(self, *sizes) -> "Tensor":
+        """This tensor tiled `sizes` times along each dim (new leading dims for extra sizes): a broadcast view,
+        then one contiguous copy."""
+        sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+        if len(sizes) < self.ndim:
+            raise TensorError(f"Number of dimensions of repeat dims ({len(sizes)}) can not be smaller than number of "
+                              f"dimensions of tensor ({self.ndim})")
+        shape = (1,) * (len(sizes) - self.ndim) + self.shape
+        spread = self.reshape(tuple(n for d in shape for n in (1, d)))
+        tiled = spread.expand(tuple(n for times, d in zip(sizes, shape) for n in (times, d)))
+        return tiled.reshape(tuple(times * d for times, d in zip(sizes, shape)))
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating type."""
+        return self.dtype.is_floating_point
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """An uninitialized tensor of `size`, this tensor's dtype and device unless given."""
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+        out = Tensor._make(self._ctx, shape, resolve_dtype(dtype or self.dtype),
+                           self.device if device is None else self._ctx.parse_device(device), self._ctx.next_tensor_name())
+        return out.requires_grad_() if requires_grad else out
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """A tensor of `size` filled with `fill_value` (an HBM fill), this tensor's dtype and device unless given."""
+        return self.new_empty(size, dtype=dtype, device=device).fill_(fill_value).requires_grad_(requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """Zeros of `size` (an HBM fill), this tensor's dtype and device unless given."""
+        return self.new_empty(*size, dtype=dtype, device=device).fill_(0).requires_grad_(requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """Ones of `size` (an HBM fill), this tensor's dtype and device unless given."""
+        return self.new_empty(*size, dtype=dtype, device=device).fill_(1).requires_grad_(requires_grad)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         if not self.shape:
