@@ -224,11 +224,13 @@ def test_adr0020_t5_layers_forward_and_backward_match_numpy():
         (out * torch.arange(5.0)).sum().backward()
         rows = emb(torch.tensor(ids))
         rows.sum().backward()
-        acts = [m(torch.tensor(x)).numpy() for m in (nn.ReLU(), nn.GELU(), nn.GELU(approximate="tanh"))]
+        acts = [m(torch.tensor(x)).numpy() for m in (nn.ReLU(), nn.GELU(), nn.GELU(approximate="tanh"),
+                                                         nn.LogSoftmax(dim=1), nn.Sequential(nn.Unflatten(1, (2, 3)),
+                                                                                             nn.Flatten()))]
         return (lin.weight.numpy(), lin.bias.numpy(), out.numpy(), t.grad.numpy(), lin.weight.grad.numpy(),
                 emb.weight.numpy(), rows.numpy(), emb.weight.grad.numpy(), acts)
 
-    w, b, out, dx, dw, table, rows, dtable, (relu, gelu, gelu_tanh) = _run(bench)
+    w, b, out, dx, dw, table, rows, dtable, (relu, gelu, gelu_tanh, log_probs, flat) = _run(bench)
     silu = lambda v: v / (1 + np.exp(-v))  # noqa: E731
 
     def forward(v, weight):
@@ -247,6 +249,8 @@ def test_adr0020_t5_layers_forward_and_backward_match_numpy():
     assert not table[0].any() and np.array_equal(rows, table[ids])
     assert_close(dtable, np.array([0, 2, 1, 0, 2])[:, None] * np.ones(3), "f32")
     assert_close(relu, np.maximum(x, 0), "f32")
+    assert_close(log_probs, np_log_softmax(x.astype(np.float64), 1), "f32")
+    assert np.array_equal(flat, x)
     assert_close(gelu, np_gelu(x.astype(np.float64)), "f32")
     k = math.sqrt(2 / math.pi)
     assert_close(gelu_tanh, 0.5 * x * (1 + np.tanh(k * (x + 0.044715 * x ** 3))), "f32")

@@ -213,18 +213,54 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class Softmax(Module):
-    """softmax over `dim`."""
+class _OverDim(Module):
+    """A function of the op table applied over `dim` (the last dim when None)."""
+
+    function = None
 
     def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 
     def forward(self, input):
-        return functional.softmax(input, -1 if self.dim is None else self.dim)
+        return type(self).function(input, -1 if self.dim is None else self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Softmax(_OverDim):
+    """softmax over `dim`."""
+
+    function = staticmethod(functional.softmax)
+
+
+class LogSoftmax(_OverDim):
+    """log_softmax over `dim`."""
+
+    function = staticmethod(functional.log_softmax)
+
+
+class Flatten(Module):
+    """Dims `start_dim` to `end_dim` flattened into one (a view where strides allow)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """Dim `dim` unflattened into `unflattened_size`."""
+
+    def __init__(self, dim: int, unflattened_size) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
 
 
 class CrossEntropyLoss(Module):
