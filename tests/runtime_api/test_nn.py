@@ -386,9 +386,10 @@ def test_adr0020_t10_masks_padding_and_joins_match_numpy():
                 torch.vstack([t[0], t]).numpy(), [p.numpy() for p in torch.tensor_split(t, 3, dim=1)],
                 [p.shape for p in torch.tensor_split(t, [1, 3])], torch.reshape(t, (2, 6)).numpy(),
                 torch.randn(size=(2, 5)).shape, t.movedim(0, 1).shape,
-                torch.nn.functional.one_hot(torch.tensor([[2, 0], [1, 2]])).numpy())
+                torch.nn.functional.one_hot(torch.tensor([[2, 0], [1, 2]])).numpy(), torch.linspace(-1, 2, 7).numpy())
 
-    tril, triu, below, padded, grad, stacked, thirds, at, reshaped, size, moved, hot = _run(bench)
+    tril, triu, below, padded, grad, stacked, thirds, at, reshaped, size, moved, hot, spaced = _run(bench)
+    assert_close(spaced, np.linspace(-1, 2, 7), "f32")
     assert hot.dtype == np.int64 and np.array_equal(hot, np.eye(3, dtype=np.int64)[[[2, 0], [1, 2]]])
     assert np.array_equal(tril, np.tril(x)) and np.array_equal(triu, np.triu(x, 1))
     assert np.array_equal(below, np.tril(x, -1))

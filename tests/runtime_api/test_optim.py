@@ -69,9 +69,14 @@ def np_adam(lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, d
                                       dict(lr=0.1, momentum=0.8, nesterov=True, weight_decay=0.01),
                                       dict(lr=0.1, weight_decay=0.1, maximize=True)])
 def test_adr0020_t20_sgd_steps_are_pytorchs_formula(settings):
-    values, leaf, _ = _steps(lambda torch, params: torch.optim.SGD(params, **settings))
-    for got, expected in zip(values, np_sgd(**settings)):
-        assert_close(got, expected, "f32")
+    _assert_steps("SGD", settings, np_sgd(**settings))
+
+
+def _assert_steps(name: str, settings: dict, expected: list) -> None:
+    """Three steps of `torch.optim.<name>(**settings)` give `expected`, and the parameter stays a leaf."""
+    values, leaf, _ = _steps(lambda torch, params: getattr(torch.optim, name)(params, **settings))
+    for got, want in zip(values, expected):
+        assert_close(got, want, "f32")
     assert leaf
 
 
@@ -80,13 +85,29 @@ def test_adr0020_t20_sgd_steps_are_pytorchs_formula(settings):
                                             ("AdamW", dict(lr=0.01)),
                                             ("AdamW", dict(lr=0.01, weight_decay=0.2, fused=True, foreach=False))])
 def test_adr0020_t21_adam_and_adamw_steps_are_pytorchs_formulas(name, settings):
-    values, leaf, _ = _steps(lambda torch, params: getattr(torch.optim, name)(params, **settings))
     reference = {k: v for k, v in settings.items() if k not in ("fused", "foreach")}
     if name == "AdamW":
         reference.setdefault("weight_decay", 0.01)
-    for got, expected in zip(values, np_adam(**reference, decoupled=name == "AdamW")):
-        assert_close(got, expected, "f32")
-    assert leaf
+    _assert_steps(name, settings, np_adam(**reference, decoupled=name == "AdamW"))
+
+
+def np_rmsprop(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+    p, square, mean, buf, out = START.copy(), 0.0, 0.0, 0.0, []
+    for g in GRADS:
+        g = g + weight_decay * p
+        square = alpha * square + (1 - alpha) * g * g
+        mean = alpha * mean + (1 - alpha) * g
+        avg = np.sqrt(square - mean * mean if centered else square) + eps
+        buf = momentum * buf + g / avg
+        p = p - lr * (buf if momentum else g / avg)
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("settings", [dict(lr=0.01), dict(lr=0.01, alpha=0.9, weight_decay=0.1),
+                                      dict(lr=0.01, momentum=0.9, centered=True)])
+def test_adr0020_t25_rmsprop_steps_are_pytorchs_formula(settings):
+    _assert_steps("RMSprop", settings, np_rmsprop(**settings))
 
 
 def test_adr0020_t22_param_groups_zero_grad_and_state_dict_continue_as_pytorchs():

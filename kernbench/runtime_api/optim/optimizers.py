@@ -1,4 +1,4 @@
-"""torch.optim's optimizers: `Optimizer`, `SGD`, `Adam`, `AdamW`, with PyTorch's update formulas.
+"""torch.optim's optimizers: `Optimizer`, `SGD`, `Adam`, `AdamW`, `RMSprop`, with PyTorch's update formulas.
 
 A step is device work: each parameter's update is tensor ops on the device
 (elementwise passes over the parameter, its gradient and its state), run
@@ -199,6 +199,44 @@ class AdamW(Adam):
                  differentiable: bool = False, fused=None) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
                          capturable=capturable, differentiable=differentiable, fused=fused)
+
+
+class RMSprop(Optimizer):
+    """RMSprop with PyTorch's smoothing `alpha`, `eps` outside the square root, optional centering, momentum and
+    L2 weight decay; elementwise device ops per parameter."""
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
+                 momentum: float = 0, centered: bool = False, capturable: bool = False, foreach=None,
+                 maximize: bool = False, differentiable: bool = False) -> None:
+        _check(lr, eps, weight_decay=weight_decay, momentum=momentum)
+        if not 0.0 <= alpha:
+            raise OptimizerError(f"Invalid alpha value: {alpha}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered, capturable=capturable, foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable))
+
+    def _update(self, p, grad, group: dict, state: dict) -> None:
+        alpha = group["alpha"]
+        if not state:
+            state.update(step=0, square_avg=_zeros_like(p))
+            if group["momentum"]:
+                state["momentum_buffer"] = _zeros_like(p)
+            if group["centered"]:
+                state["grad_avg"] = _zeros_like(p)
+        state["step"] += 1
+        if group["weight_decay"]:
+            grad = grad.add(p, alpha=group["weight_decay"])
+        square_avg = state["square_avg"].mul_(alpha).add_(grad * grad, alpha=1 - alpha)
+        if group["centered"]:
+            grad_avg = state["grad_avg"].mul_(alpha).add_(grad, alpha=1 - alpha)
+            avg = (square_avg - grad_avg * grad_avg).sqrt().add_(group["eps"])
+        else:
+            avg = square_avg.sqrt().add_(group["eps"])
+        if group["momentum"]:
+            step = state["momentum_buffer"].mul_(group["momentum"]).add_(grad / avg)
+        else:
+            step = grad / avg
+        p.add_(step, alpha=-group["lr"])
 
 
 def _zeros_like(p):
