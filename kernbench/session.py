@@ -23,6 +23,7 @@ from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
 from kernbench.runtime_api.launch import kernel_launch
+from kernbench.runtime_api.namespace.accelerator import accelerator_namespace
 from kernbench.runtime_api.namespace.ahbm import AhbmModule
 from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.current_run import set_current_torch
@@ -31,20 +32,28 @@ from kernbench.runtime_api.namespace.factories import Factories
 from kernbench.runtime_api.namespace.random import RandomFactories, RankRandom
 from kernbench.runtime_api.streams import failed_operation
 from kernbench.runtime_api.namespace.processes import multiprocessing_namespace
-from kernbench.runtime_api.namespace.torch_imports import RunBound, outside_a_run, resolve, torch_imports
+from kernbench.runtime_api.namespace.torch_imports import (GradModeBeforeARun, RunBound, outside_a_run, resolve,
+                                                           torch_imports)
 from kernbench.runtime_api.namespace.worker_stdout import as_worker, worker_stdout
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.runtime_api.ops.binding import FUNCTIONAL, TESTING, TORCH_FUNCTIONS
+from kernbench.runtime_api.namespace.method_functions import METHOD_FUNCTIONS
+from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, module as nn_module, utils as nn_utils
+from kernbench.runtime_api.nn.parameter import Parameter
+from kernbench.runtime_api.optim import lr_scheduler, optimizers
+from kernbench import data_parallel
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver
 from kernbench.topology import Topology, load_topology
 
-_FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "eye", "randn", "rand", "tensor", "from_numpy",
+_FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "linspace", "eye", "randn", "rand", "tensor", "from_numpy",
                   "empty_like", "zeros_like", "ones_like", "full_like")
 _RANDOM_FACTORY_NAMES = ("randint", "randperm", "normal", "randn_like", "rand_like", "randint_like")
 _SEED_NAMES = ("manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state")
+# The run's grad modes a bench may make at module level, as a decorator (`@torch.no_grad()` on a model's method).
+GRAD_MODES = ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode")
 
 
 class Session:
@@ -105,18 +114,39 @@ def _with_autograd_keywords(factory):
     """A factory that also takes torch's `requires_grad=` (a leaf that requires grad) and `pin_memory=`.
 
     Pinned host memory has no meaning for a simulated host, so `pin_memory`
-    is accepted and has no effect.
+    is accepted and has no effect. The size may be given as `size=`, as
+    torch's factories take it (`torch.randn(size=(2, 3))`).
     """
     @functools.wraps(factory)
     def make(*args, requires_grad: bool = False, pin_memory: bool = False, **kwargs):
+        if not args and "size" in kwargs:
+            args = (kwargs.pop("size"),)
         tensor = factory(*args, **kwargs)
         return tensor.requires_grad_() if requires_grad else tensor
     return make
 
 
-def _parameter(data: Tensor, requires_grad: bool = True) -> Tensor:
-    """`torch.nn.Parameter(t)`: the tensor's storage as a leaf that requires grad."""
-    return data.detach().requires_grad_(requires_grad)
+def _inference_mode(ctx):
+    """`torch.inference_mode(mode=True)`: no autograd recording inside (as `no_grad`; kernbench has no version
+    counters to skip); `inference_mode(False)` keeps grad mode as it is. A context manager and a decorator."""
+    def inference_mode(mode=True):
+        if callable(mode):  # @torch.inference_mode, without parentheses
+            return autograd.GradMode(ctx, False)(mode)
+        return autograd.GradMode(ctx, False if mode else autograd.grad_enabled(ctx))
+    inference_mode.__doc__ = _inference_mode.__doc__
+    return inference_mode
+
+
+def _public(module, names=None) -> dict:
+    """The public names a module defines itself (or `names` of them), for a namespace of the fake torch."""
+    return {name: value for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+            and (names is None or name in names)}
+
+
+def _submodules(fixed: dict, *paths: str) -> dict:
+    """The namespaces `paths` (dotted under `torch.`, children of one parent) from their run-independent names."""
+    return {path.rpartition(".")[2]: Namespace(path, None, **fixed[path]) for path in paths}
 
 
 def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
@@ -139,6 +169,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         spec=ctx.topology.spec,
         ahbm=ahbm,
         cuda=ahbm,
+        accelerator=accelerator_namespace(ahbm),
         Generator=ctx.Generator,
         set_default_device=ctx.set_default_device,
         get_default_device=ctx.get_default_device,
@@ -149,10 +180,13 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         **{name: _with_autograd_keywords(getattr(random_factories, name)) for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},
         nn=Namespace("torch.nn", None, **fixed["torch.nn"],
-                     functional=Namespace("torch.nn.functional", None, **fixed["torch.nn.functional"])),
+                     **_submodules(fixed, "torch.nn.functional", "torch.nn.init", "torch.nn.parallel", "torch.nn.utils")),
+        optim=Namespace("torch.optim", None, **fixed["torch.optim"],
+                        **_submodules(fixed, "torch.optim.lr_scheduler")),
         autograd=Namespace("torch.autograd", None, **fixed["torch.autograd"]),
         testing=Namespace("torch.testing", None, **fixed["torch.testing"]),
         no_grad=lambda: autograd.GradMode(ctx, False),
+        inference_mode=_inference_mode(ctx),
         enable_grad=lambda: autograd.GradMode(ctx, True),
         set_grad_enabled=lambda mode: autograd.GradMode(ctx, bool(mode)),
         is_grad_enabled=lambda: autograd.grad_enabled(ctx),
@@ -171,6 +205,8 @@ def lookup_before_a_run(module: str, attr: str):
     if attr in fixed:
         return fixed[attr]
     value = resolve(_reference_torch(), module, attr)
+    if module == "torch" and attr in GRAD_MODES:
+        return GradModeBeforeARun(module, attr, getattr(value, "__doc__", None))
     if callable(value) and not isinstance(value, type):
         return RunBound(module, attr, getattr(value, "__doc__", None))
     raise outside_a_run(module, attr)
@@ -191,13 +227,20 @@ RUN_INDEPENDENT_NAMES = {
     "torch": {
         "Tensor": Tensor, "dtype": DType, "Size": tuple, "device": Device, "DPPolicy": DPPolicy,
         **TORCH_FUNCTIONS,
+        **METHOD_FUNCTIONS,
         **{d.torch_name: d for d in ALL_DTYPES},
         "half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64,
         "int": dtypes.int32, "long": dtypes.int64, "short": dtypes.int16, "bool": dtypes.bool_,
     },
     "torch.distributed": {name: value for name, value in vars(Distributed).items() if isinstance(value, type)},
-    "torch.nn": {"Parameter": _parameter},
+    "torch.nn": {"Parameter": Parameter, **_public(nn_module, ("Module", "Sequential", "ModuleList", "ModuleDict")),
+                 **_public(nn_layers)},
     "torch.nn.functional": FUNCTIONAL,
+    "torch.nn.init": _public(nn_init),
+    "torch.nn.utils": _public(nn_utils),
+    "torch.nn.parallel": _public(data_parallel),
+    "torch.optim": _public(optimizers),
+    "torch.optim.lr_scheduler": _public(lr_scheduler),
     "torch.autograd": {"Function": autograd.Function, "backward": autograd.backward},
     "torch.testing": TESTING,
 }

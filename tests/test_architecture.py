@@ -19,7 +19,7 @@ LAYERS = {
     "kernels": 5,
     "runtime_api": 6,
     "ccl": 7,
-    "tp": 8,
+    "tp": 8, "data_parallel": 8,
     "report": 9,
     "session": 10,
     "sweep": 11, "probe": 11, "web": 11,
@@ -120,7 +120,7 @@ RUNTIME_API_PARTS = {
     "tensor": 4,
     "generators": 5,
     "context": 6,
-    "namespace": 7,
+    "namespace": 7, "nn": 7, "optim": 7,
 }
 
 

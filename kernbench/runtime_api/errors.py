@@ -17,3 +17,12 @@ class ValuesNotComputed(KernbenchError):
 
 class WorkingSetTooLarge(KernbenchError):
     """A kernel op whose operands do not fit in its PE's TCM (no spill is modelled; see ADR 0008)."""
+
+
+class ModuleError(KernbenchError):
+    """A `torch.nn` module used against its contract (a missing forward, an attribute of the wrong kind, a
+    state dict that does not fit)."""
+
+
+class OptimizerError(KernbenchError):
+    """A `torch.optim` optimizer or scheduler given what it cannot optimize (a non-leaf tensor, a bad setting)."""

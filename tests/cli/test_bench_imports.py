@@ -100,7 +100,7 @@ def test_adr0019_t21_from_torch_nn_import_functional_as_f_at_module_and_function
 
 
 def test_adr0019_t22_a_name_kernbench_lacks_is_its_one_unsupported_line_through_any_import(tmp_path):
-    for statement in ("from torch import compile", "import torch.fft", "from torch.nn import Module",
+    for statement in ("from torch import compile", "import torch.fft", "from torch.nn import Conv2d",
                       "from torch.distributed import rpc"):
         missing = statement.split()[-1] if statement.startswith("from") else "torch.fft"
         inside = bench_file(tmp_path, f"def run(torch):\n    {statement}\n", name="inside.py")
@@ -136,9 +136,9 @@ def test_adr0019_t29_a_runs_function_imported_at_module_level_is_the_run_in_prog
 def test_adr0019_t27_kernbench_run_of_an_unsupported_import_exits_2_with_one_line(tmp_path, capsys):
     from kernbench.cli import main
 
-    path = bench_file(tmp_path, "def run(_torch):\n    from torch.nn import Module\n")
+    path = bench_file(tmp_path, "def run(_torch):\n    from torch.nn import Conv2d\n")
     assert main(["run", str(path)]) == 2
-    assert capsys.readouterr().err == ("kernbench: error: torch.nn.Module is not supported by kernbench "
+    assert capsys.readouterr().err == ("kernbench: error: torch.nn.Conv2d is not supported by kernbench "
                                        "(see docs/torch-surface.md)\n")
 
 

@@ -188,6 +188,21 @@ def test_adr0005_t36_a_cuda_device_block_sets_the_current_device_inside_it(sessi
     assert seen == [(3, torch.device("ahbm", 3)), (1, torch.device("ahbm", 1))]
 
 
+def test_adr0005_t39_torch_accelerator_answers_for_the_simulated_device(session):
+    torch = session.torch
+    seen = []
+
+    def bench():
+        accelerator = torch.accelerator
+        accelerator.set_device_index(2)
+        seen.extend([accelerator.is_available(), accelerator.device_count(), accelerator.current_accelerator().type,
+                     accelerator.current_device_index(), torch.cuda.current_device()])
+        accelerator.synchronize()
+
+    session.run(bench)
+    assert seen == [True, session.ctx.topology.n_sips, "ahbm", 2, 2]
+
+
 @pytest.mark.parametrize("data, expected", [
     (np.zeros(3, np.float16), "float16"), (np.zeros(3, np.int32), "int32"), (np.zeros(3, np.float64), "float64"),
     (np.float16(1.5), "float16"), ([1.5, 2.0], "float32"), ([1, 2], "int64"), ([True, False], "bool"), (2.5, "float32"),

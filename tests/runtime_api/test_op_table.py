@@ -35,6 +35,8 @@ SAMPLE_CALLS = {
     "var": lambda torch, x, y: lambda: torch.var(x),
     "std": lambda torch, x, y: lambda: torch.std(x),
     "norm": lambda torch, x, y: lambda: torch.norm(x),
+    "topk": lambda torch, x, y: lambda: torch.topk(x, 3)[0],
+    "multinomial": lambda torch, x, y: lambda: torch.multinomial(x, 2),
     "matmul": lambda torch, x, y: lambda: torch.matmul(x, y),
     "mm": lambda torch, x, y: lambda: torch.mm(x, y),
     "bmm": lambda torch, x, y: (lambda a, b: lambda: torch.bmm(a, b))(x.unsqueeze(0), y.unsqueeze(0)),
@@ -50,6 +52,18 @@ SAMPLE_CALLS = {
     "layer_norm": lambda torch, x, y: lambda: torch.nn.functional.layer_norm(x, (64,)),
     "rms_norm": lambda torch, x, y: lambda: torch.nn.functional.rms_norm(x, (64,)),
     "dropout": lambda torch, x, y: lambda: torch.nn.functional.dropout(x, 0.5),
+    "vstack": lambda torch, x, y: lambda: torch.vstack([x, y]),
+    "pad": lambda torch, x, y: lambda: torch.nn.functional.pad(x, (1, 2, 0, 1)),
+    "tril": lambda torch, x, y: lambda: torch.tril(x),
+    "one_hot": lambda torch, x, y: (lambda t: lambda: torch.nn.functional.one_hot(t, 5))(torch.tensor([0, 3, 4, 3])),
+    "triu": lambda torch, x, y: lambda: torch.triu(x, 1),
+    "embedding": lambda torch, x, y: (lambda i: lambda: torch.nn.functional.embedding(i, x))(torch.tensor([3, 1, 3])),
+    "scaled_dot_product_attention": lambda torch, x, y: lambda: torch.nn.functional.scaled_dot_product_attention(
+        x[None], y[None], x[None], is_causal=True),
+    "cross_entropy": lambda torch, x, y: (lambda t: lambda: torch.nn.functional.cross_entropy(x, t))(
+        torch.randint(0, 64, (64,))),
+    "nll_loss": lambda torch, x, y: (lambda t: lambda: torch.nn.functional.nll_loss(x, t))(torch.randint(0, 64, (64,))),
+    "mse_loss": lambda torch, x, y: lambda: torch.nn.functional.mse_loss(x, y),
     "uniform_": lambda torch, x, y: lambda: x.uniform_(),
     "normal_": lambda torch, x, y: lambda: x.normal_(),
 }

@@ -66,6 +66,14 @@ class Factories:
         return self._generated((count,), dtype, device, dp, name,
                                lambda: np.arange(start, end, step)[:count].astype(dtype.numpy))
 
+    def linspace(self, start, end, steps: int, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        """`steps` values evenly spaced from `start` to `end` inclusive, written by an HBM fill as `arange`'s are."""
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+            raise TensorError(f"linspace: number of steps must be non-negative, got {steps!r}")
+        dtype = resolve_dtype(dtype, default=float32)
+        return self._generated((int(steps),), dtype, device, dp, name,
+                               lambda: np.linspace(start, end, int(steps)).astype(dtype.numpy))
+
     def eye(self, n, m=None, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         """The n x m identity (n x n by default), written by an HBM fill as `arange`'s values are."""
         m = n if m is None else m

@@ -28,6 +28,7 @@ testing functions: those imports, made from the packages of
 from __future__ import annotations
 
 import builtins
+import functools
 from contextlib import contextmanager
 from types import ModuleType
 
@@ -35,7 +36,8 @@ from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.unsupported import UnsupportedError
 
 # The fake torch's submodules, as `import torch.X` reaches them (a test holds this to the namespace's modules).
-SUBMODULES = ("ahbm", "autograd", "cuda", "distributed", "multiprocessing", "nn", "nn.functional", "testing")
+SUBMODULES = ("accelerator", "ahbm", "autograd", "cuda", "distributed", "multiprocessing", "nn", "nn.functional", "nn.init",
+              "nn.parallel", "nn.utils", "optim", "optim.lr_scheduler", "testing")
 
 # Top-level packages whose `import torch` is Python's: kernbench's own code never means the fake, and Triton's
 # means a real GPU's torch.
@@ -71,6 +73,44 @@ class RunBound:
 
     def __repr__(self) -> str:
         return f"<{self._module}.{self._attr} of the kernbench run in progress>"
+
+
+class GradModeBeforeARun(RunBound):
+    """`torch.no_grad` and its kind named before a run: a call there (`@torch.no_grad()` on a model's method, at
+    the bench's module level) makes a `DeferredGradMode`; a call in a run is the run's own."""
+
+    def __call__(self, *args, **kwargs):
+        target = None if _lookup[0] is None else _lookup[0](self._module, self._attr)
+        if target is None or isinstance(target, RunBound):
+            return DeferredGradMode(self._module, self._attr, args, kwargs)
+        return target(*args, **kwargs)
+
+
+class DeferredGradMode:
+    """A grad mode made before its run (`@torch.no_grad()` at module level): a decorator and a context manager
+    that enter the grad mode of the run in progress when they are entered."""
+
+    def __init__(self, module: str, attr: str, args: tuple, kwargs: dict):
+        self._module, self._attr, self._args, self._kwargs = module, attr, args, kwargs
+        self._entered: list = []
+
+    def __enter__(self):
+        target = None if _lookup[0] is None else _lookup[0](self._module, self._attr)
+        if target is None or isinstance(target, RunBound):
+            raise outside_a_run(self._module, self._attr)
+        mode = target(*self._args, **self._kwargs)
+        self._entered.append(mode)
+        return mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self._entered.pop().__exit__(*exc)
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with DeferredGradMode(self._module, self._attr, self._args, self._kwargs):
+                return fn(*args, **kwargs)
+        return wrapped
 
 
 def resolve(torch, module: str, attr: str):

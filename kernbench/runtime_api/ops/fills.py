@@ -21,3 +21,19 @@ def normal_(x, mean: float = 0.0, std: float = 1.0, *, generator=None):
     rng = x._ctx.rng_for(generator, x.device)
     device_ops.generate("normal_", lambda count: rng.normal(mean, std, count), x)
     return x
+
+
+def trunc_normal_(x, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, *, generator=None):
+    """Fill with N(mean, std²) truncated to [a, b] in place (a device fill; draws outside are drawn again)."""
+    autograd.check_in_place(x, "trunc_normal", ())
+    rng = x._ctx.rng_for(generator, x.device)
+
+    def draw(count):
+        values = rng.normal(mean, std, count)
+        outside = (values < a) | (values > b)
+        while outside.any():
+            values[outside] = rng.normal(mean, std, int(outside.sum()))
+            outside = (values < a) | (values > b)
+        return values
+    device_ops.generate("trunc_normal_", draw, x)
+    return x

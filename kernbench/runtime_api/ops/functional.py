@@ -176,3 +176,26 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
                          float_type(x.dtype), out=x if inplace else None)
     return autograd.record(out, "dropout", (x,), lambda g: (where(keep >= p, g / (1 - p), 0.0),))
 
+
+
+def _stand_in_indices(input, rows: int) -> np.ndarray:
+    """A timing-only run has no index values to gather by: each position takes row (position mod rows), which on a
+    table of one cube (the default placement) moves what the real rows would."""
+    return np.arange(input.numel()).reshape(input.shape) % max(1, rows)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """The rows of `weight` at the indices `input`: a gather (the indices are read to the host, which the
+    simulator needs to know what moves); its backward sums the gradients of repeated indices (`index_add`). In a
+    timing-only run, which has no indices, position i gathers row i mod num_embeddings."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise TensorError("embedding: max_norm, scale_grad_by_freq and sparse are not supported by kernbench")
+    if input.dtype.is_floating_point:
+        raise TensorError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                          f"Long, Int; but got {input.dtype.name} instead")
+    rows = weight[_stand_in_indices(input, weight.shape[0]) if input._ctx.timing_only else input]
+    if padding_idx is None or not autograd.requires_grad(weight):
+        return rows
+    keep = input != (padding_idx % weight.shape[0])
+    return where(keep.unsqueeze(-1), rows, rows.detach())

@@ -56,5 +56,9 @@ def bmm(a, b):
 
 def linear(x, weight, bias=None):
     """x @ weightᵀ (+ bias): a matmul, then an add."""
+    if weight.ndim == 2 and x.ndim >= 1 and x.shape[-1] != weight.shape[-1]:
+        rows = x.numel() // max(1, x.shape[-1]) if x.ndim > 1 else 1
+        raise TensorError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1]} and "
+                          f"{weight.shape[-1]}x{weight.shape[0]})")
     out = matmul(x, weight.mT if weight.ndim >= 2 else weight)
     return out if bias is None else out + bias

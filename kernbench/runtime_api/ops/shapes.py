@@ -42,3 +42,39 @@ def stack(tensors, dim: int = 0):
         raise TensorError(f"stack: expects each tensor to be equal size, got {[t.shape for t in tensors]}")
     dim = operator.index(dim) % (tensors[0].ndim + 1)
     return cat([t.unsqueeze(dim) for t in tensors], dim)
+
+
+def vstack(tensors):
+    """Tensors joined along their first dimension, 1-D ones taken as rows."""
+    return cat([t.unsqueeze(0) if t.ndim == 1 else t for t in tensors], 0)
+
+
+def pad(input, pad, mode: str = "constant", value=None):
+    """`input` padded with `value` (0 by default): `pad` gives (before, after) counts from the last dim
+    backwards, a negative count crops. A fill of the result, then one copy of the input into it."""
+    if mode != "constant":
+        raise TensorError(f"pad: mode={mode!r} is not supported by kernbench; it pads with a constant")
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise TensorError(f"Padding length must be divisible by 2 and at most twice the input's dims, got {len(pad)}")
+    dims = [input.ndim - 1 - i for i in range(len(pad) // 2)]
+    for dim, before, after in zip(dims, pad[0::2], pad[1::2]):  # crop first: a view, differentiable
+        start, stop = max(0, -before), input.shape[dim] - max(0, -after)
+        if start or stop != input.shape[dim]:
+            input = input.narrow(dim, start, max(0, stop - start))
+    shape = list(input.shape)
+    for dim, before, after in zip(dims, pad[0::2], pad[1::2]):
+        shape[dim] += max(0, before) + max(0, after)
+    out = result_maker((input,))(tuple(shape), input.dtype, input.device, "pad")
+    inner = _inner_of(out, dims, pad, input.shape)
+    with autograd.GradMode(input._ctx, False):
+        out.fill_(0 if value is None else value)
+        inner.copy_(input, non_blocking=True)
+    return autograd.record(out, "pad", (input,), lambda g: (_inner_of(g, dims, pad, input.shape),))
+
+
+def _inner_of(padded, dims, pad, shape):
+    """The view of `padded` where the (cropped) input sits."""
+    for dim, before in zip(dims, pad[0::2]):
+        padded = padded.narrow(dim, max(0, before), shape[dim])
+    return padded

@@ -31,7 +31,8 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import bool_, float32, int64
-from kernbench.runtime_api.ops import comparisons, elementwise, fills, functional, linalg, reductions, shapes
+from kernbench.runtime_api.ops import (attention, comparisons, elementwise, fills, functional, linalg, losses, positional,
+                                       reductions, selection, shapes)
 from kernbench.runtime_api.ops.device_ops import Reduction
 from kernbench.runtime_api.ops.elementwise import where
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -298,6 +299,8 @@ _ROWS = [
     _op("var", Cost.COMPOSITE, reductions.var),
     _op("std", Cost.COMPOSITE, reductions.std),
     _op("norm", Cost.COMPOSITE, reductions.norm),
+    _op("topk", Cost.REDUCTION, selection.topk),
+    _op("multinomial", Cost.REDUCTION, selection.multinomial),
     # matrix products
     _op("matmul", Cost.GEMM, linalg.matmul, operator="matmul", operands=2, records_backward=True),
     _op("mm", Cost.GEMM, linalg.mm, records_backward=True),
@@ -306,6 +309,12 @@ _ROWS = [
     # joining tensors
     _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",), records_backward=True),
     _op("stack", Cost.COPY, shapes.stack, "torch", records_backward=True),
+    _op("vstack", Cost.COPY, shapes.vstack, "torch", records_backward=True),
+    _op("pad", Cost.COPY, shapes.pad, "functional", records_backward=True),
+    # masks made from positions
+    _op("tril", Cost.COMPOSITE, positional.tril),
+    _op("triu", Cost.COMPOSITE, positional.triu),
+    _op("one_hot", Cost.COMPOSITE, positional.one_hot, "functional"),
     # comparisons
     _op("isclose", Cost.ELEMENTWISE, comparisons.isclose),
     _op("allclose", Cost.HOST, comparisons.allclose),
@@ -317,6 +326,12 @@ _ROWS = [
     _op("layer_norm", Cost.FUSED, functional.layer_norm, "functional", records_backward=True),
     _op("rms_norm", Cost.FUSED, functional.rms_norm, "functional", records_backward=True),
     _op("dropout", Cost.COMPOSITE, functional.dropout, "functional", records_backward=True),
+    _op("embedding", Cost.COPY, functional.embedding, "functional", records_backward=True),
+    _op("scaled_dot_product_attention", Cost.COMPOSITE, attention.scaled_dot_product_attention, "functional"),
+    # losses
+    _op("cross_entropy", Cost.COMPOSITE, losses.cross_entropy, "functional"),
+    _op("nll_loss", Cost.COMPOSITE, losses.nll_loss, "functional"),
+    _op("mse_loss", Cost.COMPOSITE, losses.mse_loss, "functional"),
     # random fills
     _op("uniform_", Cost.FILL, fills.uniform_, "method"),
     _op("normal_", Cost.FILL, fills.normal_, "method"),

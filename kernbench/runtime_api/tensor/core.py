@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kernbench.dtypes import DType
+from kernbench.dtypes import DType, resolve_dtype
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.placed_dma import lanes_per_cube
 from kernbench.policy import DPPolicy
@@ -201,6 +201,51 @@ class Tensor(TensorOps):
             return self.contiguous().view(shape)
         return self._view(lambda layout: views.view(layout, shape), "reshape")
 
+    def view_as(self, other: "Tensor") -> "Tensor":
+        """`view(other.shape)`."""
+        return self.view(other.shape)
+
+    def unflatten(self, dim: int, sizes) -> "Tensor":
+        """Dim `dim` seen as the dims `sizes` (one may be -1): a view where strides allow, else a copy."""
+        dim = dim % self.ndim
+        sizes = views.infer_shape(tuple(sizes), self.shape[dim], "unflatten")
+        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+    def repeat(self, *sizes) -> "Tensor":
+        """This tensor tiled `sizes` times along each dim (new leading dims for extra sizes): a broadcast view,
+        then one contiguous copy."""
+        sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+        if len(sizes) < self.ndim:
+            raise TensorError(f"Number of dimensions of repeat dims ({len(sizes)}) can not be smaller than number of "
+                              f"dimensions of tensor ({self.ndim})")
+        shape = (1,) * (len(sizes) - self.ndim) + self.shape
+        spread = self.reshape(tuple(n for d in shape for n in (1, d)))
+        tiled = spread.expand(tuple(n for times, d in zip(sizes, shape) for n in (times, d)))
+        return tiled.reshape(tuple(times * d for times, d in zip(sizes, shape)))
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating type."""
+        return self.dtype.is_floating_point
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """An uninitialized tensor of `size`, this tensor's dtype and device unless given."""
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+        out = Tensor._make(self._ctx, shape, resolve_dtype(dtype or self.dtype),
+                           self.device if device is None else self._ctx.parse_device(device), self._ctx.next_tensor_name())
+        return out.requires_grad_() if requires_grad else out
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """A tensor of `size` filled with `fill_value` (an HBM fill), this tensor's dtype and device unless given."""
+        return self.new_empty(size, dtype=dtype, device=device).fill_(fill_value).requires_grad_(requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """Zeros of `size` (an HBM fill), this tensor's dtype and device unless given."""
+        return self.new_empty(*size, dtype=dtype, device=device).fill_(0).requires_grad_(requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """Ones of `size` (an HBM fill), this tensor's dtype and device unless given."""
+        return self.new_empty(*size, dtype=dtype, device=device).fill_(1).requires_grad_(requires_grad)
+
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         if not self.shape:
             return self.reshape(1)
@@ -252,6 +297,26 @@ class Tensor(TensorOps):
             pieces.append(self.narrow(dim, start, size))
             start += size
         return tuple(pieces)
+
+    def tensor_split(self, indices_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        """Views split along `dim` into n nearly equal parts (the first `size % n` one longer), or at the given
+        indices (as numpy.array_split)."""
+        size = self.shape[dim % max(self.ndim, 1)]
+        if isinstance(indices_or_sections, int):
+            n = indices_or_sections
+            if n <= 0:
+                raise TensorError(f"tensor_split expected at least 1 section, got {n}")
+            return self.split([size // n + (i < size % n) for i in range(n)], dim)
+        edges = [0, *(min(max(0, int(i) + size if int(i) < 0 else int(i)), size) for i in indices_or_sections), size]
+        return tuple(self.narrow(dim, start, max(0, stop - start)) for start, stop in zip(edges, edges[1:]))
+
+    def movedim(self, source, destination) -> "Tensor":
+        """A view with dims `source` moved to positions `destination` (ints or sequences), the rest in order."""
+        sources = [s % self.ndim for s in ((source,) if isinstance(source, int) else source)]
+        targets = [d % self.ndim for d in ((destination,) if isinstance(destination, int) else destination)]
+        rest = iter(d for d in range(self.ndim) if d not in sources)
+        placed = dict(zip(targets, sources))
+        return self.permute(tuple(placed[i] if i in placed else next(rest) for i in range(self.ndim)))
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
         return self.split(views.chunk_sizes(self.shape[dim % max(self.ndim, 1)], chunks), dim)

@@ -1,0 +1,1 @@
+"""`torch.nn`: `Module` and its containers, `Parameter`, the layers, activations and losses, `init` and `utils`."""
