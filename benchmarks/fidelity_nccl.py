@@ -6,9 +6,11 @@
 back, so it includes the per-call launch cost). This script runs the same
 sizes on `topology/h200x4.yaml` with the shipped `ccl.yaml` (so `algorithm:
 auto`: the tuner picks algorithm and channels per size), one timing-only
-all-reduce per size, each rank's tensor spread over its SIP's cubes as the
-GPU interleaves memory over its stacks, and prints per size the measured
-and simulated time, the error and what the tuner ran.
+all-reduce per size, each rank's tensor made as ordinary code makes it (no
+DPPolicy), so laid out by the topology's default rule: h200x4 interleaves it
+over every cube and PE, as the GPU interleaves memory over its stacks. It
+prints per size the measured and simulated time, the error and what the
+tuner ran.
 
 Sizes below 1 MiB are printed but not scored: there the measured times are
 the host's launch cost, which scatters with no trend in size.
@@ -44,9 +46,6 @@ from kernbench.session import Session  # noqa: E402
 ANCHOR = Path(__file__).resolve().parent / "anchors" / "nccl_allreduce_h200x4_nv18.json"
 HELD_OUT = Path(__file__).resolve().parent / "anchors" / "nccl_collectives_h100x4_nv18.json"
 SCORED_FROM_BYTES = 1 << 20
-# Each rank's tensor is spread over this many PEs of its SIP (evenly over its cubes), as a GPU interleaves
-# a buffer's addresses over every memory stack.
-SPREAD_PES = 32
 
 
 # One call of each collective on `n` fp16 elements in nccl-tests' sense (the whole buffer: all_gather's
@@ -68,14 +67,10 @@ def simulate(nbytes: int, collective: str = "all_reduce") -> tuple[int, str]:
     def bench(torch):
         dist = torch.distributed
         dist.init_process_group(backend="ahbm")
-        cubes = session.ctx.topology.cubes_per_sip
-        smallest = n if collective in ("all_reduce", "broadcast") else n // 4  # a rank's piece of a gather
-        pes = SPREAD_PES if smallest % SPREAD_PES == 0 else 1
-        spread = torch.DPPolicy(num_cubes=min(cubes, pes), num_pes=pes)
 
         def worker(rank):
             torch.ahbm.set_device(rank)
-            CALLS[collective](dist, lambda count: torch.empty(count, dtype=torch.float16, dp=spread), n)
+            CALLS[collective](dist, lambda count: torch.empty(count, dtype=torch.float16), n)
             torch.ahbm.synchronize()
 
         torch.multiprocessing.spawn(worker, nprocs=4)

@@ -1,5 +1,5 @@
 """Placement policies: how a tensor is spread inside one SIP."""
 
-from kernbench.policy.placement import DPPolicy, Placement, PlacementError, Shard
+from kernbench.policy.placement import DPPolicy, Interleaved, Placement, PlacementError, Shard, default_policy
 
-__all__ = ["DPPolicy", "Placement", "PlacementError", "Shard"]
+__all__ = ["DPPolicy", "Interleaved", "Placement", "PlacementError", "Shard", "default_policy"]

@@ -107,6 +107,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
                 link_bandwidth_bytes_per_s=values["sip.noc.link_bandwidth_gb_per_s"],
             ),
             l2=None if values["sip.l2.capacity_kib"] is None else _memory(values, "sip.l2", "capacity_kib"),
+            default_placement=values["sip.default_placement"],
         ),
         cube=CubeSpec(
             hbm=_memory(values, "cube.hbm", "capacity_gib"),

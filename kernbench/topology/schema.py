@@ -36,6 +36,10 @@ from kernbench.topology.kinds import (
 LINK_SHAPES = ("ring", "full_mesh", "switch")
 CORNERS = ("nw", "ne", "sw", "se")
 DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32")
+# How a tensor with no DPPolicy is laid out in its SIP (adr/0004, "Default placement"): `interleaved` deals
+# its storage over every cube and PE, as a GPU interleaves every allocation over its memory stacks;
+# `first_pe` keeps it whole on cube 0, PE 0.
+DEFAULT_PLACEMENTS = ("interleaved", "first_pe")
 
 # Bounds on the size of a machine (adr/0002, "Size"): far above any machine a
 # study would simulate, low enough that what is listed per SIP, cube or PE
@@ -98,6 +102,9 @@ SCHEMA: tuple[Field, ...] = (
     Field("sip.l2.bandwidth_gb_per_s", Quantity(GB_PER_S), "bandwidth of the SIP's L2, all PEs together",
           default=None),
     Field("sip.l2.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of an L2 hit", default=None),
+    Field("sip.default_placement", Choice(DEFAULT_PLACEMENTS),
+          "how a tensor with no DPPolicy is laid out: interleaved over every cube and PE, or whole on cube 0, PE 0",
+          default="first_pe"),
     *_memory("cube.hbm", Quantity(GIB), "HBM stack"),
     *_memory("cube.sram", Quantity(KIB), "cube-shared SRAM"),
     Field("cube.pe_layout.corners", DistinctChoices(CORNERS), "corners of a cube that hold PEs"),

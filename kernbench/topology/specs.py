@@ -73,6 +73,7 @@ class SipSpec:
     cube_mesh: MeshSpec
     noc: NocSpec
     l2: "MemorySpec | None" = None  # shared by the SIP's PEs between them and HBM; None: no L2
+    default_placement: str = "first_pe"  # the layout of a tensor with no DPPolicy: "interleaved" or "first_pe"
 
 
 @dataclass(frozen=True, slots=True)

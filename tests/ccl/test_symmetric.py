@@ -85,6 +85,11 @@ def assert_same_as_full(topology, world: int, elements: int, **defaults) -> None
 MIB = 1 << 19  # f16 elements in a MiB
 
 
+def on_one_cube(torch, rank):
+    """Every rank's tensor whole on cube 0, PE 0, as a topology whose default rule interleaves would not put it."""
+    return torch.DPPolicy(cube="row_wise", pe="row_wise", num_cubes=1, num_pes=1)
+
+
 @pytest.mark.parametrize("topology, world, elements, defaults", [
     ("default", 4, MIB, {}),  # a ring of 4 SIPs, one slab
     ("default", 4, 16 * MIB, {}),  # several slabs
@@ -95,7 +100,7 @@ MIB = 1 << 19  # f16 elements in a MiB
     ("default", 4, 4 * MIB, {"channels": 4}),  # four rings on four PEs of each SIP
     ("large", 32, MIB, {}),  # behind a switch
     ("large", 8, 4 * MIB, {}),  # 8 of the switch's 32 SIPs
-    ("h200x4", 4, 32 * MIB, {"slot_size": 16384}),  # IPCQ engines with a rate of their own
+    ("h200x4", 4, 32 * MIB, {"slot_size": 16384, "home": on_one_cube}),  # IPCQ engines with a rate of their own
 ])
 def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topology, world, elements, defaults):
     assert_same_as_full(topology, world, elements, **defaults)
@@ -133,6 +138,8 @@ def test_adr0010_t94_symmetric_equals_full_for_any_sizes_slots_and_buffers(world
     ("ccl.yaml says symmetric: false", "default", 4, MIB, {}),
     ("a schedule not declared @rotates", "default", 4, MIB, {"algorithm": "tree"}),
     ("3 of a ring of 4 SIPs: routes do not rotate", "default", 3, 3 * MIB, {}),
+    # A ring's step-s chunk sits at a rank-dependent position, so on several cubes it is on a rank-dependent cube.
+    ("one channel's region over several cubes: the interleaved default", "h200x4", 4, 4 * MIB, {"slot_size": 16384}),
 ])
 def test_adr0010_t95_every_rank_runs_where_ranks_could_differ(case, topology, world, elements, options):
     symmetric = case != "ccl.yaml says symmetric: false"

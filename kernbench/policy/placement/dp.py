@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Protocol
 
 import numpy as np
 
@@ -81,6 +82,12 @@ class DPPolicy:
         return Placement(shape=shape, policy=self, shards=tuple(shards), num_cubes=num_cubes, pes_per_cube=pes_each)
 
 
+class PlacementRule(Protocol):
+    """What lays a tensor out in a SIP: a `DPPolicy`, or a topology's default rule (default.py)."""
+
+    def place(self, shape: tuple[int, ...], cubes_per_sip: int, pes_per_cube: int) -> "Placement": ...
+
+
 @dataclass(frozen=True)
 class Shard:
     """The part of a tensor one PE of one cube holds (`index` slices the full tensor)."""
@@ -99,10 +106,14 @@ class Shard:
 
 @dataclass(frozen=True)
 class Placement:
-    """A policy bound to one tensor shape: its shards, in cube-then-PE order."""
+    """A rule bound to one tensor shape: its shards, in cube-then-PE order.
+
+    `shape` is the space the shards' indices slice: the tensor's shape for a
+    `DPPolicy`, its storage as one flat run for the interleaved default rule.
+    """
 
     shape: tuple[int, ...]
-    policy: DPPolicy
+    policy: PlacementRule
     shards: tuple[Shard, ...]
     num_cubes: int
     pes_per_cube: int

@@ -12,8 +12,8 @@ Program placement (ADR 0008): programs go to the PEs that own the launch's
 largest tensor, in blocks — program p of n to owner ⌊p·k/n⌋ of k — since a
 program usually touches the slice of data its id selects. When that tensor
 lives on a single PE, programs are dealt round-robin over every PE of the
-SIP, nearest to the data first, so a default-placed tensor still uses the
-whole device.
+SIP, nearest to the data first, so a tensor on one PE (the default of a
+`first_pe` topology) still uses the whole device.
 
 A launch's host cost does not grow with its grid: each PE's share is a
 `range` (owner i of k gets programs ⌈i·n/k⌉ up to ⌈(i+1)·n/k⌉ in blocks,

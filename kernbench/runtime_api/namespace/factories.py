@@ -25,11 +25,11 @@ import numpy as np
 from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtype
 from kernbench.machine import Transfer, hbm
 from kernbench.machine.storage import HostMemoryError
-from kernbench.policy import DPPolicy
+from kernbench.policy import DPPolicy, Interleaved
 from kernbench.runtime_api.layout.copies import fill_into, slice_of
 from kernbench.runtime_api.device import CPU
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.tensor.core import DEFAULT_POLICY, Tensor, device_tensor
+from kernbench.runtime_api.tensor.core import Tensor, device_tensor
 
 
 
@@ -142,9 +142,9 @@ class Factories:
             name = name or ctx.next_tensor_name("host")
             return Tensor(ctx, shape, dtype, CPU, name,
                           host_array=_host_values(name, shape, dtype, lambda: np.empty(shape, dtype=dtype.numpy)))
-        if dp is not None and not isinstance(dp, DPPolicy):
+        if dp is not None and not isinstance(dp, (DPPolicy, Interleaved)):
             raise TensorError(f"dp= expects a DPPolicy, got {dp!r}")
-        return device_tensor(ctx, shape, dtype, target.index, dp or DEFAULT_POLICY, name or ctx.next_tensor_name())
+        return device_tensor(ctx, shape, dtype, target.index, dp, name or ctx.next_tensor_name())
 
     def _generated(self, shape, dtype: DType, device, dp, name, make_values) -> Tensor:
         """A tensor whose values the device writes itself: one HBM fill per shard, enqueued.
@@ -160,6 +160,8 @@ class Factories:
         data = not ctx.timing_only
         values = _host_values(out.name, shape, dtype, make_values) if data else None
         sip = out.device.index
+        if values is not None:
+            values = values.reshape(out.placement.shape)  # the space the shards slice (flat when interleaved)
         fills = [Transfer(src=None, dst=hbm(sip, shard.cube), nbytes=shard.numel() * dtype.itemsize,
                           read=functools.partial(slice_of, values, shard.index),
                           write=functools.partial(out._device_write, shard.index))

@@ -24,7 +24,7 @@ import numpy as np
 from kernbench.dtypes import DType, resolve_dtype
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.placed_dma import lanes_per_cube
-from kernbench.policy import DPPolicy
+from kernbench.policy import default_policy
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.layout import views
 from kernbench.runtime_api.layout.boxes import box_span
@@ -41,10 +41,6 @@ if TYPE_CHECKING:
     from kernbench.machine.memory import Allocation
 
 HOST_READS: dict[str, str] = {}
-
-# Without `dp=`, a tensor lives whole in cube 0, on PE 0: predictable, and what
-# an allocator with no placement hint would do. Spreading is always explicit.
-DEFAULT_POLICY = DPPolicy(cube="row_wise", pe="row_wise", num_cubes=1, num_pes=1)
 
 
 def host_read(method):
@@ -379,7 +375,7 @@ class Tensor(TensorOps):
         if device.is_host:
             values = np.empty(shape, dtype=dtype.numpy) if host_array is None else host_array
             return Tensor(ctx, shape, dtype, CPU, name, host_array=values)
-        return device_tensor(ctx, shape, dtype, device.index, DEFAULT_POLICY if policy is None else policy, name)
+        return device_tensor(ctx, shape, dtype, device.index, policy, name)
 
     # ---- host reads ---------------------------------------------------------------------
     @host_read
@@ -552,7 +548,7 @@ class Tensor(TensorOps):
         when this tensor is its whole storage."""
         if self.device.is_host:
             return self._ctx_host_tensor(self._host_array.copy())
-        policy = self.placement.policy if self._is_whole_storage() else DEFAULT_POLICY
+        policy = self.placement.policy if self._is_whole_storage() else None
         twin = device_tensor(self._ctx, self.shape, self.dtype, self.device.index, policy, f"{self.name}.clone")
         copy_into(twin, self, non_blocking=False)
         return autograd.record(twin, "clone", (self,), _identity_backward)
@@ -624,8 +620,11 @@ def _gather_backward(base, key, grad):
 
 
 def device_tensor(ctx, shape, dtype: DType, device_index: int, policy, name: str) -> Tensor:
-    """Allocate an uninitialized tensor in `device_index`'s HBM, placed by `policy`."""
+    """Allocate an uninitialized tensor in `device_index`'s HBM, placed by `policy`, or by the topology's default
+    rule (`sip.default_placement`) when it is None: the one place a tensor without a policy gets one."""
     topology = ctx.topology
+    if policy is None:
+        policy = default_policy(topology)
     placement = policy.place(tuple(shape), topology.cubes_per_sip, topology.pes_per_cube)
     nbytes = prod(shape) * dtype.itemsize
     allocation = ctx.machine.memory[device_index].allocate(name, nbytes, dtype.itemsize, placement)
