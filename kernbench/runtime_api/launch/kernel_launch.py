@@ -99,6 +99,8 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     The calling host first spends the topology's kernel launch time
     (`system.host_link.kernel_launch_ns`), as a GPU's driver and framework do:
     a single op waits it out, a host running ahead of its device hides it.
+    A launch from outside any process (a script driving the engine itself)
+    has no host timeline to spend it on and enqueues at once.
     """
     sip = tensors[0].device.index
     assignment = _place_programs(ctx, tensors, sip, n_programs)
@@ -134,7 +136,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
                 finished()
 
     launch_ps = ctx.topology.system.kernel_launch_ps
-    if launch_ps:
+    if launch_ps and engine.current_process is not None:
         engine.sleep(launch_ps)  # the host's cost of the launch; work already on the device runs on meanwhile
     handle = ctx.current_stream(sip).enqueue(label, run_launch)
     for tensor in written:
