@@ -9,8 +9,8 @@ the best of a few repetitions.
 
 The last line is `matmul_1024_wall_s: X` (values computed).
 Run as `python benchmarks/tensor_ops.py` from the repository root;
-`--tiles` runs the matmul again in the smallest tile, 64 x 64 x 32, instead
-of the one `device_ops.gemm_tile` picks (ADR 0016, "Matmul tiles"),
+`--tiles` runs the matmul again in the smallest library tile, 64 x 64,
+instead of the one `device_ops.library_tile` picks (ADR 0016, "Matmul"),
 alternating the two, and prints both wall times and simulated times, then
 `matmul_tile_wall_ratio: X` (picked over smallest, timing-only) last.
 """
@@ -87,16 +87,16 @@ def main() -> None:
 
 
 def compare_tiles(make, op, rounds: int = 3) -> None:
-    """The matmul timing-only in the tile `gemm_tile` picks and in the smallest, alternated in this process."""
-    picked = device_ops.gemm_tile
+    """The matmul timing-only in the tile `library_tile` picks and in the smallest, alternated in this process."""
+    picked = device_ops.library_tile
     runs = {"picked": [], "smallest": []}
     try:
         for _ in range(rounds):
             for tile in runs:
-                device_ops.gemm_tile = picked if tile == "picked" else lambda *args, **kwargs: device_ops.SMALLEST_TILE
+                device_ops.library_tile = picked if tile == "picked" else lambda *args: device_ops.LIBRARY_TILES[-1]
                 runs[tile].append(simulated(make, op, True, repeats=1))
     finally:
-        device_ops.gemm_tile = picked
+        device_ops.library_tile = picked
     for tile, measured in runs.items():
         print(f"matmul 1024^3 f16 timing-only, {tile} tile: wall {min(wall for wall, _ in measured):.3f} s, "
               f"simulated {measured[0][1] / 1e6:.3f} us")

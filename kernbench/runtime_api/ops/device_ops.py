@@ -469,13 +469,35 @@ def gemm_tile(ctx, batches: int, m: int, n: int, dtype: DType, smallest: tuple[i
     return best
 
 
-def matmul(a, b, out, name: str = "matmul") -> None:
-    """`out[..., M, N] = a[..., M, K] @ b[..., K, N]` (batch dims already broadcast): one program per output tile.
+# The output tiles a GPU's GEMM library chooses from for a device op, largest first (the shapes of cuBLAS's and
+# CUTLASS's Hopper kernels), and the K of one pipeline stage: what such a kernel loads before its first MMA.
+LIBRARY_TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
+PIPELINE_K = 64
 
-    Each program walks K in blocks: loads an A block and a B block, one
-    matrix-unit op of 2·m·n·k flops, accumulating in fp32 (int32 for
-    integers) as the library matmul kernel does; then stores its C tile.
-    The tile is `gemm_tile`'s.
+
+def library_tile(ctx, batches: int, m: int, n: int) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) of a device-op GEMM of `batches` (m, n) outputs: the largest library tile whose grid
+    still gives every PE of the SIP a program, else the smallest (adr/0016-device-ops.md, "Matmul")."""
+    pes = ctx.topology.pes_per_sip
+    for block_m, block_n in LIBRARY_TILES:
+        if batches * -(-m // block_m) * -(-n // block_n) >= pes:
+            return block_m, block_n
+    return LIBRARY_TILES[-1]
+
+
+def matmul(a, b, out, name: str = "matmul") -> None:
+    """`out[..., M, N] = a[..., M, K] @ b[..., K, N]` (batch dims already broadcast), as a pipelined library GEMM
+    runs it: one program per output tile (`library_tile`), placed over every PE of the SIP in waves.
+
+    A program loads the first stage of its A and B panels (K up to
+    `PIPELINE_K`), then runs one matrix-unit op of 2·m·n·K flops over the
+    whole of K while the rest of the panels load beside it, stage by stage
+    (each stage as much of K as a TCM share holds), as a pipelined kernel's
+    stages land while its MMAs run; it stores its C tile when both are done.
+    So a tile takes the first stage's load, then the longer of its MMAs and
+    the rest of its loads, then the store: compute-bound or memory-bound by
+    the machine's numbers. It accumulates in fp32 (int32 for integers), as the
+    library does.
     """
     batch, (m_size, k_size), n_size = out.shape[:-2], a.shape[-2:], out.shape[-1]
     batches = prod(batch)
@@ -483,13 +505,17 @@ def matmul(a, b, out, name: str = "matmul") -> None:
         out._host_array[...] = np.matmul(a._host_array.astype(_accumulator(a.dtype)),
                                          b._host_array.astype(_accumulator(b.dtype))).astype(out.dtype.numpy)
         return
-    block_m, block_n, block_k = gemm_tile(out._ctx, batches, m_size, n_size, a.dtype)
+    ctx = out._ctx
+    block_m, block_n = library_tile(ctx, batches, m_size, n_size)
     tiles_m, tiles_n = -(-m_size // block_m), -(-n_size // block_n)
     if not batches * tiles_m * tiles_n:
         return
     operand = a.dtype
+    stage_k = max(PIPELINE_K, tile_elements(ctx, a.dtype.itemsize) // max(block_m, block_n))
+    first = min(k_size, PIPELINE_K)
+    stages = [range(0, first)] + [range(k0, min(k_size, k0 + stage_k)) for k0 in range(first, k_size, stage_k)]
     # The programs of a tile row load the same A blocks, those of a tile column the same B blocks.
-    blocks = KeptValues(MemoBudget(out._ctx.access_plan_pool))
+    blocks = KeptValues(MemoBudget(ctx.access_plan_pool))
 
     def program(p: Program) -> None:
         index, tile = divmod(p.number, tiles_m * tiles_n)
@@ -498,17 +524,26 @@ def matmul(a, b, out, name: str = "matmul") -> None:
         cols = range(tn * block_n, min(n_size, (tn + 1) * block_n))
         coords = np.unravel_index(index, batch) if batch else ()
         accumulator = np.zeros((len(rows), len(cols)), dtype=_accumulator(operand))
-        for k0 in range(0, max(k_size, 1), block_k):
-            ks = range(k0, min(k_size, k0 + block_k))
-            block_a = p.load(a, *_kept_block(blocks, p, a, ("a", index, tm, k0), coords, rows, ks))
-            block_b = p.load(b, *_kept_block(blocks, p, b, ("b", index, k0, tn), coords, ks, cols))
-            p.gemm(len(rows), len(cols), len(ks), operand)
+
+        def load(stage: int) -> None:
+            ks = stages[stage]
+            block_a = p.load(a, *_kept_block(blocks, p, a, ("a", index, tm, stage), coords, rows, ks))
+            block_b = p.load(b, *_kept_block(blocks, p, b, ("b", index, stage, tn), coords, ks, cols))
             if p.data:
-                accumulator += np.matmul(block_a.reshape(len(rows), len(ks)).astype(accumulator.dtype),
-                                         block_b.reshape(len(ks), len(cols)).astype(accumulator.dtype))
+                accumulator[...] += np.matmul(block_a.reshape(len(rows), len(ks)).astype(accumulator.dtype),
+                                              block_b.reshape(len(ks), len(cols)).astype(accumulator.dtype))
+
+        load(0)
+        loader = None
+        if len(stages) > 1:
+            loader = ctx.engine.spawn(lambda: [load(stage) for stage in range(1, len(stages))],
+                                      name=f"{name} program {p.number} loads")
+        p.gemm(len(rows), len(cols), k_size, operand)
+        if loader is not None:
+            ctx.engine.wait(loader)
         p.store(out, _block(out, coords, rows, cols), accumulator.reshape(-1))
 
-    run_tiles(out._ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=blocks.release)
+    run_tiles(ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=blocks.release)
 
 
 def _kept_block(blocks: KeptValues, p: Program, tensor, key: tuple, batch_coords, rows: range,
