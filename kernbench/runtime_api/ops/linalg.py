@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
+from kernbench.topology import TopologyError
 from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.elementwise import result_maker
 
@@ -24,11 +25,12 @@ def matmul(a, b):
     batch = device_ops.broadcast_shape([left.shape[:-2], right.shape[:-2]], "matmul")
     out = result_maker((a,))(batch + (left.shape[-2], right.shape[-1]), a.dtype, a.device, "matmul")
     if not a.device.is_host:
+        topology = a._ctx.topology
         try:
-            a._ctx.topology.pe.matrix_unit.rate(a.dtype.name)
-        except Exception:
-            raise TensorError(f"matmul: the matrix unit has no rate for {a.dtype.name} in this topology "
-                              f"(it has {', '.join(a._ctx.topology.dtypes)})") from None
+            topology.pe.matrix_unit.rate(a.dtype.name)
+        except TopologyError:
+            raise TensorError(f"matmul: the matrix unit of {topology.source.name} has no rate for {a.dtype.name} "
+                              f"(it has {', '.join(topology.dtypes)})") from None
     device_ops.matmul(left, right, out)
     autograd.record(out, "matmul", (left, right), lambda g: (
         matmul(g, right.mT) if autograd.requires_grad(left) else None,
