@@ -28,7 +28,8 @@ print one table row per point (axes, status, simulated time, each
 collective's busbw, the bench's metrics, wall time) and write it as CSV (and
 Parquet, with pyarrow) in the output folder. Each finished point is on disk
 at once; running the same command again skips the points already done. The
-sweep file's format is in adr/0018-sweeps.md. Exit status 1 when a point
+sweep file's format is in adr/0018-sweeps.md; kernbench/configs/sweeps/example.yaml
+is a runnable one. Exit status 1 when a point
 failed (the others still run), 2 for a bad sweep file, 130 on Ctrl-C."""
 
 
