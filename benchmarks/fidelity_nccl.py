@@ -22,7 +22,8 @@ no parameter was set from: all_gather, reduce_scatter and broadcast measured
 on 4 x H100 with the same NVLink 4 / NVSwitch fabric
 (`anchors/nccl_collectives_h100x4_nv18.json`, taken by
 `anchors/measure_nccl.py`), printing per collective
-`held_out_<collective>_geomean_abs_error_ge_1MiB: X`.
+`held_out_<collective>_geomean_abs_error_ge_1MiB: X`. That is a few minutes
+more, which a first line on stderr says before it starts.
 
 Run as `python benchmarks/fidelity_nccl.py` from the repository root
 (about a minute: the 512 MiB case is ~200,000 simulated messages).
@@ -46,6 +47,7 @@ from kernbench.session import Session  # noqa: E402
 ANCHOR = Path(__file__).resolve().parent / "anchors" / "nccl_allreduce_h200x4_nv18.json"
 HELD_OUT = Path(__file__).resolve().parent / "anchors" / "nccl_collectives_h100x4_nv18.json"
 SCORED_FROM_BYTES = 1 << 20
+HELD_OUT_COLLECTIVES = ("all_gather", "reduce_scatter", "broadcast")
 
 
 # One call of each collective on `n` fp16 elements in nccl-tests' sense (the whole buffer: all_gather's
@@ -88,7 +90,7 @@ def held_out() -> None:
     the error, then its geomean."""
     rows = json.loads(HELD_OUT.read_text())["rows"]
     print(f"{'collective':>14} {'bytes':>11} {'NCCL us':>10} {'kernbench us':>13} {'error':>8}  ran")
-    for collective in ("all_gather", "reduce_scatter", "broadcast"):
+    for collective in HELD_OUT_COLLECTIVES:
         errors = []
         for point in rows:
             if point["collective"] != collective or point["bytes"] < SCORED_FROM_BYTES:
@@ -101,6 +103,15 @@ def held_out() -> None:
         print(f"held_out_{collective}_geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
 
 
+def held_out_note() -> str:
+    """The line said before `--held-out`, which runs a few minutes before the all-reduce table starts."""
+    rows = json.loads(HELD_OUT.read_text())["rows"]
+    calls = sum(row["collective"] in HELD_OUT_COLLECTIVES and row["bytes"] >= SCORED_FROM_BYTES for row in rows)
+    return (f"fidelity_nccl: --held-out first simulates {calls} collectives ({', '.join(HELD_OUT_COLLECTIVES)} from "
+            "1 MiB up) before the all-reduce table: a few minutes of host CPU, the 512 MiB ones each many thousands "
+            "of simulated messages")
+
+
 def geomean(errors: list[float]) -> float:
     return math.exp(sum(math.log(max(e, 1e-6)) for e in errors) / len(errors))
 
@@ -110,6 +121,7 @@ def main() -> int:
     parser.add_argument("--held-out", action="store_true",
                         help="first the other collectives of the held-out measurement (a few minutes more)")
     if parser.parse_args().held_out:
+        print(held_out_note(), file=sys.stderr, flush=True)
         held_out()
     anchor = json.loads(ANCHOR.read_text())
     print(f"{'bytes':>11} {'NCCL us':>10} {'kernbench us':>13} {'error':>8}  ran")

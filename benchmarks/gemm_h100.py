@@ -18,7 +18,9 @@ with NaN first), then timed by `triton.testing.do_bench` (CUDA events,
 warm-up, L2 flushed before each run, median of the runs). It prints the
 measured time, the simulated time and the error, defined as
 (simulated - measured) / measured, a signed fraction. Without a GPU the
-measured side is skipped and says so.
+measured side is skipped and says so; when a size of 4096 or more is then
+to be simulated, the first line (on stderr) says that the run is minutes of
+simulation alone, before it starts.
 
 The simulation keeps no op log (nothing reads it during a run, and at
 8192^3 it would hold ~60 million records); even so 8192^3 needs ~9 GB of
@@ -64,6 +66,7 @@ from kernbench.kernels.library.matmul import matmul, matmul_kernel  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 
 TOPOLOGY = ROOT / "topology" / "h100.yaml"
+SLOW_SIZE = 4096  # from this size up a simulation takes minutes (module docstring)
 # The library's defaults, named so that both sides are visibly launched alike.
 BLOCKS = {"block_m": 64, "block_n": 64, "block_k": 32, "group_m": 8}
 TOLERANCE = 0.15  # the issue's agreement bound on |error|
@@ -395,6 +398,15 @@ def error(simulated_s: float, measured_s: float) -> float:
     return (simulated_s - measured_s) / measured_s
 
 
+def slow_run_note(to_simulate: list[int], gpu: bool) -> str | None:
+    """The line said first when the run will be long and measure nothing: no GPU, and a size of minutes to simulate."""
+    if gpu or not any(size >= SLOW_SIZE for size in to_simulate):
+        return None
+    return (f"gemm_h100: no CUDA device here, so only the simulation runs, and {max(to_simulate)}^3 takes minutes "
+            "of host CPU and gigabytes of memory (every program's addresses are worked out ahead); --sizes 1024 is "
+            "quick, --simulated FILE reuses an earlier --json")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="4096", help="comma-separated M=N=K values (default 4096)")
@@ -414,6 +426,12 @@ def main() -> None:
 
     figures: dict = {"sizes": {}}
     earlier = json.loads(Path(options.simulated).read_text())["sizes"] if options.simulated else {}
+    gpu = gpu_available()
+    to_simulate = [] if options.no_simulation else [
+        size for size in sizes if "simulated" not in earlier.get(str(size), {})]
+    note = slow_run_note(to_simulate, gpu)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     print(f"library matmul, fp16 in / fp32 accumulate; topology {options.topology}")
     for size in sizes:
         shape = launch_shape(size)
@@ -429,7 +447,7 @@ def main() -> None:
                   f"(grid {shape['grid']}, blocks {BLOCKS}; HBM bytes {sim['hbm_bytes'] / 1e9:.2f} GB; "
                   f"host {sim['wall_s']:.1f} s wall, {sim['cpu_s']:.1f} s CPU)", flush=True)
 
-    if not gpu_available():
+    if not gpu:
         print("measured side skipped: no torch with a CUDA device here")
         print(f"gemm_{max(sizes)}_f16_h100_error: skipped")
         if options.json:

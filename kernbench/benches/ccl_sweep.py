@@ -1,13 +1,19 @@
-"""An nccl-tests-style sweep: every algorithm of ccl.yaml × all_reduce, all_gather, reduce_scatter × message sizes.
+"""An nccl-tests-style sweep: every algorithm of ccl.yaml × six collectives × message sizes.
 
     kernbench run benches/ccl_sweep.py [--topology F] [--ccl F] [--timing-only]
         [--algorithms ring,tree,...] [--collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all]
         [--min-bytes 8] [--max-bytes 64M] [--factor 4] [--dtype f16|bf16|f32] [--plot OUT.png] [--workers N]
 
-For each algorithm the bench calls `init_process_group(backend="ahbm",
-pg_options={"algorithm": name})`, runs every collective at every size,
-then `destroy_process_group()`. It prints one table per algorithm and
-collective, one row per size, in nccl-tests' columns:
+By default it runs all six collectives — all_reduce, all_gather,
+reduce_scatter, broadcast, reduce and all_to_all — with every algorithm
+ccl.yaml lists, at every size from 8 B by 4 up to 8 MiB (64 MiB under
+`--timing-only`): with the shipped ccl.yaml, a few hundred collectives
+and some seconds to a minute of host time; `--collectives` and
+`--algorithms` narrow it. For each algorithm the bench calls
+`init_process_group(backend="ahbm", pg_options={"algorithm": name})`, runs
+every collective at every size, then `destroy_process_group()`. It prints
+one table per algorithm and collective, one row per size, in nccl-tests'
+columns:
 
     size (B), count (elements), type, redop, time (us), algbw (GB/s), busbw (GB/s), #wrong
 
@@ -29,12 +35,10 @@ Decisions, and why:
   down to a multiple of the world size (each rank's share must be whole);
   a size whose count rounds to 0 is left out.
 - **Default --max-bytes.** 64 MiB under `--timing-only`; 8 MiB when values are
-  computed (busbw has reached its plateau by then on the shipped machines).
-  Measured on the default topology with three collectives, the default
-  sweep took 10–20 s either way (timing-only to 32 MiB, values to 8 MiB),
-  but 78 s with values up to 32 MiB, the last size before 64 MiB; with all
-  six collectives the timing-only default sweep takes 13 s. The bench prints a note when it
-  lowers the bound; an explicit `--max-bytes` is always obeyed.
+  computed (busbw has reached its plateau by then on the shipped machines),
+  since computing and checking the values of the larger sizes costs several
+  times the host time of all the smaller ones together. The bench prints a
+  note when it lowers the bound; an explicit `--max-bytes` is always obeyed.
 - **Every algorithm runs every collective.** A collective the algorithm's
   module (ccl.yaml's `module`) has no function for runs its fallback, as
   `torch.distributed` does (adr/0010: ring for the reductions, gathers,

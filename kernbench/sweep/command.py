@@ -28,7 +28,8 @@ print one table row per point (axes, status, simulated time, each
 collective's busbw, the bench's metrics, wall time) and write it as CSV (and
 Parquet, with pyarrow) in the output folder. Each finished point is on disk
 at once; running the same command again skips the points already done. The
-sweep file's format is in adr/0018-sweeps.md. Exit status 1 when a point
+sweep file's format is in adr/0018-sweeps.md; kernbench/configs/sweeps/example.yaml
+is a runnable one. Exit status 1 when a point
 failed (the others still run), 2 for a bad sweep file, 130 on Ctrl-C."""
 
 
@@ -62,7 +63,7 @@ def handle(args) -> int:
     # Imported here, as `kernbench run` imports the simulator: the command line's signal handlers come first.
     from kernbench.sweep.derive import derive_tasks
     from kernbench.sweep.journal import Journal
-    from kernbench.sweep.plot import draw_plot, plot_path, resolve_column
+    from kernbench.sweep.plot import check_metric, draw_plot, plot_path, resolve_column
     from kernbench.sweep.points import expand_points
     from kernbench.sweep.runner import run_sweep
     from kernbench.sweep.sweep_file import load_sweep
@@ -71,10 +72,11 @@ def handle(args) -> int:
     _check_options(args)
     spec = load_sweep(args.sweep)
     axis_names = [axis.name for axis in spec.axes]
-    if args.plot:  # a misspelt axis costs no run; the metric's columns exist only once points have run
+    if args.plot:  # a misspelt name costs no run
         resolve_column("--x", args.x, axis_names)
         if args.hue is not None:
             resolve_column("--hue", args.hue, axis_names)
+        check_metric(args.plot, axis_names, spec.bench_file.read_text(encoding="utf-8", errors="replace"))
     tasks = derive_tasks(spec, expand_points(spec))
     if args.dry_run:
         print(f"{spec.source}: {len(tasks)} points of {spec.bench}, all checked")
@@ -96,7 +98,14 @@ def handle(args) -> int:
     print("table: " + ", ".join(str(path) for path in progress.written))
     if args.plot:
         out = args.plot_file or plot_path(folder, args.plot, args.x)
-        print(f"plot: {draw_plot(progress.rows, axis_names, args.plot, args.x, args.hue, out)}")
+        try:
+            print(f"plot: {draw_plot(progress.rows, axis_names, args.plot, args.x, args.hue, out)}")
+        except KeyboardInterrupt:  # the table is written already; only the plot is lost
+            sys.stdout.flush()
+            print(f"kernbench sweep: interrupted while drawing the plot {out}; the table is written "
+                  f"({', '.join(str(path) for path in progress.written)}): run the same command again to draw it, "
+                  "the points done are skipped", file=sys.stderr)
+            return INTERRUPTED_STATUS
     missing = len(tasks) - len(progress.rows)
     failed = sum(row.get("status") != "ok" for row in progress.rows)
     return POINTS_FAILED_STATUS if failed or missing else 0

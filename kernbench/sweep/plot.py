@@ -9,6 +9,10 @@ two points are ever averaged into one. A numeric x axis spanning a factor
 of 8 or more is drawn on a log2 scale (sizes, bandwidths); a non-numeric one
 is categorical, in sweep order. Only `ok` rows are drawn.
 
+A misspelt METRIC is refused before any point runs (`check_metric`), as
+far as the name can be judged then: which collectives, kernels and bench
+figures the table has is known only once points have run.
+
 Drawn with matplotlib's object API (a bare `Figure`, no pyplot, no display),
 imported only when a plot is asked for.
 """
@@ -21,7 +25,9 @@ from typing import Any
 
 from kernbench.sweep.errors import SweepError
 from kernbench.sweep.files import replace_file
-from kernbench.sweep.table import cell_text, columns_of, short_names
+from kernbench.sweep.table import (KERNEL_FIGURES, ROW_FIGURES, cell_text, columns_every_run_has, columns_of,
+                                   short_names)
+from kernbench.topology.kinds import suggestion
 
 LOG_SPAN = 8
 MAX_TICKS = 12
@@ -29,14 +35,41 @@ MAX_TICKS = 12
 
 def resolve_column(flag: str, name: str, columns: list[str]) -> str:
     """The column `name` means: itself, the one column ending with `.name`, `--name` or `metric.name`."""
-    if name in columns:
-        return name
-    matches = [c for c in columns if c.endswith("." + name) or c in (f"--{name}", f"metric.{name}")]
+    matches = resolve_tail(name, columns)
     if len(matches) == 1:
         return matches[0]
     if matches:
         raise SweepError(f"{flag} {name}: names several columns ({', '.join(matches)}); expected one of them")
     raise SweepError(f"{flag} {name}: no such column; expected one of: {', '.join(columns)}")
+
+
+def check_metric(metric: str, axis_names: list[str], bench_text: str) -> None:
+    """Refuse, before any point runs, a `--plot` name that no column of the sweep's table can have.
+
+    Accepted: a column every run has or an axis (or a tail of one, as `resolve_column` takes it); a name
+    whose last part is a collective's or a kernel's figure (`busbw_gb_per_s`, `kernel.add.time_ps`);
+    `metric.NAME`; and a name the bench's text has as a quoted string, since the metrics line a bench
+    prints names its figures so. `draw_plot` resolves the name against the finished table.
+    """
+    known = columns_every_run_has(axis_names)
+    figures = (*ROW_FIGURES, *KERNEL_FIGURES)
+    if resolve_tail(metric, known) or metric.startswith("metric.") or metric.rpartition(".")[2] in figures:
+        return
+    if re.search(f"""["']{re.escape(metric)}["']""", bench_text):
+        return
+    tails = list(dict.fromkeys([*(name.rpartition(".")[2] for name in known), *figures]))
+    raise SweepError(
+        f"--plot {metric}: no column of the table can have that name{suggestion(metric, tails)}; expected an axis, "
+        f"a column every run has ({', '.join(n for n in known if n not in axis_names)}), a collective's or "
+        f"kernel's column ending in a figure ({', '.join(dict.fromkeys(figures))}), or metric.NAME for a figure "
+        "the bench prints")
+
+
+def resolve_tail(name: str, columns: list[str]) -> list[str]:
+    """The columns `name` may stand for: itself, or those ending with `.name`, `--name` or `metric.name`."""
+    if name in columns:
+        return [name]
+    return [c for c in columns if c.endswith("." + name) or c in (f"--{name}", f"metric.{name}")]
 
 
 def plot_path(folder: Path, metric: str, x: str) -> Path:

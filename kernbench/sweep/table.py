@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernbench.report.run_report import format_ps
+from kernbench.report.run_report import LINK_CLASSES, format_ps
 from kernbench.sweep.derive import PointTask
 from kernbench.sweep.files import replace_file, replace_text
 from kernbench.sweep.point_process import KERNEL_TOTALS
@@ -36,6 +36,9 @@ from kernbench.sweep.point_process import KERNEL_TOTALS
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
 ROW_FIGURES = ("algorithm", "world_size", "bytes", "time_ps", "algbw_gb_per_s", "busbw_gb_per_s")
+KERNEL_FIGURES = (*KERNEL_TOTALS, "of_roofline")
+REPORT_TOTALS = ("total_time_ps", "ops", *(f"bytes.{kind}" for kind in LINK_CLASSES), "hazards")
+RECORD_FIELDS = ("wall_s", "exit_status", "error", "host", "key")
 SUMMARY_LABELS = 3   # collectives whose busbw the printed summary shows; the CSV has every one
 SUMMARY_METRICS = 4
 ERROR_WIDTH = 100
@@ -66,9 +69,17 @@ def row_of(task: PointTask, record: dict) -> dict[str, Any]:
                 row[f"kernel.{name}.of_roofline"] = totals.get("roofline_ps", 0) / totals["time_ps"]
     for name, value in (record.get("metrics") or {}).items():
         row[f"metric.{name}"] = value
-    for name in ("wall_s", "exit_status", "error", "host", "key"):
+    for name in RECORD_FIELDS:
         row[name] = record.get(name)
     return row
+
+
+def columns_every_run_has(axis_names: list[str]) -> list[str]:
+    """The columns known before any point runs: the point, the axes, the run report's totals, the record's fields.
+
+    A collective's, a kernel's and a metric's columns are named by what the runs report, known only after.
+    """
+    return ["point", *axis_names, "status", *REPORT_TOTALS, *RECORD_FIELDS]
 
 
 def columns_of(rows: list[dict]) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 from kernbench.kernels.library.vector_add import add
 from kernbench.session import Session
+from tests.cli import REPO_ROOT, sigint_at_default
 from tests.robustness.harness import (
     CCL_PROBE,
     PROBE_TIMEOUT_S,
@@ -23,6 +26,7 @@ from tests.robustness.harness import (
     started,
     write,
 )
+from tests.sweep.harness import read_table, sweep_folder
 
 # Each runs until it is stopped; the first printed line says the simulation is under way.
 KERNELS_FOREVER = '''
@@ -139,3 +143,39 @@ def test_adr0014_t12_ranks_failing_with_one_user_error_share_one_line(tmp_path):
     result = kernbench("run", str(write(tmp_path, "probe.py", CCL_PROBE)), "--ccl", str(config), "--timing-only",
                        cwd=tmp_path)
     assert_one_error_line(result, "4 rank(s) raised", "-- ranks 0, 1, 2, 3: ", "n_slots")
+
+
+# `kernbench ARGV` whose sweep plot is where Ctrl-C lands: drawing sends the process SIGINT and waits for it.
+CTRL_C_WHILE_PLOTTING = '''
+import os, signal, sys, time
+import kernbench.sweep.plot
+from kernbench.cli import main
+
+
+def drawing(*args):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+
+
+kernbench.sweep.plot.draw_plot = drawing
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_adr0014_t33_ctrl_c_while_a_sweep_draws_its_plot_names_the_plot_and_keeps_the_table(tmp_path):
+    sweep = sweep_folder(tmp_path, "bench: probe.py\naxes:\n  --n: [8]\n")
+    out = tmp_path / "out"
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_PLOTTING, "sweep", str(sweep), "--out", str(out),
+                             "--plot", "elements", "--x", "n"], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": path}, timeout=PROBE_TIMEOUT_S,
+                            preexec_fn=sigint_at_default)
+    assert result.returncode == 130, result.stderr
+    plot = out / "plot-elements-vs-n.png"
+    line = result.stderr.splitlines()[-1]
+    assert line.startswith(f"kernbench sweep: interrupted while drawing the plot {plot}; the table is written (")
+    assert str(out / "results.csv") in line and line.endswith("run the same command again to draw it, "
+                                                              "the points done are skipped")
+    assert "before the simulation started" not in result.stderr and "Traceback" not in result.stderr
+    assert [row["status"] for row in read_table(out)] == ["ok"]
+    assert not plot.exists() and not list(out.rglob("*.tmp*"))

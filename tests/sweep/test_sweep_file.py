@@ -164,3 +164,44 @@ def test_adr0018_t14_kernel_launches_become_one_set_of_totals_per_kernel(tmp_pat
         "kernel.add.launches": 3, "kernel.add.time_ps": 600, "kernel.add.bytes": 192, "kernel.add.flops": 0,
         "kernel.add.roofline_ps": 150, "kernel.add.of_roofline": 150 / 600}
     assert (row["kernel.mm.launches"], row["kernel.mm.of_roofline"]) == (1, 0.25)
+
+
+@pytest.mark.parametrize("metric, expected", [
+    ("busbw_gb_per_sec", "--plot busbw_gb_per_sec: no column of the table can have that name "
+                         "(did you mean 'busbw_gb_per_s'?); expected an axis, a column every run has (point, "),
+    ("elemnts", "--plot elemnts: no column of the table can have that name"),
+    ("busbw", "--plot busbw: no column of the table can have that name"),
+])
+def test_adr0018_t15_a_misspelt_plot_metric_is_one_line_before_any_point_runs(metric, expected, tmp_path, capsys):
+    sweep = sweep_folder(tmp_path, "bench: probe.py\naxes:\n  --n: [1]\n")
+    status, _, err = run_sweep_command(str(sweep), "--out", str(tmp_path / "out"), "--plot", metric, "--x", "n",
+                                       capsys=capsys)
+    assert status == 2 and err.count("\n") == 1 and err.startswith(f"kernbench: error: {expected}"), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("metric", [
+    "busbw_gb_per_s", "all_reduce#0.busbw_gb_per_s", "kernel.add.of_roofline", "total_time_ps", "inter_sip",
+    "n", "elements", "metric.computed_later",
+])
+def test_adr0018_t15_a_name_the_table_may_have_is_left_for_the_finished_table(metric, tmp_path, capsys):
+    # A collective's, a kernel's and the bench's columns are named only by the runs: `draw_plot` resolves them.
+    sweep = sweep_folder(tmp_path, "bench: probe.py\naxes:\n  --n: [1]\n")
+    status, out, err = run_sweep_command(str(sweep), "--plot", metric, "--x", "n", "--dry-run", capsys=capsys)
+    assert (status, err) == (0, ""), err
+    assert out.startswith(f"{sweep}: 1 points of")
+
+
+def test_adr0018_t16_the_readme_runs_the_shipped_example_as_it_shows_it(monkeypatch, capsys):
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Sweeping a design space"):]
+    section = section[:section.index("\n## ", 1)]
+    (command,) = [line for line in section.splitlines() if line.startswith("kernbench sweep ")]
+    example = REPO_ROOT / "kernbench" / "configs" / "sweeps" / "example.yaml"
+    shown = re.search(r"```yaml\n# (\S+)\n(.*?)```", section, re.DOTALL)
+    assert REPO_ROOT / shown.group(1) == example
+    assert yaml.safe_load(shown.group(2)) == yaml.safe_load(example.read_text())
+    monkeypatch.chdir(REPO_ROOT)  # the README's command is run from the repository root
+    status, out, err = run_sweep_command(*command.split()[2:], "--dry-run", capsys=capsys)
+    assert (status, err) == (0, ""), err
+    assert out.splitlines()[0] == f"{example}: 20 points of ccl_allreduce, all checked"
