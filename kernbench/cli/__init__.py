@@ -21,6 +21,7 @@ import sys
 
 from kernbench.cli import list_cmd, probe_cmd, run_cmd, topo_cmd, web_cmd
 from kernbench.cli.interrupts import INTERRUPTED_STATUS, Interrupts
+from kernbench.cli.version_option import VersionAction
 from kernbench.errors import KernbenchError
 from kernbench.sweep import command as sweep_cmd
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kernbench",
         description="Simulated multi-SIP HBM accelerator with a torch-like API.",
     )
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.register(subparsers)

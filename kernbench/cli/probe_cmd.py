@@ -7,6 +7,7 @@ import json
 import sys
 
 from kernbench.cli.output_files import checked_output, staged_outputs
+from kernbench.cli.topology_option import LinedHelpFormatter, topology_help
 
 DEFAULT_SIZES = "64,1K,16K,256K,4M,64M"
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -40,13 +41,13 @@ def _counts(text: str) -> list[int]:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("probe", help="latency and bandwidth between two points of the machine",
-                                   description=HELP)
+                                   description=HELP, formatter_class=LinedHelpFormatter)
     parser.add_argument("src", metavar="SRC", help="where the bytes start: host, sip1, sip0.cube3.pe5, ...")
     parser.add_argument("dst", metavar="DST", help="where they go, in the same forms")
     parser.add_argument("--bytes", metavar="SIZES", default=DEFAULT_SIZES,
                         help=f"comma-separated sizes, K/M/G binary suffixes allowed (default {DEFAULT_SIZES})")
     parser.add_argument("--topology", metavar="T", default=None,
-                        help="topology file or shipped name (default, single_sip, large); default: default")
+                        help=topology_help("topology file or shipped name (default: default):"))
     parser.add_argument("--concurrent", metavar="K,...", type=_counts, default=[],
                         help="also issue k transfers together for each k, and print each makespan")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")

@@ -12,6 +12,7 @@ from kernbench.cli.bench_loader import (Bench, accepts_argv, description_of, loa
                                         resolve_bench_path, takes_argv)
 from kernbench.cli.bench_options import bench_parser
 from kernbench.cli.output_files import checked_outputs, staged_outputs
+from kernbench.cli.topology_option import LinedHelpFormatter, topology_help
 from kernbench.errors import KernbenchError
 
 BENCH_FAILED_STATUS = 1
@@ -31,13 +32,14 @@ BENCH --help` lists them."""
 def register(subparsers) -> None:
     # No abbreviations: arguments kernbench does not know are the bench's, and a bench's `--n 64` must reach it
     # rather than be read as kernbench's `--no-memcheck`.
-    parser = subparsers.add_parser("run", help="run a bench", description=HELP, add_help=False, allow_abbrev=False)
+    parser = subparsers.add_parser("run", help="run a bench", description=HELP, add_help=False, allow_abbrev=False,
+                                   formatter_class=LinedHelpFormatter)
     parser.add_argument("-h", "--help", action="store_true",
                         help="show this help, or with BENCH the bench's own options, and exit")
     parser.add_argument("bench", metavar="BENCH", nargs="?",
                         help="path to a bench .py file, a shipped bench name, or its number in `kernbench list`")
     parser.add_argument("--topology", metavar="F", default=None,
-                        help="topology file or shipped name (default, single_sip, large); default: default")
+                        help=topology_help("topology file or shipped name (default: default):"))
     parser.add_argument("--ccl", metavar="F", default=None,
                         help="collective configuration (algorithm, IPCQ parameters, world size); "
                              "default: the shipped ccl/ccl.yaml")

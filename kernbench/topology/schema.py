@@ -51,6 +51,9 @@ MAX_PE_PER_CORNER = 16
 
 REQUIRED = object()
 
+# Where a user who wrote part of a file finds the rest: every key (this table, rendered) and a minimal file.
+GUIDE = "docs/topology.md"
+
 Kind = Count | Quantity | Choice | DistinctChoices | RateTable | Fraction01
 
 
@@ -209,7 +212,8 @@ def _check_section(tree: dict[str, Any], data: Any, path: KeyPath, document: Doc
                 what = f"{entry.kind.expected} ({entry.meaning})"
             else:
                 what = f"a mapping with keys {', '.join(entry)}"
-            raise document.error(path + (key,), f"missing key; expected {what}")
+            raise document.error(path + (key,), f"missing key; expected {what}; see {GUIDE} for every key "
+                                                 "and a minimal file")
     for key, entry in tree.items():
         if key not in data:
             _take_defaults(entry, values)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from importlib.metadata import version
 
 import pytest
 
-from tests.cli import REPO_ROOT
+from tests.cli import REPO_ROOT, run_kernbench
 
 PROBE = """
 import sys
@@ -47,3 +49,10 @@ def test_adr0019_t17_license_is_an_spdx_expression_and_the_page_is_package_data(
         assert static_file(name), name
     assert {"pytest", "hypothesis"} <= {req.split(">")[0].split("=")[0] for req in
                                          project["project"]["optional-dependencies"]["test"]}
+
+
+def test_adr0019_t35_version_prints_the_installed_packages_version_and_exits_0(tmp_path):
+    result = run_kernbench("--version", cwd=tmp_path)
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout == f"kernbench {version('kernbench')}\n"
+    assert re.fullmatch(r"kernbench \d+\.\d+\.\d+\n", result.stdout)
