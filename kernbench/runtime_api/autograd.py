@@ -238,3 +238,14 @@ def _function_backward(cls, ctx, results, position: int, n_inputs: int):
                               "forward; return one per input (None for inputs without a gradient)")
         return returned
     return backward
+
+
+def zero_grads(parameters, set_to_none: bool) -> None:
+    """Each parameter's gradient dropped (`set_to_none`) or filled with zeros: `Module.zero_grad`'s and
+    `Optimizer.zero_grad`'s work."""
+    for parameter in parameters:
+        if parameter.grad is not None:
+            if set_to_none:
+                parameter.grad = None
+            else:
+                parameter.grad.zero_()

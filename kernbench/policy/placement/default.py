@@ -15,6 +15,7 @@ from math import prod
 
 from kernbench.policy.placement.dp import DPPolicy, Placement, Shard
 from kernbench.topology import Topology
+from kernbench.topology.schema import DEFAULT_PLACEMENTS
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Interleaved:
 FIRST_PE = DPPolicy(cube="row_wise", pe="row_wise", num_cubes=1, num_pes=1)
 INTERLEAVED = Interleaved()
 _RULES = {"interleaved": INTERLEAVED, "first_pe": FIRST_PE}
+assert set(_RULES) == set(DEFAULT_PLACEMENTS), "a rule the topology schema accepts has no placement here"
 
 
 def default_policy(topology: Topology) -> DPPolicy | Interleaved:

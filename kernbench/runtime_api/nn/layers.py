@@ -214,7 +214,7 @@ class GELU(Module):
 
 
 class _OverDim(Module):
-    """A function of the op table applied over `dim` (the last dim when None)."""
+    """A function of the op table applied over `dim` (when None, the one torch's legacy rule picks)."""
 
     function = None
 
@@ -223,7 +223,7 @@ class _OverDim(Module):
         self.dim = dim
 
     def forward(self, input):
-        return type(self).function(input, -1 if self.dim is None else self.dim)
+        return type(self).function(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

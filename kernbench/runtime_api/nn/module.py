@@ -16,6 +16,7 @@ import itertools
 from collections import OrderedDict, namedtuple
 
 from kernbench.dtypes import DType, resolve_dtype
+from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import ModuleError
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.tensor.core import Tensor
@@ -135,7 +136,9 @@ class Module:
         """Drop `name` from every registry and the plain attributes; whether it was in a registry."""
         found = False
         for registry in _REGISTRIES:
-            found = self.__dict__[registry].pop(name, None) is not None or found
+            entries = self.__dict__[registry]
+            found = name in entries or found
+            entries.pop(name, None)
         self._non_persistent_buffers.discard(name)
         self.__dict__.pop(name, None)
         return found
@@ -302,12 +305,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Every parameter's gradient dropped (`set_to_none`) or filled with zeros."""
-        for parameter in self.parameters():
-            if parameter.grad is not None:
-                if set_to_none:
-                    parameter.grad = None
-                else:
-                    parameter.grad.zero_()
+        autograd.zero_grads(self.parameters(), set_to_none)
 
     # ---- moving ----------------------------------------------------------------------------
     def to(self, *args, **kwargs):

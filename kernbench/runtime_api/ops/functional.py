@@ -30,9 +30,10 @@ def gelu_tanh(x):
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     """exp(x − max) / sum over `dim`: over the last dim one fused pass (max, exp and sum, scale) reading each row
     once and writing it once, as a GPU library's softmax kernel; over another dim four device ops (amax,
-    subtract-exp, sum, divide)."""
+    subtract-exp, sum, divide). With no dim, torch's legacy rule picks one (`implicit_dim`)."""
     dim = axis if dim is None else dim
     x = _floating(x, dtype, "softmax")
+    dim = implicit_dim(x) if dim is None else dim
     if _is_last(x, dim):
         def forward(rows):
             shifted = np.exp(rows - rows.max(axis=1, keepdims=True))
@@ -44,9 +45,10 @@ def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     return shifted / shifted.sum(dim, keepdim=True)
 
 
-def log_softmax(x, dim: int, dtype=None):
+def log_softmax(x, dim: int | None = None, dtype=None):
     """x − max − log(sum(exp(x − max))): over the last dim one fused pass, as softmax; else device op by op."""
     x = _floating(x, dtype, "log_softmax")
+    dim = implicit_dim(x) if dim is None else dim
     if _is_last(x, dim):
         def forward(rows):
             shifted = rows - rows.max(axis=1, keepdims=True)
@@ -58,6 +60,11 @@ def log_softmax(x, dim: int, dtype=None):
     top = x.amax(dim, keepdim=True)
     total = _sub_exp(x, top).sum(dim, keepdim=True).log()
     return (x - top) - total
+
+
+def implicit_dim(x) -> int:
+    """The dim torch's softmax family takes when none is given: 0 for 0-, 1- and 3-dimensional inputs, else 1."""
+    return 0 if x.ndim in (0, 1, 3) else 1
 
 
 def _floating(x, dtype, call: str):
@@ -179,8 +186,8 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
 
 
 def _stand_in_indices(input, rows: int) -> np.ndarray:
-    """A timing-only run has no index values to gather by: each position takes row (position mod rows), which on a
-    table of one cube (the default placement) moves what the real rows would."""
+    """A timing-only run has no index values to gather by: each position takes row (position mod rows), which moves
+    what the real rows would where every row of the table is equally far (a table whole on one cube)."""
     return np.arange(input.numel()).reshape(input.shape) % max(1, rows)
 
 

@@ -55,7 +55,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
-    """The squared difference of `input` and `target` (broadcast), its mean, sum or itself (`reduction`)."""
+    """The squared difference of `input` and `target` (of one shape), its mean, sum or itself (`reduction`)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
         raise TensorError(f"mse_loss: target size ({tuple(target.shape)}) must be the same as input size "

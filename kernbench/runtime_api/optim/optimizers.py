@@ -54,13 +54,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Every parameter's gradient dropped (`set_to_none`) or filled with zeros."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    if set_to_none:
-                        p.grad = None
-                    else:
-                        p.grad.zero_()
+        autograd.zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient (device work, outside autograd); `closure()`, if given,
@@ -68,10 +62,10 @@ class Optimizer:
         loss = None
         if closure is not None:
             loss = closure()
-        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
-        if not params:
+        first = next((p for group in self.param_groups for p in group["params"] if p.grad is not None), None)
+        if first is None:
             return loss
-        with autograd.GradMode(params[0]._ctx, False):
+        with autograd.GradMode(first._ctx, False):
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
