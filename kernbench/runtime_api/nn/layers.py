@@ -22,10 +22,6 @@ def _empty(shape, device, dtype):
     return current_torch().empty(tuple(shape), device=device, dtype=dtype)
 
 
-def _shape(normalized_shape) -> tuple:
-    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-
-
 class Identity(Module):
     """Returns its input (any constructor arguments are ignored)."""
 
@@ -44,9 +40,7 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(_empty((out_features, in_features), device, dtype))
-        self.bias = Parameter(_empty((out_features,), device, dtype)) if bias else None
-        if not bias:
-            self.register_parameter("bias", None)
+        self.register_parameter("bias", Parameter(_empty((out_features,), device, dtype)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -101,12 +95,12 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        self.normalized_shape, self.eps, self.elementwise_affine = _shape(normalized_shape), eps, elementwise_affine
-        self.weight = Parameter(_empty(self.normalized_shape, device, dtype)) if elementwise_affine else None
-        self.bias = Parameter(_empty(self.normalized_shape, device, dtype)) if elementwise_affine and bias else None
-        for name in ("weight", "bias"):
-            if getattr(self, name) is None:
-                self.register_parameter(name, None)
+        self.normalized_shape = functional.as_shape(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.register_parameter("weight", Parameter(_empty(self.normalized_shape, device, dtype))
+                                if elementwise_affine else None)
+        self.register_parameter("bias", Parameter(_empty(self.normalized_shape, device, dtype))
+                                if elementwise_affine and bias else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -128,10 +122,10 @@ class RMSNorm(Module):
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
                  dtype=None) -> None:
         super().__init__()
-        self.normalized_shape, self.eps, self.elementwise_affine = _shape(normalized_shape), eps, elementwise_affine
-        self.weight = Parameter(_empty(self.normalized_shape, device, dtype)) if elementwise_affine else None
-        if self.weight is None:
-            self.register_parameter("weight", None)
+        self.normalized_shape = functional.as_shape(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.register_parameter("weight", Parameter(_empty(self.normalized_shape, device, dtype))
+                                if elementwise_affine else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -93,9 +93,14 @@ def _fused_rows(name: str, forward, x, row: int, passes: int, params=()):
     return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)))
 
 
+def as_shape(normalized_shape) -> tuple[int, ...]:
+    """A norm's `normalized_shape` as a tuple: an int is one dim, anything else the dims it lists."""
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
 def _normalized(x, normalized_shape) -> tuple[tuple[int, ...], int]:
     """The dims a norm normalizes over and the number of elements of each normalized row."""
-    shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
+    shape = as_shape(normalized_shape)
     if x.shape[x.ndim - len(shape):] != shape:
         raise TensorError(f"normalized_shape {shape} does not match the last dims of the input of shape {x.shape}")
     return tuple(range(x.ndim - len(shape), x.ndim)), math.prod(shape)
