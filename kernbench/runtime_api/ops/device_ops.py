@@ -572,6 +572,11 @@ def _accumulator(dtype: DType):
     return np.int32 if not dtype.is_floating_point else np.float64 if dtype.name == "f64" else np.float32
 
 
+def wide_type(dtype: DType) -> DType:
+    """The type a reduction or a fused row kernel accumulates `dtype` in: half types in float32, as torch's do."""
+    return float32 if dtype.name in ("f16", "bf16") else dtype
+
+
 def float_type(dtype: DType) -> DType:
     """The floating type an op on `dtype` computes in (torch: integers and bool become float32)."""
     return dtype if dtype.is_floating_point else float32

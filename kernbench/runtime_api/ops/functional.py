@@ -17,7 +17,7 @@ from kernbench.dtypes import float32
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.ops import device_ops
-from kernbench.runtime_api.ops.device_ops import float_type
+from kernbench.runtime_api.ops.device_ops import float_type, wide_type
 from kernbench.runtime_api.ops.elementwise import elementwise_op, result_maker, to_dtype, where
 from kernbench.runtime_api.ops.promotion import result_type
 
@@ -89,7 +89,7 @@ def _sub_exp(x, m):
 
 def _fused_rows(name: str, forward, x, row: int, passes: int, params=()):
     """`forward` as one fused row kernel over x, computing in float32 for half types (as torch's kernels do)."""
-    compute = float32 if x.dtype.name in ("f16", "bf16") else float_type(x.dtype)
+    compute = float_type(wide_type(x.dtype))
     return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)))
 
 

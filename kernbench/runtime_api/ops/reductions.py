@@ -14,11 +14,11 @@ import operator
 
 import numpy as np
 
-from kernbench.dtypes import DType, bool_, float32, int64, resolve_dtype
+from kernbench.dtypes import DType, bool_, int64, resolve_dtype
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.ops import device_ops
-from kernbench.runtime_api.ops.device_ops import Reduction
+from kernbench.runtime_api.ops.device_ops import Reduction, wide_type
 from kernbench.runtime_api.ops.elementwise import result_maker
 from kernbench.runtime_api.ops.promotion import is_tensor
 
@@ -50,22 +50,17 @@ def arg_reduction(pick, better) -> Reduction:
 def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
     if dtype is not None:
         dtype = resolve_dtype(dtype)
-        return dtype, _wide(dtype)
+        return dtype, wide_type(dtype)
     if name in ("all", "any"):
         return bool_, bool_
     if name in ("argmax", "argmin"):
-        return int64, _wide(x.dtype)
+        return int64, wide_type(x.dtype)
     if name == "mean" and not x.dtype.is_floating_point:
         raise TensorError(f"mean(): could not infer output dtype. Input dtype must be a floating point type, "
                           f"got {x.dtype.name}; pass dtype=")
     if name in ("sum", "prod") and not x.dtype.is_floating_point:
         return int64, int64
-    return x.dtype, _wide(x.dtype)
-
-
-def _wide(dtype: DType) -> DType:
-    """Half types accumulate in float32, as torch's reductions do."""
-    return float32 if dtype.name in ("f16", "bf16") else dtype
+    return x.dtype, wide_type(x.dtype)
 
 
 def reduce(row, x, dim=None, keepdim: bool = False, *, dtype=None):
