@@ -33,6 +33,7 @@ from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.machine import Machine, tcm
 from kernbench.machine.endpoints import hbm
+from kernbench.machine.memory import window_base
 from kernbench.machine.ipcq import IpcQueue, IpcqSettings, next_flow_id, queue_channels, skip_flow_ids
 from kernbench.machine.placed_dma import home_cube
 from kernbench.sim_engine import Channel
@@ -113,10 +114,10 @@ def symmetric_plan(machine: Machine, request, function, channels, edges, setting
     condition = getattr(function, "ccl_rotates", None)
     if not request.timing_only or not request.config.get("symmetric", True) or condition is None or p < 2:
         return None
-    if machine.topology.sip.l2 is not None or not machine.engine.idle:
-        return None  # an L2's tags remember each SIP's past; something scheduled could act during the call
+    if not machine.engine.idle:
+        return None  # something scheduled could act during the call
     sips = request.sips
-    if len(set(sips)) != p:
+    if len(set(sips)) != p or not all(_l2_alike(machine, channel.members) for channel in channels):
         return None
     offsets = tuple(sorted(d for s, d in edges if s == 0))
     if set(edges) != {(r, (r + d) % p) for r in range(p) for d in offsets}:
@@ -125,6 +126,21 @@ def symmetric_plan(machine: Machine, request, function, channels, edges, setting
     if not all(_same_layout(machine, channel, condition) for channel in channels):
         return None
     return _rotating_plan(machine, rotation, channels, settings)
+
+
+def _l2_alike(machine: Machine, members) -> bool:
+    """Whether every member's L2 (where the SIPs have one) holds what rank 0's holds and its regions lie where
+    rank 0's do, each in its own SIP's window: an L2 remembers each SIP's past reads by address, so only then
+    does each rank's read hit where rank 0's does, and rank 0's L2 after the call is every rank's, moved to its
+    window."""
+    first = members[0]
+    tags = machine.l2_tags(first.sip)
+    if tags is None:
+        return True
+    held, origin = tags.held(window_base(first.sip)), window_base(first.sip)
+    return all(m.input.allocation.base - window_base(m.sip) == first.input.allocation.base - origin
+               and m.output.allocation.base - window_base(m.sip) == first.output.allocation.base - origin
+               and machine.l2_tags(m.sip).held(window_base(m.sip)) == held for m in members[1:])
 
 
 def _names(machine: Machine) -> dict[int, str]:
@@ -296,6 +312,8 @@ class Replication:
         self._before = {id(r): (r.busy_ps, r.ops, getattr(r, "bytes_moved", 0))
                         for r in (*self._channels, *units)}
         self._ops_before = _total_ops(machine)
+        self._l2 = machine.l2_tags(plan.rotation.sips[0])
+        self._l2_before = None if self._l2 is None else (self._l2.hits, self._l2.misses)
 
     def finish(self) -> None:
         """Log the other ranks' records and pass each booked resource's bookings on to its rotations."""
@@ -315,6 +333,11 @@ class Replication:
             for shift in range(1, p):
                 image = machine.channels[rotation.name(self._names[id(channel)], shift)]
                 _pass_on(channel, image, self._before[id(channel)])
+        if self._l2 is not None:
+            hits, misses = self._l2.hits - self._l2_before[0], self._l2.misses - self._l2_before[1]
+            origin = window_base(rotation.sips[0])
+            for sip in rotation.sips[1:]:
+                machine.l2_tags(sip).take(self._l2, window_base(sip) - origin, hits, misses)
         for (sip, cube, pe), kind in self._units:
             unit = getattr(machine.pe(sip, cube, pe), kind)
             for shift in range(1, p):

@@ -26,6 +26,7 @@ import numpy as np
 
 from kernbench.errors import KernbenchError
 from kernbench.machine.memory import Allocation
+from kernbench.machine.strided_runs import StridedRuns, element_bounds
 
 
 class DataHazard(KernbenchError):
@@ -46,16 +47,16 @@ class Region:
 
     def bounds(self) -> tuple[int, int]:
         """[lo, hi) byte offsets in the allocation covering every element."""
-        elements = self.elements
-        if isinstance(elements, slice):
-            return elements.start * self.itemsize, elements.stop * self.itemsize
-        return int(elements.min()) * self.itemsize, (int(elements.max()) + 1) * self.itemsize
+        first, stop = element_bounds(self.elements)
+        return first * self.itemsize, stop * self.itemsize
 
     def byte_offsets(self, itemsize: int) -> np.ndarray:
         """Offsets of the region's bytes in units of `itemsize` bytes (a divisor of its own itemsize)."""
         elements = self.elements
         if isinstance(elements, slice):
             elements = np.arange(elements.start, elements.stop, dtype=np.int64)
+        elif isinstance(elements, StridedRuns):
+            elements = elements.indices()
         ratio = self.itemsize // itemsize
         if ratio == 1:
             return elements

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from kernbench.machine.data_executor import Region
+from kernbench.machine.strided_runs import StridedRuns
 
 
 def read_tag(region: Region) -> tuple[int, int, int]:
@@ -27,6 +28,8 @@ def read_tag(region: Region) -> tuple[int, int, int]:
     base, itemsize, elements = region.allocation.base, region.itemsize, region.elements
     if isinstance(elements, slice):
         return base + elements.start * itemsize, base + (elements.stop - 1) * itemsize, elements.stop - elements.start
+    if isinstance(elements, StridedRuns):
+        return base + elements.start * itemsize, base + (elements.stop - 1) * itemsize, elements.size
     flat = elements.reshape(-1)
     return base + int(flat[0]) * itemsize, base + int(flat[-1]) * itemsize, flat.size
 
@@ -43,7 +46,8 @@ class L2Tags:
         self._tags: OrderedDict[tuple[int, int, int], int] = OrderedDict()
 
     def read(self, tag: tuple[int, int, int], nbytes: int) -> bool:
-        """Whether a read of `nbytes` with `tag` hits; a miss is then held (evicting the least recently used)."""
+        """Whether a read with `tag` hits; a miss is then held, as `nbytes` of the capacity (evicting the least
+        recently used)."""
         tags = self._tags
         if tag in tags:
             tags.move_to_end(tag)
@@ -56,3 +60,20 @@ class L2Tags:
             tags[tag] = nbytes
             self.held_bytes += nbytes
         return False
+
+    def held(self, origin: int) -> tuple:
+        """What is held, least recently used first, with each tag's bytes, its addresses from `origin` (the SIP's
+        window, `memory.window_base`): two L2s holding the same answer alike every later read at the same offsets
+        in their windows."""
+        return tuple(((first - origin, last - origin, count), nbytes)
+                     for (first, last, count), nbytes in self._tags.items())
+
+    def take(self, other: "L2Tags", shift: int, hits: int, misses: int) -> None:
+        """Hold what `other` holds, `shift` bytes on in the address space, and count `hits` and `misses` more: the
+        L2 of a rank whose reads were another rank's at the same offsets of its own window (a symmetric
+        collective)."""
+        self._tags = OrderedDict(((first + shift, last + shift, count), nbytes)
+                                 for (first, last, count), nbytes in other._tags.items())
+        self.held_bytes = other.held_bytes
+        self.hits += hits
+        self.misses += misses

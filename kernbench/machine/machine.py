@@ -232,14 +232,16 @@ class Machine:
 
     def issue_dma(self, src: Endpoint | None, dst: Endpoint, nbytes: int, read, write, src_region: Region | None,
                   dst_region: Region | None, label: str, data: bool, device: str | None, unit: str, program,
-                  dma_engine: Channel | None, owner) -> tuple[int, "_Effect"]:
+                  dma_engine: Channel | None, owner, l2_window: int | None = None) -> tuple[int, "_Effect"]:
         """One `Transfer` of `issue_transfers`, its fields given one by one (the placed DMAs' path, which
         builds no `Transfer`): reserve its route now, log it, arrange its read at its start; return
-        `(end, effect)`."""
+        `(end, effect)`. `l2_window`: for a read streamed in step by the other readers of the same bytes (a
+        GEMM's panel), the bytes of it an L2 holds at once — the window between its first and last reader —
+        rather than all of them."""
         known = self._paths_by_id.get((id(src), id(dst)))
         path = known[0] if known is not None and known[1] is src and known[2] is dst else self._path(src, dst)
         return self.issue_path_dma(path, nbytes, read, write, src_region, dst_region, label, data,
-                                   device or _device_of(src, dst), unit, program, dma_engine, owner)
+                                   device or _device_of(src, dst), unit, program, dma_engine, owner, l2_window)
 
     def dma_path(self, src: Endpoint | None, dst: Endpoint) -> "_Path":
         """The resolved pair (src, dst) for `issue_path_dma`, for a caller that issues many DMAs between them."""
@@ -247,12 +249,12 @@ class Machine:
 
     def issue_path_dma(self, path: "_Path", nbytes: int, read, write, src_region: Region | None,
                        dst_region: Region | None, label: str, data: bool, device: str, unit: str, program,
-                       dma_engine: Channel | None, owner) -> tuple[int, "_Effect"]:
+                       dma_engine: Channel | None, owner, l2_window: int | None = None) -> tuple[int, "_Effect"]:
         """`issue_dma` between the endpoints of `path` (from `dma_path`), its device given."""
         engine = self.engine
         if path.l2 is not None and src_region is not None:  # a read of HBM on a SIP with an L2
             hit, tags = path.l2
-            if tags.read(read_tag(src_region), nbytes):
+            if tags.read(read_tag(src_region), nbytes if l2_window is None else min(nbytes, l2_window)):
                 path = hit
         route = path.through.get(dma_engine)
         if route is None:
@@ -294,11 +296,18 @@ class Machine:
         path = _Path([*route[:-1], l2, route[-1]], src, dst)
         hit = _Path([l2, route[-1]], src, dst)
         hit.pairs = (("src", l2.name), ("dst", str(dst)))
-        tags = self._l2_tags.get(src.sip)
-        if tags is None:
-            tags = self._l2_tags[src.sip] = L2Tags(spec.capacity_bytes)
-        path.l2 = (hit, tags)
+        path.l2 = (hit, self.l2_tags(src.sip))
         return path
+
+    def l2_tags(self, sip: int) -> L2Tags | None:
+        """What SIP `sip`'s L2 holds (None on a topology without one)."""
+        spec = self.topology.sip.l2
+        if spec is None:
+            return None
+        tags = self._l2_tags.get(sip)
+        if tags is None:
+            tags = self._l2_tags[sip] = L2Tags(spec.capacity_bytes)
+        return tags
 
     def _read_at_start(self, call: tuple) -> None:
         self._read(*call)

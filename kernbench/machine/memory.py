@@ -53,6 +53,12 @@ class Allocation:
         return self.base + self.nbytes
 
 
+def window_base(sip: int) -> int:
+    """The first address of SIP `sip`'s window: each SIP allocates in a window of its own, so an address names
+    its SIP, and SIPs that allocate alike hold their tensors at the same offsets in their windows."""
+    return (sip + 1) << DEVICE_WINDOW_BITS
+
+
 class DeviceMemory:
     """The HBM of one SIP: a bump allocator over its address window and per-cube capacity."""
 
@@ -62,7 +68,7 @@ class DeviceMemory:
         self.capacity_per_cube = capacity_per_cube
         self.used = [0] * cubes
         self.peak_total = 0
-        self._next = (sip + 1) << DEVICE_WINDOW_BITS
+        self._next = window_base(sip)
         self._bases: list[int] = []
         self._allocations: list[Allocation] = []
 

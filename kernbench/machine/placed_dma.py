@@ -27,20 +27,22 @@ from kernbench.machine.endpoints import hbm, tcm
 from kernbench.machine.machine import Machine, landing_time
 from kernbench.machine.memory import Allocation
 from kernbench.machine.pe import PeUnits
+from kernbench.machine.strided_runs import StridedRuns, gather, scatter
 
 
 def load_elements(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype,
-                  indices: np.ndarray | slice, *, label: str, program: int | None, data: bool,
-                  pieces: tuple[DmaPiece, ...] | None = None) -> np.ndarray:
+                  indices: np.ndarray | slice | StridedRuns, *, label: str, program: int | None, data: bool,
+                  pieces: tuple[DmaPiece, ...] | None = None, l2_window: int | None = None) -> np.ndarray:
     """HBM → TCM: the elements `indices` of `allocation` (viewed as `dtype`), in order.
 
     `indices` is an index array, or a slice (step 1) for a contiguous run, which
     then never becomes an array. Without `data` (timing-only runs) the DMAs are
     timed identically, storage is never touched and the returned array is
-    uninitialized. `pieces`, if given, is `plan_dmas` of these elements, kept by the caller.
+    uninitialized. `pieces`, if given, is `plan_dmas` of these elements, kept by the caller; `l2_window` is
+    `Machine.issue_dma`'s.
     """
     out, landing = issue_load(machine, pe, allocation, dtype, indices, label=label, program=program, data=data,
-                              owner=machine.engine.current_process, pieces=pieces)
+                              owner=machine.engine.current_process, pieces=pieces, l2_window=l2_window)
     _land_all(machine, landing)
     return out
 
@@ -56,7 +58,7 @@ def store_elements(machine: Machine, pe: PeUnits, allocation: Allocation, indice
 
 def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, indices: np.ndarray | slice,
                *, label: str, program: int | None, data: bool, owner,
-               pieces: tuple[DmaPiece, ...] | None = None) -> tuple[np.ndarray, list]:
+               pieces: tuple[DmaPiece, ...] | None = None, l2_window: int | None = None) -> tuple[np.ndarray, list]:
     """`load_elements` without blocking: reserve its DMAs now; return the array they fill and their
     `(end, effect)` landings, each to pass to `machine.land` at its end (`owner`: who issues them)."""
     out = np.empty(_count(indices), dtype=dtype)
@@ -67,9 +69,7 @@ def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.
         storage = allocation.storage
 
         def read(lanes, selector):
-            # A slice is a view of memory: copy it now, or a store landing before this DMA's end would show.
-            values = storage.typed(dtype, selector)[selector]
-            return values.copy() if isinstance(selector, slice) else values
+            return gather(storage.typed(dtype, selector), selector)
 
         def write(lanes, selector, values):
             out[lanes] = values
@@ -77,7 +77,7 @@ def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.
     if pieces is None:
         pieces = plan_dmas(machine, pe, allocation, indices, dtype.itemsize)
     return out, _issue(machine, pe, pieces, to_tcm=True, read=read, write=write, label=label, program=program,
-                       data=data, owner=owner)
+                       data=data, owner=owner, l2_window=l2_window)
 
 
 def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
@@ -94,7 +94,7 @@ def issue_store(machine: Machine, pe: PeUnits, allocation: Allocation, indices: 
             return values[lanes]
 
         def write(lanes, selector, stored):
-            storage.typed(values.dtype, selector)[selector] = stored
+            scatter(storage.typed(values.dtype, selector), selector, stored)
 
     if pieces is None:
         pieces = plan_dmas(machine, pe, allocation, indices, values.dtype.itemsize)
@@ -220,6 +220,10 @@ def plan_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np
     if replica is None:
         replica = replica_for(machine, pe, placement)
     pieces = []
+    if isinstance(indices, StridedRuns):
+        for cube, lanes, count, selector in _runs_pieces(_layout(machine, placement), indices, replica):
+            pieces.append(DmaPiece(ends.hbm(cube), lanes, count, selector, Region(allocation, selector, itemsize)))
+        return tuple(pieces)
     for cube, lanes, count in _lanes(_layout(machine, placement), indices, replica):
         if isinstance(indices, slice):
             selector = indices if lanes is _ALL else _selector(indices.start + lanes)
@@ -241,7 +245,7 @@ def kept_dmas(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np
 
 
 def _issue(machine: Machine, pe: PeUnits, pieces: tuple[DmaPiece, ...], *, to_tcm: bool, read, write, label: str,
-           program: int | None, data: bool, owner) -> list:
+           program: int | None, data: bool, owner, l2_window: int | None = None) -> list:
     """The DMAs `pieces`, issued in cube order through the PE's least busy DMA engine (what
     `Machine.issue_transfers` would do with their `Transfer`s, without building them)."""
     ends = _ends(machine, pe)
@@ -254,7 +258,7 @@ def _issue(machine: Machine, pe: PeUnits, pieces: tuple[DmaPiece, ...], *, to_tc
             None if read is None else functools.partial(read, lanes, selector),
             None if write is None else functools.partial(write, lanes, selector),
             region if to_tcm else None, None if to_tcm else region,
-            label, data, ends.device, ends.unit, program, engine, owner))
+            label, data, ends.device, ends.unit, program, engine, owner, l2_window))
     if len(landing) > 1:
         landing.sort(key=landing_time)  # stable: equal ends land in cube order, as issued
     return landing
@@ -292,7 +296,7 @@ def _ends(machine: Machine, pe: PeUnits) -> _Ends:
     return ends
 
 
-def _count(indices: np.ndarray | slice) -> int:
+def _count(indices: np.ndarray | slice | StridedRuns) -> int:
     return indices.stop - indices.start if isinstance(indices, slice) else indices.size
 
 
@@ -345,6 +349,38 @@ def _lanes(layout: _Layout, indices: np.ndarray | slice, replica: int) -> list[t
 
 
 _ALL = slice(None)
+
+
+def _runs_pieces(layout: _Layout, runs: StridedRuns, replica: int) -> list[tuple[int, slice, int, object]]:
+    """(cube, lanes, lane count, elements) of each DMA moving `runs`: a block in one cube's box is one DMA of
+    every lane; over the flat runs of an interleaved placement, the part in each cube (whole rows, and the
+    rows its bounds cut); across the boxes of a placement of more axes, the pieces of its index array."""
+    boxes = layout.boxes(replica)
+    if len(layout.placement.shards) == 1 or len(boxes) == 1:
+        return [(boxes[0][0] if boxes else layout.placement.shards[0].cube, _ALL, runs.size, runs)]
+    if len(layout.placement.shape) == 1:
+        pieces = []
+        for cube, (first,), (stop,) in boxes:
+            if first < runs.stop and runs.start < stop:
+                pieces.extend((cube, lanes, lanes.stop - lanes.start, selector)
+                              for lanes, selector in runs.within(first, stop))
+        return pieces
+    cube = _matrix_box_holding(layout.placement.shape, boxes, runs)
+    if cube is not None:
+        return [(cube, _ALL, runs.size, runs)]
+    indices = runs.indices()
+    return [(cube, lanes, count, indices if lanes is _ALL else _selector(indices[lanes]))
+            for cube, lanes, count in _lanes(layout, indices, replica)]
+
+
+def _matrix_box_holding(shape, boxes, runs: StridedRuns) -> int | None:
+    """The cube whose box holds all of `runs` when they are a box of a matrix's rows and columns (each run
+    within one row, the runs whole rows apart), else None."""
+    if len(shape) != 2 or runs.stride % shape[1] or runs.start % shape[1] + runs.width > shape[1]:
+        return None
+    row, column = divmod(runs.start, shape[1])
+    last_row = row + (runs.count - 1) * (runs.stride // shape[1])
+    return _box_holding(boxes, [row, column], [last_row, column + runs.width - 1])
 
 
 def _box_holding(boxes, low, high) -> int | None:

@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 from kernbench.errors import KernbenchError
+from kernbench.machine.strided_runs import StridedRuns
 
 CHUNK_BYTES = 1 << 20
 MAPPED_FROM_BYTES = CHUNK_BYTES
@@ -128,6 +129,8 @@ def _byte_bounds(selector, itemsize: int, nbytes: int) -> tuple[int, int]:
     if isinstance(selector, slice):
         start, stop, _ = selector.indices(nbytes // itemsize)
         return start * itemsize, max(start, stop) * itemsize
+    if isinstance(selector, StridedRuns):
+        return selector.start * itemsize, selector.stop * itemsize
     indices = np.asarray(selector)
     if not indices.size:
         return 0, 0

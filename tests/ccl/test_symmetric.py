@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernbench.machine.memory import window_base
 from kernbench.report.run_report import format_report, run_report
 from kernbench.session import Session
 from kernbench.sim_engine.op_log import BLOCK, Image, OpLog
@@ -21,12 +22,13 @@ from tests.derived_topology import derived_topology
 
 def all_reduce(topology, world: int, elements: int, symmetric: bool, *, timing_only: bool = True,
                algorithm: str = "ring", home=None, overlapped: bool = False, kind: str = "all_reduce",
-               **defaults) -> Session:
+               warm: int | None = None, **defaults) -> Session:
     """One f16 all-reduce of `elements` per rank over ranks 0..world-1, a worker per SIP; the finished session.
 
     `home(torch, rank)`: a placement for that rank's tensor (default: the default placement); `overlapped`:
     a second all-reduce starts while the first (async) one runs; `kind` all_gather or reduce_scatter: that
-    collective instead, of `elements` per rank in and world times as many out (in and one world-th out)."""
+    collective instead, of `elements` per rank in and world times as many out (in and one world-th out); `warm`:
+    that rank reads its tensor once first (on a topology with an L2, its L2 then holds what no other's does)."""
     session = Session(topology, ccl=ccl(algorithm, world_size=world, symmetric=symmetric, **defaults),
                       timing_only=timing_only)
     torch = session.torch
@@ -37,6 +39,8 @@ def all_reduce(topology, world: int, elements: int, symmetric: bool, *, timing_o
         dist.init_process_group()
         placement = {} if home is None else {"dp": home(torch, rank)}
         x = torch.ones(elements, dtype=torch.float16, **placement)
+        if rank == warm:
+            x.sum()
         if kind == "all_gather":
             dist.all_gather_into_tensor(torch.empty(world * elements, dtype=torch.float16, **placement), x)
         elif kind == "reduce_scatter":
@@ -70,7 +74,10 @@ def outcome(session: Session) -> dict:
             "flows_pair": all(sorted(found) == ["ipcq_recv", "ipcq_send"] for found in flows.values()),
             "channels": {name: (c.busy_ps, c.ops, c.bytes_moved, c.free_at) for name, c in machine.channels.items()},
             "units": {(pe.sip, pe.cube, pe.pe): (pe.vector.busy_ps, pe.vector.ops, pe.vector.free_at,
-                                                  pe.matrix.busy_ps) for pe in machine.pes()}}
+                                                  pe.matrix.busy_ps) for pe in machine.pes()},
+            # What each L2 holds, not in which order: rank 0's order is every rank's after a symmetric call.
+            "l2": [(set(tags.held(window_base(sip))), tags.hits, tags.misses) for sip in range(machine.topology.n_sips)
+                   if (tags := machine.l2_tags(sip)) is not None]}
 
 
 def assert_same_as_full(topology, world: int, elements: int, **defaults) -> None:
@@ -154,7 +161,7 @@ def test_adr0010_t95_collectives_in_flight_together_run_every_rank_to_the_same_p
     assert outcome(symmetric) == outcome(full)
 
 
-def test_adr0010_t95_a_rank_with_data_on_another_cube_or_an_l2_runs_every_rank(tmp_path):
+def test_adr0010_t95_a_rank_with_data_on_another_cube_or_an_l2_of_its_own_runs_every_rank(tmp_path):
     from kernbench.policy import DPPolicy
 
     def elsewhere(torch, rank):  # rank 1's tensor spread over two cubes, the others' on one
@@ -166,8 +173,9 @@ def test_adr0010_t95_a_rank_with_data_on_another_cube_or_an_l2_runs_every_rank(t
     noc = "  noc: {hop_latency_ns: 10, link_bandwidth_gb_per_s: 1024}"
     with_l2 = derived_topology(tmp_path, "large", [(noc, noc + "\n  l2: {capacity_kib: 1024, bandwidth_gb_per_s: "
                                                           "2000, latency_ns: 100}")], "large_l2.yaml")
-    session = all_reduce(with_l2, 4, MIB, True)
+    session = all_reduce(with_l2, 4, MIB, True, warm=1)
     assert [row["symmetric"] for row in session.ctx.collectives] == [False]
+    assert_same_as_full(with_l2, 4, MIB)  # every L2 alike: symmetric, and what the full run leaves
 
 
 def test_adr0010_t96_op_log_copies_read_as_renamed_records():

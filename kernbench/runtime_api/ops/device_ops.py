@@ -25,6 +25,7 @@ from kernbench.dtypes import DType, float32, int64
 from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import kept_dmas, load_elements, store_elements
+from kernbench.machine.strided_runs import runs_or_slice
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_launch import launch_programs
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -491,13 +492,16 @@ def matmul(a, b, out, name: str = "matmul") -> None:
 
     A program loads the first stage of its A and B panels (K up to
     `PIPELINE_K`), then runs one matrix-unit op of 2·m·n·K flops over the
-    whole of K while the rest of the panels load beside it, stage by stage
-    (each stage as much of K as a TCM share holds), as a pipelined kernel's
-    stages land while its MMAs run; it stores its C tile when both are done.
-    So a tile takes the first stage's load, then the longer of its MMAs and
-    the rest of its loads, then the store: compute-bound or memory-bound by
-    the machine's numbers. It accumulates in fp32 (int32 for integers), as the
-    library does.
+    whole of K while the rest of both panels streams in beside it, as a
+    pipelined kernel's stages land while its MMAs run; it stores its C tile
+    when both are done. So a tile takes the first stage's load, then the
+    longer of its MMAs and the rest of its loads, then the store:
+    compute-bound or memory-bound by the machine's numbers. The rest of a
+    panel is one DMA per cube holding it, named as strided runs (never an
+    index array), so a program costs a handful of events whatever K is. The
+    programs of a wave that share a panel read it in step, so an L2 holds
+    one stage of it at a time (`l2_window`), not the whole panel. It
+    accumulates in fp32 (int32 for integers), as the library does.
     """
     batch, (m_size, k_size), n_size = out.shape[:-2], a.shape[-2:], out.shape[-1]
     batches = prod(batch)
@@ -513,9 +517,9 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     operand = a.dtype
     stage_k = max(PIPELINE_K, tile_elements(ctx, a.dtype.itemsize) // max(block_m, block_n))
     first = min(k_size, PIPELINE_K)
-    stages = [range(0, first)] + [range(k0, min(k_size, k0 + stage_k)) for k0 in range(first, k_size, stage_k)]
-    # The programs of a tile row load the same A blocks, those of a tile column the same B blocks.
-    blocks = KeptValues(MemoBudget(ctx.access_plan_pool))
+    stages = (range(0, first), range(first, k_size))
+    # The programs of a tile row load the same A panel, those of a tile column the same B panel.
+    plans = KeptValues(MemoBudget(ctx.access_plan_pool))
 
     def program(p: Program) -> None:
         index, tile = divmod(p.number, tiles_m * tiles_n)
@@ -527,45 +531,54 @@ def matmul(a, b, out, name: str = "matmul") -> None:
 
         def load(stage: int) -> None:
             ks = stages[stage]
-            block_a = p.load(a, *_kept_block(blocks, p, a, ("a", index, tm, stage), coords, rows, ks))
-            block_b = p.load(b, *_kept_block(blocks, p, b, ("b", index, stage, tn), coords, ks, cols))
+            window = None if stage == 0 else stage_k * a.dtype.itemsize
+            block_a = _load_block(p, plans, a, ("a", index, tm, stage), coords, rows, ks, window and len(rows) * window)
+            block_b = _load_block(p, plans, b, ("b", index, stage, tn), coords, ks, cols, window and len(cols) * window)
             if p.data:
-                accumulator[...] += np.matmul(block_a.reshape(len(rows), len(ks)).astype(accumulator.dtype),
-                                              block_b.reshape(len(ks), len(cols)).astype(accumulator.dtype))
+                accumulator[...] += np.matmul(block_a.astype(accumulator.dtype), block_b.astype(accumulator.dtype))
 
         load(0)
         loader = None
-        if len(stages) > 1:
-            loader = ctx.engine.spawn(lambda: [load(stage) for stage in range(1, len(stages))],
-                                      name=f"{name} program {p.number} loads")
+        if len(stages[1]):
+            loader = ctx.engine.spawn(lambda: load(1), name=f"{name} program {p.number} loads")
         p.gemm(len(rows), len(cols), k_size, operand)
         if loader is not None:
             ctx.engine.wait(loader)
-        p.store(out, _block(out, coords, rows, cols), accumulator.reshape(-1))
+        p.store(out, _block(out, coords, rows, cols)[0], accumulator.reshape(-1))
 
-    run_tiles(ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=blocks.release)
+    run_tiles(ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=plans.release)
 
 
-def _kept_block(blocks: KeptValues, p: Program, tensor, key: tuple, batch_coords, rows: range,
-                cols: range) -> tuple[np.ndarray, tuple]:
-    """`_block(tensor, ...)` and its DMAs from `p`'s PE, worked out once per block and replica for the op's
-    programs (`blocks`, kept under `key`): the same arrays and DMAs as working them out again."""
-    known = blocks.get(key)
+def _load_block(p: Program, plans: KeptValues, tensor, key: tuple, batch_coords, rows: range, cols: range,
+                l2_window: int | None) -> np.ndarray:
+    """tensor[*batch, rows, cols] loaded by `p`, as a (rows, cols) array; its selector and DMAs from the PE's
+    replica worked out once per block for the op's programs (`plans`, kept under `key`)."""
+    known = plans.get(key)
     if known is None:
-        known = (_block(tensor, batch_coords, rows, cols), {})
-        blocks.keep(key, known, known[0].nbytes)
-    indices, by_replica = known
-    return indices, kept_dmas(p.ctx.machine, p.pe, tensor.allocation, indices, tensor.dtype.itemsize, by_replica)
+        known = (*_block(tensor, batch_coords, rows, cols), {})
+        plans.keep(key, known, getattr(known[0], "nbytes", 0))
+    selector, transposed, by_replica = known
+    pieces = kept_dmas(p.ctx.machine, p.pe, tensor.allocation, selector, tensor.dtype.itemsize, by_replica)
+    values = load_elements(p.ctx.machine, p.pe, tensor.allocation, tensor.dtype.numpy, selector, label=p.label,
+                           program=p.number, data=p.data, pieces=pieces, l2_window=l2_window)
+    return values.reshape(len(cols), len(rows)).T if transposed else values.reshape(len(rows), len(cols))
 
 
-def _block(tensor, batch_coords, rows: range, cols: range) -> np.ndarray:
-    """Storage elements of tensor[*batch, rows, cols] (batch dims of size 1 broadcast)."""
+def _block(tensor, batch_coords, rows: range, cols: range) -> tuple[object, bool]:
+    """The storage elements of tensor[*batch, rows, cols] (batch dims of size 1 broadcast) and whether they come
+    column by column: strided runs along the rows, or along the columns of a transposed operand (`w.t()`),
+    else an index array."""
     strides = tensor.stride()
     lead = len(batch_coords) - (tensor.ndim - 2)
     base = tensor.storage_offset() + sum(
         int(c) * s for c, n, s in zip(batch_coords[lead:], tensor.shape[:-2], strides[:-2]) if n != 1)
-    return (base + np.arange(rows.start, rows.stop, dtype=np.int64)[:, None] * strides[-2]
-            + np.arange(cols.start, cols.stop, dtype=np.int64)[None, :] * strides[-1]).reshape(-1)
+    base += rows.start * strides[-2] + cols.start * strides[-1]
+    if strides[-1] == 1 and (len(rows) == 1 or strides[-2] >= len(cols)):
+        return runs_or_slice(base, strides[-2], len(rows), len(cols)), False
+    if strides[-2] == 1 and (len(cols) == 1 or strides[-1] >= len(rows)):
+        return runs_or_slice(base, strides[-1], len(cols), len(rows)), True
+    return (base + np.arange(len(rows), dtype=np.int64)[:, None] * strides[-2]
+            + np.arange(len(cols), dtype=np.int64)[None, :] * strides[-1]).reshape(-1), False
 
 
 def _accumulator(dtype: DType):

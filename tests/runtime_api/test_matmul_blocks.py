@@ -1,0 +1,96 @@
+"""ADR 0016 "Kept blocks" and "Matmul": a GEMM block is strided runs, never an index array, and a matmul program
+costs a handful of events whatever K is."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernbench.machine.placed_dma import plan_dmas
+from kernbench.machine.strided_runs import StridedRuns, gather, scatter
+from kernbench.session import Session
+
+runs_and_range = st.tuples(st.integers(0, 50), st.integers(1, 12), st.integers(1, 9), st.integers(0, 12)).flatmap(
+    lambda t: st.tuples(st.just(StridedRuns(t[0], t[2] + t[3], t[1], t[2])), st.integers(0, 200),
+                        st.integers(0, 200)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs_and_range)
+def test_adr0016_t131_strided_runs_cut_by_a_range_are_its_elements_in_the_range_in_order(case):
+    runs, first, stop = case
+    indices = runs.indices()
+    assert runs.size == indices.size and (runs.start, runs.stop) == (int(indices.min()), int(indices.max()) + 1)
+    lanes = np.zeros(indices.size, dtype=bool)
+    for piece_lanes, selector in runs.within(first, stop):
+        as_array = np.arange(selector.start, selector.stop) if isinstance(selector, slice) else selector.indices()
+        assert np.array_equal(indices[piece_lanes], as_array)
+        assert not lanes[piece_lanes].any()
+        lanes[piece_lanes] = True
+    assert np.array_equal(lanes, (indices >= first) & (indices < stop))
+
+
+@settings(max_examples=100, deadline=None)
+@given(runs_and_range)
+def test_adr0016_t131_strided_runs_gather_and_scatter_as_their_index_array_does(case):
+    runs = case[0]
+    flat = np.arange(runs.stop + 3, dtype=np.float32)
+    got = gather(flat, runs)
+    assert np.array_equal(got, flat[runs.indices()])
+    flat[runs.indices()] = -1  # a gathered block is a copy: a later write does not show through it
+    assert np.array_equal(got, np.arange(runs.stop + 3, dtype=np.float32)[runs.indices()])
+    scatter(flat, runs, np.arange(runs.size, dtype=np.float32))
+    assert np.array_equal(flat[runs.indices()], np.arange(runs.size))
+
+
+def test_adr0016_t131_a_block_over_interleaved_cubes_is_the_dmas_of_its_index_array():
+    """On h100 (interleaved over 4 cubes) a 96-row block of a 1000 x 300 matrix crossing a cube boundary inside
+    a row: per cube the same elements, as slices and strided runs rather than index arrays."""
+    session = Session("h100", timing_only=True)
+    got = {}
+
+    def bench(torch):
+        x = torch.empty(1000, 300, device="cuda")
+        machine, pe = session.ctx.machine, session.ctx.machine.pe(0, 0, 0)
+        runs = StridedRuns(200 * 300 + 7, 300, 96, 130)
+        got["runs"] = plan_dmas(machine, pe, x.allocation, runs, 4)
+        got["array"] = plan_dmas(machine, pe, x.allocation, runs.indices(), 4)
+
+    session.run(bench, session.torch)
+    runs = StridedRuns(200 * 300 + 7, 300, 96, 130).indices()
+    assert len(got["runs"]) > 1  # the block spans cubes
+    assert [(p.memory, p.count) for p in got["runs"]] == [(p.memory, p.count) for p in got["array"]]
+    for piece in got["runs"]:
+        assert not isinstance(piece.selector, np.ndarray)
+        elements = piece.selector.indices() if isinstance(piece.selector, StridedRuns) else \
+            np.arange(piece.selector.start, piece.selector.stop)
+        assert np.array_equal(elements, runs[piece.lanes])
+
+
+def _matmul_dmas(k: int, transposed: bool) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """(matmul programs, their DMAs, the product, numpy's) of a 512 x 1024 by k x 1024 (as `w.t()` when
+    `transposed`) fp16 matmul on h100."""
+    session = Session("h100")
+    rng = np.random.default_rng(k)
+    a = rng.integers(-2, 3, (512, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (1024, k) if transposed else (k, 1024)).astype(np.float16)
+
+    def bench(torch):
+        x, w = torch.tensor(a, device="cuda"), torch.tensor(b, device="cuda")
+        return (x @ (w.t() if transposed else w)).numpy()
+
+    product = session.run(bench, session.torch)
+    ops = session.ctx.machine.oplog.select(label="matmul")
+    programs = {op.program for op in ops if op.kind == "gemm"}
+    expected = a.astype(np.float32) @ (b.T if transposed else b).astype(np.float32)
+    return len(programs), sum(op.kind == "dma" for op in ops), product, expected
+
+
+def test_adr0016_t131_a_matmul_program_is_a_handful_of_dmas_whatever_k_and_exact():
+    small, large = _matmul_dmas(128, False), _matmul_dmas(4096, False)
+    assert small[0] == large[0]
+    for programs, dmas, product, expected in (small, large, _matmul_dmas(1024, True)):
+        # First stage, the rest and the store, a DMA per cube each: at most 8 at K = 4096 (64 K stages).
+        assert dmas <= 8 * programs
+        np.testing.assert_array_equal(product.astype(np.float32), expected.astype(np.float16).astype(np.float32))
