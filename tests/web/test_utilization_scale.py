@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kernbench.web.utilization_scale import IDLE, LIGHT_INK, STOPS, colour, ink, legend, relative_luminance
 
 
@@ -9,6 +11,7 @@ def rgb(fill: str) -> tuple[int, ...]:
     return tuple(int(fill[i:i + 2], 16) for i in (1, 3, 5))
 
 
+@pytest.mark.quick
 def test_adr0019_t38_the_scale_is_grey_when_idle_and_darkens_with_utilization_through_the_legends_stops():
     assert colour(0) == colour(0.0) == colour(-1) == IDLE
     steps = [colour(k / 100) for k in range(1, 101)]

@@ -27,6 +27,7 @@ def expected_links(topology, sips: int) -> set[str]:
 
 
 @pytest.mark.parametrize("name", ["default", "single_sip", "large", "h100"])
+@pytest.mark.quick
 def test_adr0019_t11_the_drawing_has_one_element_per_pe_and_per_directed_link(name):
     topology = load_topology(name)
     model = machine_model(topology)
@@ -44,6 +45,7 @@ def test_adr0019_t11_the_drawing_has_one_element_per_pe_and_per_directed_link(na
     assert all(0 <= x <= model["width"] and 0 <= y <= model["height"] for x, y in ends)  # inside the drawing
 
 
+@pytest.mark.quick
 def test_adr0019_t12_a_runs_report_paints_links_and_pes_by_name_and_a_trace_gives_the_timeline():
     topology = load_topology("default")
     report = {"topology": str(topology.source), "total_time_ps": 1000, "devices": {},
@@ -98,6 +100,7 @@ def _drawn(machine: dict) -> dict[str, set[str]]:
             "links": {link["name"] for link in machine["links"]}, "pes": {pe["name"] for pe in machine["pes"]}}
 
 
+@pytest.mark.quick
 def test_adr0019_t36_every_resource_a_report_measures_is_painted_on_its_element_with_its_utilization():
     ccl = yaml.safe_load(SHIPPED_CCL_PATH.read_text())
     ccl["defaults"].update(algorithm="ring", buffer_kind="sram", slot_size=16384, symmetric=False)
@@ -122,6 +125,7 @@ def test_adr0019_t36_every_resource_a_report_measures_is_painted_on_its_element_
     assert kinds == {"hbm", "sram", "l2", "noc", "inter_sip", "host", "tcm", "dma", "ipcq_engine"}
 
 
+@pytest.mark.quick
 def test_adr0019_t37_a_busy_hbm_stack_is_filled_from_the_scale_and_idle_stacks_are_not_painted():
     topology = load_topology("single_sip")
     report = _report_of("single_sip", _add_on_cube0)

@@ -83,6 +83,7 @@ def fetch(url: str, host: str | None = None):
         return error.code, dict(error.headers), error.read()
 
 
+@pytest.mark.quick
 def test_adr0019_t13_the_server_is_local_serves_only_its_page_and_stops_on_ctrl_c(server):
     child, url = server
     assert url.startswith("http://127.0.0.1:")
@@ -133,6 +134,7 @@ def _check_busy_stack_is_drawn_busy(browser, report: dict, topology) -> None:
     assert f"HBM busy {100 * hbm[busy]:.1f}%" in browser.evaluate("document.getElementById('tooltip').textContent")
 
 
+@pytest.mark.quick
 def test_adr0019_t14_the_page_draws_the_run_and_responds_in_a_headless_browser(run_files, tmp_path):
     executable = find_browser()
     if executable is None:
