@@ -53,7 +53,8 @@ def machine_model(topology) -> dict:
         if topology.sip.l2 is not None:
             model["memories"].append({"name": f"sip{sip}.l2", "kind": "l2", "label": "L2",
                                       "x": x0 + sip_w - SIP_PAD - L2_W, "y": top + (SIP_PAD + 24 - MEMORY_H) / 2,
-                                      "w": L2_W, "h": MEMORY_H, "tip": f"sip{sip}.l2{_memory_tip('L2', topology.sip.l2)}"})
+                                      "w": L2_W, "h": MEMORY_H,
+                                      "tip": f"sip{sip}.l2{_memory_tip('L2', topology.sip.l2)}"})
         centres = {}
         for cube in range(topology.cubes_per_sip):
             cx, cy = topology.cube_xy(cube)
