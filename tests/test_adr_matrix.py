@@ -34,19 +34,25 @@ def matrix_rows(record: Path) -> list[tuple[str, str]]:
     return rows
 
 
+def parse_test_files() -> dict[Path, ast.Module]:
+    return {path.resolve(): ast.parse(path.read_text(), filename=str(path))
+            for path in (ROOT / "tests").rglob("test_*.py")}
+
+
 def collect_test_functions() -> dict[Path, set[str]]:
-    found: dict[Path, set[str]] = {}
-    for path in (ROOT / "tests").rglob("test_*.py"):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        names = {
-            node.name
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")
-        }
-        found[path.resolve()] = names
-    return found
+    return {path: {node.name for node in ast.walk(tree)
+                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")}
+            for path, tree in TREES.items()}
 
 
+def collect_quick_tests() -> set[str]:
+    """Names of the test functions marked `@pytest.mark.quick`, in every test file."""
+    return {node.name for tree in TREES.values() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(ast.unparse(decorator) == "pytest.mark.quick" for decorator in node.decorator_list)}
+
+
+TREES = parse_test_files()
 TESTS = collect_test_functions()
 
 
@@ -88,3 +94,12 @@ def test_a_records_marker_selects_its_tests():
                                 "-m", "adr0011", path], cwd=ROOT, capture_output=True, text=True).stdout
     selected = {line.split("::")[1].split("[")[0] for line in collected.splitlines() if line.startswith(path)}
     assert selected == {name for name in TESTS[ROOT / path] if name.startswith("test_adr0011_")}, collected
+
+
+@pytest.mark.quick
+def test_adr0001_t11_every_record_with_a_test_matrix_has_a_quick_test():
+    """`pytest -m quick` covers every decision record: each record's matrix has at least one test marked quick."""
+    covered = {m.group(1) for name in collect_quick_tests() if (m := ADR_TEST_NAME.match(name))}
+    uncovered = [record.name for record in adr_records() if matrix_rows(record) and record.name[:4] not in covered]
+    assert not uncovered, ("records with no test marked @pytest.mark.quick (mark a fast, representative one):\n"
+                           + "\n".join(uncovered))

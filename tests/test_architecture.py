@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.cli import run_kernbench
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernbench"
@@ -136,12 +138,14 @@ def test_adr0001_t8_runtime_api_parts_import_only_parts_below_them():
     assert not violations, "\n".join(violations)
 
 
+@pytest.mark.quick
 def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):
     result = run_kernbench("run", "ccl_allreduce", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "auto (ws=4): 4 OK" in result.stdout
 
 
+@pytest.mark.quick
 def test_adr0001_t3_user_error_is_one_message_with_status_2(tmp_path):
     result = run_kernbench("run", str(tmp_path / "missing_bench.py"), cwd=tmp_path)
     assert result.returncode == 2
@@ -150,6 +154,7 @@ def test_adr0001_t3_user_error_is_one_message_with_status_2(tmp_path):
     assert "missing_bench.py" in result.stderr
 
 
+@pytest.mark.quick
 def test_adr0001_t4_module_and_script_entry_points_agree(tmp_path):
     from importlib.metadata import entry_points
 
@@ -160,6 +165,7 @@ def test_adr0001_t4_module_and_script_entry_points_agree(tmp_path):
     assert result.stdout.startswith("usage: kernbench")
 
 
+@pytest.mark.quick
 def test_adr0001_t5_the_repository_points_at_no_file_outside_it():
     """The repository explains itself: no text file in it refers to the `shared` folder beside the checkout."""
     import os

@@ -91,6 +91,7 @@ def test_adr0001_t9_a_run_with_caches_off_logs_the_same_ops_times_and_values(cas
     assert printed_off == printed
 
 
+@pytest.mark.quick
 def test_adr0001_t10_caches_off_keep_nothing_and_caches_on_keep_within_the_run():
     """Off, a slot drops what is put in it; on, it keeps it, and a run's slots are its own."""
     off = RunCaches(enabled=False)["a"]

@@ -1,10 +1,13 @@
-"""The machine as the page draws it: every SIP, cube, PE and directed link, placed, with the text of its tooltip.
+"""The machine as the page draws it: every SIP, cube, memory, PE and directed link, placed, with its tooltip.
 
 The layout is computed here, not in the browser, so it is the same on every
 page and testable without one. SIPs stand in a row under the host, each its
-cube mesh; PEs sit at their cube's corners, `pe_per_corner` along each
-corner; each direction of a link is its own line (the two directions side
-by side), named as the run report names its resource, so utilization is
+cube mesh; a cube is drawn as its HBM stack, with its SRAM a box inside it,
+and a SIP's L2, where it has one, is a box in the SIP's title row; PEs sit
+at their cube's corners, `pe_per_corner` along each corner; each direction
+of a link is its own line (the two directions side by side). Each carries
+the name the run report gives its resource (`sipS.cubeC.hbm`,
+`sipS.cubeC.sram`, `sipS.l2`, a link's name, a PE's), so utilization is
 painted by name. Inter-SIP links arc under the row (ring, full mesh) or run
 to a switch below it. A machine of more than `MAX_SIPS_DRAWN` SIPs is drawn
 in part: the first SIPs and the links among them, and the model says so.
@@ -22,6 +25,9 @@ SIP_GAP = 90        # between SIP boxes
 HOST_H = 40
 HOST_GAP = 70       # from the host box to the SIP row
 PE_R = 6
+SRAM_W = 60         # the SRAM box, centred in its cube under the cube's name
+L2_W = 80           # the L2 box, in its SIP's title row
+MEMORY_H = 18
 LANE = 5            # half the distance between a link's two directions
 
 
@@ -34,22 +40,33 @@ def machine_model(topology) -> dict:
     top = HOST_H + HOST_GAP
     model = {"topology": str(topology.source), "n_sips": topology.n_sips, "sips_drawn": shown,
              "inter_sip_shape": topology.system.inter_sip.shape,
-             "width": shown * sip_w + (shown - 1) * SIP_GAP, "sips": [], "cubes": [], "pes": [], "links": []}
+             "width": shown * sip_w + (shown - 1) * SIP_GAP, "sips": [], "cubes": [], "memories": [], "pes": [],
+             "links": []}
     model["host"] = {"x": 0, "y": 0, "w": model["width"], "h": HOST_H, "tip": _host_tip(topology)}
     cube_tip = _cube_tip(topology)
+    sram_tip = _memory_tip("SRAM", topology.cube.sram)
     for sip in range(shown):
         x0 = sip * (sip_w + SIP_GAP)
         model["sips"].append({"name": f"sip{sip}", "x": x0, "y": top, "w": sip_w, "h": sip_h,
                               "tip": f"sip{sip} (ahbm:{sip}): {topology.cubes_per_sip} cubes, "
                                      f"{topology.pes_per_sip} PEs, {format_bytes(topology.hbm_bytes_per_sip)} HBM"})
+        if topology.sip.l2 is not None:
+            model["memories"].append({"name": f"sip{sip}.l2", "kind": "l2", "label": "L2",
+                                      "x": x0 + sip_w - SIP_PAD - L2_W, "y": top + (SIP_PAD + 24 - MEMORY_H) / 2,
+                                      "w": L2_W, "h": MEMORY_H,
+                                      "tip": f"sip{sip}.l2{_memory_tip('L2', topology.sip.l2)}"})
         centres = {}
         for cube in range(topology.cubes_per_sip):
             cx, cy = topology.cube_xy(cube)
             x = x0 + SIP_PAD + cx * (CUBE + NOC_GAP)
             y = top + SIP_PAD + 24 + cy * (CUBE + NOC_GAP)
             centres[cube] = (x + CUBE / 2, y + CUBE / 2)
-            model["cubes"].append({"name": f"sip{sip}.cube{cube}", "x": x, "y": y, "w": CUBE, "h": CUBE,
+            model["cubes"].append({"name": f"sip{sip}.cube{cube}", "resource": f"sip{sip}.cube{cube}.hbm",
+                                   "x": x, "y": y, "w": CUBE, "h": CUBE,
                                    "tip": f"sip{sip}.cube{cube}" + (" (I/O cube)" if cube == 0 else "") + cube_tip})
+            model["memories"].append({"name": f"sip{sip}.cube{cube}.sram", "kind": "sram", "label": "SRAM",
+                                      "x": x + (CUBE - SRAM_W) / 2, "y": y + CUBE / 2 + 12, "w": SRAM_W, "h": MEMORY_H,
+                                      "tip": f"sip{sip}.cube{cube}.sram{sram_tip}"})
             model["pes"] += _pes(topology, sip, cube, x, y)
         for link in topology.noc_links(sip):
             a, b = (int(end.rsplit(".c", 1)[1]) for end in (link.src, link.dst))
@@ -149,6 +166,11 @@ def _cube_tip(topology) -> str:
     return (f": HBM {format_bytes(hbm.capacity_bytes)}, {format_bandwidth(hbm.bandwidth_bytes_per_s)}, "
             f"{format_time(hbm.latency_ps)}; SRAM {format_bytes(sram.capacity_bytes)}, "
             f"{format_bandwidth(sram.bandwidth_bytes_per_s)}; {topology.pes_per_cube} PEs")
+
+
+def _memory_tip(what: str, spec) -> str:
+    return (f": {what} {format_bytes(spec.capacity_bytes)}, {format_bandwidth(spec.bandwidth_bytes_per_s)}, "
+            f"{format_time(spec.latency_ps)}")
 
 
 def _pe_tip(topology) -> str:

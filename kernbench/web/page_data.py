@@ -3,10 +3,13 @@
 Inputs are the files `kernbench run` writes — the report (`--json`) and the
 trace (`--trace`), told apart by their content — or neither, for the bare
 machine. The topology drawn is `--topology`, else the one the report names,
-else the shipped default. Utilization comes from the report (every link and
-PE by name) or, with only a trace, from the trace's PE units (links do not
-appear in a trace). The timeline is the trace's ops, one row per device and
-unit; with only a report, its kernel launches and collectives.
+else the shipped default. Utilization comes from the report — every resource
+it measures, by name: HBM stacks, SRAM, L2, links, and PEs, whose TCM, DMA
+and IPCQ engines are parts of the PE — or, with only a trace, from the
+trace's PE units (links and memories do not appear in a trace). Each is
+coloured on one scale (`utilization_scale`), which the legend draws. The
+timeline is the trace's ops, one row per device and unit; with only a
+report, its kernel launches and collectives.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from kernbench.errors import KernbenchError
 from kernbench.report.natural_sort import natural_key
+from kernbench.web.utilization_scale import colour, ink, legend
 from kernbench.web.machine_model import machine_model
 
 MAX_TIMELINE_OPS = 400_000  # a page draws this many ops smoothly; a larger trace is cut, and says so
@@ -72,25 +76,44 @@ def page_data(topology, report: dict | None = None, trace: dict | None = None) -
     timeline = trace_timeline(trace) if trace is not None else report_timeline(report) if report else None
     total = report["total_time_ps"] if report else (timeline["end_ps"] if timeline else 0)
     return {"machine": machine, "report": report, "timeline": timeline,
-            "utilization": _utilization(report, trace, total)}
+            "utilization": _utilization(report, trace, total), "scale": legend()}
+
+
+MEMORY_KINDS = {"hbm": "HBM", "sram": "SRAM", "l2": "L2"}  # painted on the cube, its SRAM box, the SIP's L2 box
+PE_UNIT_KINDS = {"tcm", "dma", "ipcq_engine"}  # a PE's own resources: in its tooltip; its colour is the report's PE row
+PE_UNITS = ("matrix", "vector", "dma", "tcm")  # the report's PE row: busy ps of each; the PE is its busiest
 
 
 def _utilization(report: dict | None, trace: dict | None, total_ps: int) -> dict:
-    """{"links": {name: {...}}, "pes": {name: {...}}}, each with `utilization` in [0, 1] and a tooltip line."""
-    links, pes = {}, {}
+    """{"links": {name: paint}, "memories": {name: paint}, "pes": {name: paint}}: every resource the report
+    measures (with a trace alone, the PEs its units' ops keep busy), each painted with its `utilization` in
+    [0, 1], its `fill` on the one scale, the `ink` of a label on it and a tooltip line."""
+    links, memories, pes = {}, {}, {}
     if report is not None:
+        ipcq = {}
         for row in report.get("resources", report.get("busiest_resources", [])):
-            links[row["resource"]] = {"utilization": row["utilization"],
-                                      "tip": f"busy {100 * row['utilization']:.1f}%, moved {row['bytes']:,} B"}
+            name, kind, use = row["resource"], row.get("kind"), row["utilization"]
+            line = f"busy {100 * use:.1f}%, moved {row['bytes']:,} B"
+            if kind in MEMORY_KINDS:
+                memories[name] = _paint(use, f"{MEMORY_KINDS[kind]} {line}")
+            elif kind == "ipcq_engine":
+                ipcq[name.rsplit(".", 1)[0]] = use
+            elif kind not in PE_UNIT_KINDS:
+                links[name] = _paint(use, line)
         for row in report.get("pes", []):
-            parts = ", ".join(f"{unit} {100 * row[f'{unit}_busy_ps'] / total_ps:.1f}%"
-                              for unit in ("matrix", "vector", "dma", "tcm")) if total_ps else ""
-            pes[row["pe"]] = {"utilization": row["utilization"],
-                              "tip": f"busy {100 * row['utilization']:.1f}% ({parts})"}
+            units = [(unit, row[f"{unit}_busy_ps"] / total_ps) for unit in PE_UNITS] if total_ps else []
+            units += [("ipcq engine", ipcq[row["pe"]])] if row["pe"] in ipcq else []
+            parts = ", ".join(f"{unit} {100 * use:.1f}%" for unit, use in units)
+            pes[row["pe"]] = _paint(row["utilization"], f"busy {100 * row['utilization']:.1f}% ({parts})")
     elif trace is not None and total_ps:
         for name, (busy, unit) in _pe_busy_from_trace(trace).items():
-            pes[name] = {"utilization": busy / total_ps, "tip": f"busy {100 * busy / total_ps:.1f}% (busiest unit: {unit})"}
-    return {"links": links, "pes": pes}
+            pes[name] = _paint(busy / total_ps, f"busy {100 * busy / total_ps:.1f}% (busiest unit: {unit})")
+    return {"links": links, "memories": memories, "pes": pes}
+
+
+def _paint(utilization: float, tip: str) -> dict:
+    fill = colour(utilization)
+    return {"utilization": utilization, "fill": fill, "ink": ink(fill), "tip": tip}
 
 
 def _pe_busy_from_trace(trace: dict) -> dict[str, tuple[int, str]]:

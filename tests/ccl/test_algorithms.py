@@ -51,6 +51,7 @@ def all_reduce_on_sips(session, algorithm, data, dtype, op, **cfg):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("p", [1, 2, 3, 4])
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.quick
 def test_adr0010_t6_all_reduce_matches_numpy_for_every_op_dtype_and_world_size(algorithm, p, dtype):
     for op, count in [(op, 1001) for op in OPS] + [("sum", 1)]:
         data = inputs(p, count, op)
@@ -83,6 +84,7 @@ def test_adr0010_t7_all_gather_and_reduce_scatter_match_numpy(algorithm, p, coun
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.quick
 def test_adr0010_t8_broadcast_reduce_and_send_work_under_every_algorithm(algorithm):
     p, count, root = 3, 257, 2
     session = Session("default")

@@ -39,6 +39,7 @@ def all_reduce_time(topology, algorithm: str, p: int, count: int, **cfg) -> int:
 @pytest.mark.parametrize("buffer_kind", ["tcm", "hbm", "sram"])
 @pytest.mark.parametrize("p", [2, 4])
 @pytest.mark.parametrize("chunk_bytes", [1000, 4096, 64 * 1024])
+@pytest.mark.quick
 def test_adr0010_t18_ring_all_reduce_takes_2_p_minus_1_steps_of_alpha_plus_chunk_over_bandwidth(
         buffer_kind, p, chunk_bytes):
     """t = T_load(c) + 2(p−1)·(α + c/B) + (p−1)·T_reduce(c) + T_store(c), c = S/p in one message.
@@ -76,6 +77,7 @@ def test_adr0010_t19_ring_bus_bandwidth_approaches_the_inter_sip_link_at_64_mib(
 
 @pytest.mark.parametrize("p", [2, 3, 4])
 @pytest.mark.parametrize("buffer_kind", ["tcm", "sram"])
+@pytest.mark.quick
 def test_adr0010_t20_tree_all_reduce_matches_its_closed_form(full_mesh, p, buffer_kind):
     nbytes = 16 * 1024
     costs = Costs(full_mesh, buffer_kind)

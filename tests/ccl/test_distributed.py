@@ -169,6 +169,7 @@ def case_id(case) -> str:
 
 
 @pytest.mark.parametrize("case", covering_design(), ids=case_id)
+@pytest.mark.quick
 def test_adr0012_t1_all_reduce_matches_numpy_over_the_covering_matrix(case):
     algorithm, topology, n, dtype, shape = case
     outputs, data = all_reduce_everywhere(topology, algorithm, n, dtype, shape)
@@ -176,6 +177,7 @@ def test_adr0012_t1_all_reduce_matches_numpy_over_the_covering_matrix(case):
     assert_ranks_agree(outputs, np.sum(data, axis=0), dtype)
 
 
+@pytest.mark.quick
 def test_adr0012_t2_the_matrix_covers_every_pair_of_factor_levels():
     design = covering_design()
     factors = [[c[0] for c in design], [c[1:3] for c in design], [c[3] for c in design], [c[4] for c in design]]
@@ -264,6 +266,7 @@ def test_adr0012_t5_all_gather_and_reduce_scatter_match_numpy(algorithm, topolog
 
 @pytest.mark.parametrize("algorithm, ran", [("tree", "ring"), ("halving_doubling", "halving_doubling")])
 @pytest.mark.parametrize("topology, n", [("default", 4), ("single_sip", 4)])
+@pytest.mark.quick
 def test_adr0012_t6_algorithms_without_a_gather_schedule_run_their_fallback_and_say_so(algorithm, ran, topology, n):
     """tree has no gathers: they run ring (NCCL's fallback); halving_doubling has its own at powers of two."""
     gathered, scattered, data = gather_and_scatter(topology, algorithm, n, "f32", 3)
@@ -274,6 +277,7 @@ def test_adr0012_t6_algorithms_without_a_gather_schedule_run_their_fallback_and_
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.quick
 def test_adr0012_t7_broadcast_and_reduce_honour_src_and_dst_on_both_rank_paths(algorithm):
     """Global src/dst on the world; group_src/group_dst in a subgroup; reduce leaves non-roots untouched."""
     count = 129
@@ -318,6 +322,7 @@ def test_adr0012_t7_broadcast_and_reduce_honour_src_and_dst_on_both_rank_paths(a
         assert_close(averaged[rank], chunks[rank], "f32")
 
 
+@pytest.mark.quick
 def test_adr0012_t8_send_recv_isend_irecv_deliver_between_any_two_ranks():
     session = Session("default", ccl=ccl("ring"))
     data = [as_stored(x, "f16") for x in rank_inputs(4, (1000,), "f16")]
@@ -352,6 +357,7 @@ def test_adr0012_t8_send_recv_isend_irecv_deliver_between_any_two_ranks():
     assert records["send#0[0->2]"]["ranks"] == [0, 2] and records["send#0[0->2]"]["bytes"] == 2000
 
 
+@pytest.mark.quick
 def test_adr0012_t9_new_group_subsets_reduce_among_their_members_only():
     session = Session("default", ccl=ccl("halving_doubling"))
     data = [as_stored(x, "f32") for x in rank_inputs(4, (77,), "f32")]
@@ -374,6 +380,7 @@ def test_adr0012_t9_new_group_subsets_reduce_among_their_members_only():
     assert record["label"] == "all_reduce#0[group[1, 3]]" and record["ranks"] == [1, 3]
 
 
+@pytest.mark.quick
 def test_adr0012_t10_collectives_are_stream_ordered_and_async_like_nccl():
     """The call returns at once; Work.wait() blocks until done; a host read of the output waits without it."""
     session = Session("default", ccl=ccl("ring"))
@@ -506,6 +513,7 @@ def bus_factor(kind: str, n: int) -> float:
     return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n}.get(kind, 1.0)
 
 
+@pytest.mark.quick
 def test_adr0012_t13_report_rows_use_nccl_tests_sizes_and_bus_bandwidth_factors():
     count, n = 3000, 4
     session = Session("default", ccl=ccl("direct"))
@@ -542,6 +550,7 @@ def test_adr0012_t13_report_rows_use_nccl_tests_sizes_and_bus_bandwidth_factors(
     assert "busbw" in text and all(row["label"] in text for row in rows)
 
 
+@pytest.mark.quick
 def test_adr0012_t14_identical_runs_give_identical_times_and_values():
     def one_run():
         session = Session("default", ccl=ccl("direct", world_size=3))

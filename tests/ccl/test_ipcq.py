@@ -37,6 +37,7 @@ def exchange(queue_settings, values: np.ndarray, session: Session | None = None)
 
 
 @pytest.mark.parametrize("buffer_kind", ["tcm", "hbm", "sram"])
+@pytest.mark.quick
 def test_adr0010_t1_one_message_costs_overhead_plus_transfer_and_its_copy_out(buffer_kind):
     session = Session("default")
     costs = Costs(session.ctx.topology, buffer_kind)
@@ -51,6 +52,7 @@ def test_adr0010_t1_one_message_costs_overhead_plus_transfer_and_its_copy_out(bu
     assert (send.device, recv.device, send.label) == ("sip0", "sip1", "probe#1")
 
 
+@pytest.mark.quick
 def test_adr0010_t2_a_message_larger_than_a_slot_streams_in_slot_sized_chunks():
     session = Session("default")
     costs = Costs(session.ctx.topology, "sram")
@@ -71,6 +73,7 @@ def credit_return(costs: Costs, slot: int) -> int:
     return costs.message(slot) + costs.copy(slot) + route_back
 
 
+@pytest.mark.quick
 def test_adr0010_t3_a_sleeping_sender_resumes_when_the_credit_arrives():
     session = Session("default")
     costs = Costs(session.ctx.topology, "sram")
@@ -84,6 +87,7 @@ def test_adr0010_t3_a_sleeping_sender_resumes_when_the_credit_arrives():
     assert wait.args == {"backpressure": "sleep"} and queue.polls == 0
 
 
+@pytest.mark.quick
 def test_adr0010_t4_a_polling_sender_sees_the_credit_at_the_next_poll_and_counts_polls():
     session = Session("default")
     costs = Costs(session.ctx.topology, "sram")
@@ -103,6 +107,7 @@ def test_adr0010_t4_a_polling_sender_sees_the_credit_at_the_next_poll_and_counts
     ("n_slots", 9, "ipcq.depth"), ("slot_size", 65 * 1024, "max_slot_kib"), ("buffer_kind", "l2", "tcm, hbm, sram"),
     ("backpressure", "spin", "poll, sleep"), ("poll_interval_ps", 0, "positive"),
 ])
+@pytest.mark.quick
 def test_adr0010_t5_settings_the_topology_cannot_hold_are_refused_by_name(key, value, words):
     topology = Session("default").ctx.topology
     with pytest.raises(IpcqError, match=key) as error:

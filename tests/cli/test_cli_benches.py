@@ -64,6 +64,7 @@ def test_adr0019_t1_list_numbers_the_shipped_benches_with_their_descriptions_and
     assert "options: [--algorithms A,B] [--collectives C,D] [--min-bytes N] [--max-bytes N]" in text
 
 
+@pytest.mark.quick
 def test_adr0019_t2_list_path_shows_the_folders_benches_without_importing_other_files(listing):
     result, folder = listing
     assert result.returncode == 0, result.stderr
@@ -102,6 +103,7 @@ def test_adr0019_t4_run_bench_help_shows_the_benches_own_options(tmp_path):
     assert own.returncode == 0 and "--timing-only" in own.stdout and "kernbench run BENCH --help" in squeezed(own.stdout)
 
 
+@pytest.mark.quick
 def test_adr0019_t5_a_benches_options_are_checked_before_it_runs_and_must_reach_run(tmp_path, capsys):
     from kernbench.cli import main
 

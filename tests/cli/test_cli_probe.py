@@ -31,6 +31,7 @@ def host_to_pe(tmp_path_factory):
     return json.loads(result.stdout)
 
 
+@pytest.mark.quick
 def test_adr0019_t6_probe_prints_every_link_crossed_and_times_equal_to_the_closed_form(host_to_pe):
     topology = load_topology("default")
     pe, noc = topology.pe, topology.sip.noc
@@ -46,6 +47,7 @@ def test_adr0019_t6_probe_prints_every_link_crossed_and_times_equal_to_the_close
         assert row["time_ps"] == row["predicted_ps"] == latency + ceil_div(row["bytes"] * PS_PER_S, slowest)
 
 
+@pytest.mark.quick
 def test_adr0019_t7_probe_contention_makespans_equal_their_closed_form(host_to_pe, tmp_path):
     topology = load_topology("default")
     host = topology.system.host_link

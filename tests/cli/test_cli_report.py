@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ def counted(name: str) -> list:
     return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part]
 
 
+@pytest.mark.quick
 def test_adr0019_t9_devices_and_resources_are_in_natural_order(tmp_path):
     text = (REPO_ROOT / "kernbench" / "configs" / "topology" / "default.yaml").read_text()
     twelve = tmp_path / "twelve.yaml"
@@ -42,6 +44,7 @@ def test_adr0019_t9_devices_and_resources_are_in_natural_order(tmp_path):
     assert shown == devices
 
 
+@pytest.mark.quick
 def test_adr0019_t10_each_kernel_launch_is_a_row_with_its_bandwidth_against_the_roofline():
     from kernbench.kernels.library.vector_add import add
 

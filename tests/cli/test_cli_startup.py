@@ -51,6 +51,7 @@ def test_adr0019_t17_license_is_an_spdx_expression_and_the_page_is_package_data(
                                          project["project"]["optional-dependencies"]["test"]}
 
 
+@pytest.mark.quick
 def test_adr0019_t35_version_prints_the_installed_packages_version_and_exits_0(tmp_path):
     result = run_kernbench("--version", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""

@@ -32,6 +32,7 @@ def launch_and_run(kernel, grid, args, kwargs=None, memory=None):
     return launch, port
 
 
+@pytest.mark.quick
 def test_adr0007_t4_program_id_and_num_programs_cover_a_3d_grid():
     memory = FlatMemory()
     grid = (3, 2, 2)
@@ -42,6 +43,7 @@ def test_adr0007_t4_program_id_and_num_programs_cover_a_3d_grid():
     assert out.numpy().tolist() == [list(row) for row in expected]
 
 
+@pytest.mark.quick
 def test_adr0007_t5_elementwise_math_and_casts_match_numpy():
     rng = np.random.default_rng(5)
     n = 50
@@ -57,6 +59,7 @@ def test_adr0007_t5_elementwise_math_and_casts_match_numpy():
     assert_close(out.numpy(), np.stack(expected), "f32")
 
 
+@pytest.mark.quick
 def test_adr0007_t6_reductions_along_an_axis_match_numpy():
     rng = np.random.default_rng(6)
     x = rng.standard_normal((8, 16)).astype(np.float32)

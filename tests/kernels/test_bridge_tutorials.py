@@ -12,6 +12,7 @@ from kernbench.numerics import assert_close
 
 
 @pytest.mark.parametrize("dtype_name", ["f32", "f16", "bf16"])
+@pytest.mark.quick
 def test_adr0007_t1_vector_add_matches_numpy(dtype_name):
     rng = np.random.default_rng(1)
     n = 1000
@@ -30,6 +31,7 @@ def test_adr0007_t1_vector_add_matches_numpy(dtype_name):
 
 
 @pytest.mark.parametrize("dtype_name", ["f32", "f16"])
+@pytest.mark.quick
 def test_adr0007_t2_fused_softmax_matches_numpy(dtype_name):
     rng = np.random.default_rng(2)
     rows, cols = 37, 100
@@ -48,6 +50,7 @@ def test_adr0007_t2_fused_softmax_matches_numpy(dtype_name):
 
 
 @pytest.mark.parametrize("shape", [(128, 128, 128), (96, 80, 72)], ids=["even", "k-tail"])
+@pytest.mark.quick
 def test_adr0007_t3_grouped_matmul_accumulates_in_fp32(shape):
     m, n, k = shape
     rng = np.random.default_rng(3)

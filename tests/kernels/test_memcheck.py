@@ -78,6 +78,7 @@ def _run(fn, memcheck: bool = True, topology: str = "single_sip"):
     return session.run(fn, session.torch), session
 
 
+@pytest.mark.quick
 def test_adr0014_t20_a_load_far_past_its_tensor_into_a_neighbour_is_a_fault_naming_everything():
     # The case: 4 MB past a 4 KB tensor lies inside the next tensor, which a GPU would silently read.
     seen = {}

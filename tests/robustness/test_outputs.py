@@ -34,6 +34,7 @@ def bench(tmp_path):
     ("/dev/full", "is a device, not a regular file"),
 ])
 @pytest.mark.parametrize("flag", ["--json", "--trace"])
+@pytest.mark.quick
 def test_adr0014_t1_an_unwritable_output_is_one_line_before_the_run_starts(tmp_path, bench, flag, where, needle):
     result = kernbench("run", str(bench), flag, where.format(tmp=tmp_path), cwd=tmp_path)
     assert_one_error_line(result, flag, needle)
@@ -50,6 +51,7 @@ def test_adr0014_t2_json_and_trace_naming_one_file_are_refused_up_front(tmp_path
     assert (tmp_path / "report.json").read_text() == GOOD
 
 
+@pytest.mark.quick
 def test_adr0014_t3_an_output_naming_an_input_is_refused(tmp_path, bench):
     before = bench.read_text()
     result = kernbench("run", str(bench), "--trace", str(bench), cwd=tmp_path)
@@ -83,6 +85,7 @@ def test_adr0014_t5_a_good_run_replaces_each_output_whole_with_the_usual_permiss
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.quick
 def test_adr0014_t6_an_interrupt_while_staging_outputs_leaves_every_earlier_file(tmp_path):
     first, second = tmp_path / "report.json", tmp_path / "trace.json"
     first.write_text(GOOD)

@@ -129,6 +129,7 @@ def run(torch):
 '''
 
 
+@pytest.mark.quick
 def test_adr0014_t11_a_rank_calling_sys_exit_is_one_line_like_pytorchs_process_exited_exception(tmp_path):
     result = kernbench("run", str(write(tmp_path, "exits.py", RANK_EXITS)), cwd=tmp_path)
     assert result.returncode == 1, result.stderr

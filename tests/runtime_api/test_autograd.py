@@ -45,6 +45,7 @@ def test_adr0017_t1_each_unary_gradient_is_the_functions_derivative(name):
 
 @pytest.mark.parametrize("name", sorted({name for name, row in BINARY.items() if row.grad}
                                          - {"floor_divide", "remainder", "fmod"}))
+@pytest.mark.quick
 def test_adr0017_t2_each_binary_gradient_is_the_partial_derivatives_with_broadcasting(name):
     rng = np.random.default_rng(2)
     a, b = rng.uniform(0.5, 1.5, (4, 5)), rng.uniform(0.5, 1.5, (5,))
@@ -62,6 +63,7 @@ def test_adr0017_t2_each_binary_gradient_is_the_partial_derivatives_with_broadca
     assert_close(grad_b, _numeric_derivative(lambda v: fn(a, v), np.broadcast_to(b, a.shape)).sum(0), "f32")
 
 
+@pytest.mark.quick
 def test_adr0017_t3_a_linear_layer_gradients_are_the_analytic_ones():
     """loss = sum(gelu(x Wᵀ + b)): dW = gᵀx, dx = gW, db = Σg with g = gelu'(y)."""
     rng = np.random.default_rng(3)
@@ -82,6 +84,7 @@ def test_adr0017_t3_a_linear_layer_gradients_are_the_analytic_ones():
     assert_close(db, g.sum(0), "f32")
 
 
+@pytest.mark.quick
 def test_adr0017_t4_gradients_flow_through_views_reductions_and_composites():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(6, 8))
@@ -108,6 +111,7 @@ def test_adr0017_t4_gradients_flow_through_views_reductions_and_composites():
     assert_close(grad, numeric, "f32")
 
 
+@pytest.mark.quick
 def test_adr0017_t5_autograd_function_runs_its_own_backward():
     def bench(torch):
         class CubeFn(torch.autograd.Function):
@@ -132,6 +136,7 @@ def test_adr0017_t5_autograd_function_runs_its_own_backward():
     assert np.array_equal(grad, [6.0, 24.0, 6.0])
 
 
+@pytest.mark.quick
 def test_adr0017_t6_gradients_accumulate_and_no_grad_records_nothing():
     def bench(torch):
         w = torch.ones(3).requires_grad_()
@@ -146,6 +151,7 @@ def test_adr0017_t6_gradients_accumulate_and_no_grad_records_nothing():
     assert np.array_equal(grad, [5.0, 5.0, 5.0]) and requires is False and fn is None and data_requires is False
 
 
+@pytest.mark.quick
 def test_adr0017_t7_in_place_ops_that_would_corrupt_the_graph_are_one_line():
     def bench(torch):
         w = torch.ones(3).requires_grad_()

@@ -70,6 +70,7 @@ def _launch_alone(session, launch):
     session.run(bench, session.torch)
 
 
+@pytest.mark.quick
 def test_adr0008_t1_single_program_vector_add_is_two_loads_vector_ops_and_a_store():
     session = Session("default")
     topology = session.ctx.topology
@@ -99,6 +100,7 @@ def test_adr0008_t1_single_program_vector_add_is_two_loads_vector_ops_and_a_stor
     assert ops[-1].end - ops[0].start == expected
 
 
+@pytest.mark.quick
 def test_adr0008_t2_spread_vector_add_reaches_most_of_the_sips_hbm_bandwidth():
     session = Session("default", timing_only=True)
     topology = session.ctx.topology
@@ -127,6 +129,7 @@ def test_adr0008_t2_spread_vector_add_reaches_most_of_the_sips_hbm_bandwidth():
     assert 0.75 <= achieved <= 1.0
 
 
+@pytest.mark.quick
 def test_adr0008_t3_a_dot_loop_loses_exactly_its_unoverlapped_loads(tmp_path):
     session = Session(one_pe_topology(tmp_path), timing_only=True)
     topology = session.ctx.topology
@@ -158,6 +161,7 @@ def test_adr0008_t3_a_dot_loop_loses_exactly_its_unoverlapped_loads(tmp_path):
     assert gemms[-1].end - gemms[0].start == 2 * k_iters * dot
 
 
+@pytest.mark.quick
 def test_adr0008_t4_a_dot_takes_its_flops_over_the_matrix_units_peak():
     session = Session("default", timing_only=True)
     topology = session.ctx.topology
@@ -177,6 +181,7 @@ def test_adr0008_t4_a_dot_takes_its_flops_over_the_matrix_units_peak():
     assert gemm.end - gemm.start == ceil_div(ceil_div(flops, rate) * PS_PER_S, topology.pe.clock_hz)
 
 
+@pytest.mark.quick
 def test_adr0008_t5_an_op_larger_than_tcm_is_refused_naming_kernel_program_bytes_and_tcm_size():
     session = Session("default", timing_only=True)
     tcm = session.ctx.topology.pe.tcm.capacity_bytes
@@ -201,6 +206,7 @@ def _pe_of_each_program(session, kernel: str) -> dict[int, str]:
     return {program: pes.pop() for program, pes in sorted(placed.items())}
 
 
+@pytest.mark.quick
 def test_adr0008_t6_programs_go_in_blocks_to_the_owners_of_the_largest_tensor():
     session = Session("default", timing_only=True)
     topology = session.ctx.topology

@@ -50,6 +50,7 @@ def _race(session, reader_waits: bool):
     return seen["out"], seen["buf"], store, load
 
 
+@pytest.mark.quick
 def test_adr0009_t1_a_load_sees_memory_as_of_its_start_and_a_store_lands_at_its_end():
     session = Session("default")
     out, _, store, load = _race(session, reader_waits=False)
@@ -63,6 +64,7 @@ def test_adr0009_t1_a_load_sees_memory_as_of_its_start_and_a_store_lands_at_its_
     assert session.ctx.hazards == []
 
 
+@pytest.mark.quick
 def test_adr0009_t2_a_read_racing_another_programs_write_is_reported_with_both_ops():
     session = Session("default")
     _, address, store, load = _race(session, reader_waits=False)
@@ -79,6 +81,7 @@ def test_adr0009_t2_a_read_racing_another_programs_write_is_reported_with_both_o
         assert part in message
 
 
+@pytest.mark.quick
 def test_adr0009_t3_well_formed_kernels_report_no_hazard():
     session = Session("default")
 
@@ -98,11 +101,13 @@ def test_adr0009_t3_well_formed_kernels_report_no_hazard():
     assert session.ctx.hazards == []
 
 
+@pytest.mark.quick
 def test_adr0009_t4_strict_mode_raises_the_hazard():
     with pytest.raises(DataHazard, match="data hazard on tensor 'buf'.*program 1.*program 0"):
         _race(Session("default", strict_hazards=True), reader_waits=False)
 
 
+@pytest.mark.quick
 def test_adr0009_t5_hazards_are_in_the_report_and_strict_runs_stop_with_one_message(tmp_path, capsys):
     bench = tmp_path / "racy.py"
     bench.write_text(
@@ -122,6 +127,7 @@ def test_adr0009_t5_hazards_are_in_the_report_and_strict_runs_stop_with_one_mess
     assert "Traceback" not in err
 
 
+@pytest.mark.quick
 def test_adr0009_t6_reads_are_checked_against_exact_elements_not_bounding_ranges():
     """Programs writing every other element while others read the elements in between race on nothing."""
     session = Session("default")

@@ -39,6 +39,7 @@ def _values(rng, shape, dtype: str, positive: bool = False):
 
 @pytest.mark.parametrize("name", sorted(set(UNARY) - INTEGRAL - {"logical_not"}))
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.quick
 def test_adr0016_t1_each_unary_row_matches_numpy(name, dtype):
     rng = np.random.default_rng(1)
     values = _values(rng, (3, 70), dtype, positive=name in POSITIVE)
@@ -51,6 +52,7 @@ def test_adr0016_t1_each_unary_row_matches_numpy(name, dtype):
 
 @pytest.mark.parametrize("name", sorted(set(BINARY) - INTEGRAL))
 @pytest.mark.parametrize("shapes", [((4, 5), (4, 5)), ((4, 5), (5,)), ((3, 1, 5), (4, 1)), ((), (2, 3))])
+@pytest.mark.quick
 def test_adr0016_t2_each_binary_row_broadcasts_as_numpy(name, shapes):
     rng = np.random.default_rng(2)
     a, b = (_values(rng, shape, "f32", positive=True) for shape in shapes)
@@ -71,6 +73,7 @@ def test_adr0016_t2_each_binary_row_broadcasts_as_numpy(name, shapes):
     (("bool", (3,)), 2, "i64"),
     (("u8", (3,)), ("i8", (3,)), "i16"),
 ])
+@pytest.mark.quick
 def test_adr0016_t3_type_promotion_is_torchs(left, right, expected):
     def operand(torch, spec):
         if not isinstance(spec, tuple):
@@ -99,6 +102,7 @@ def test_adr0016_t4_reductions_match_numpy_over_any_dims(op, dim, keepdim):
         assert_close(result, reference(values.astype(np.float64), axis=dim, keepdims=keepdim), "f32")
 
 
+@pytest.mark.quick
 def test_adr0016_t5_a_reduction_larger_than_a_tile_is_chunked_and_exact():
     """Sum and argmax of 2^20 elements: more than one TCM tile per output, merged across chunks."""
     values = np.random.default_rng(5).uniform(-1, 1, 1 << 20).astype(np.float32)
@@ -170,6 +174,7 @@ def test_adr0016_t6_matmul_matches_numpy_in_every_torch_form(shapes, dtype):
     assert_close(result, np.matmul(a.astype(np.float64), b.astype(np.float64)), dtype)
 
 
+@pytest.mark.quick
 def test_adr0016_t7_an_elementwise_op_takes_its_closed_form_on_an_idle_machine():
     """One tile on one PE: load x, load y, one vector pass, store — each a DMA through the PE's engine."""
     n = 4096
@@ -188,6 +193,7 @@ def test_adr0016_t7_an_elementwise_op_takes_its_closed_form_on_an_idle_machine()
     assert ops[-1].end - ops[0].start == 3 * one_dma + vector_ps(topology, n)
 
 
+@pytest.mark.quick
 def test_adr0016_t8_a_matmul_block_is_its_flops_over_the_matrix_unit():
     session, _ = _run(lambda torch: (torch.ones(64, 32, dtype="f16") @ torch.ones(32, 64, dtype="f16")).numpy())
     gemms = [op for op in session.ctx.machine.oplog.select(label="matmul") if op.kind == "gemm"]
@@ -196,6 +202,7 @@ def test_adr0016_t8_a_matmul_block_is_its_flops_over_the_matrix_unit():
     assert gemms[0].end - gemms[0].start == gemm_ps(session.ctx.topology, "f16", flops)
 
 
+@pytest.mark.quick
 def test_adr0016_t9_ops_are_enqueued_and_timing_only_takes_the_same_time():
     def bench(torch):
         x = torch.ones(1 << 16)
@@ -210,6 +217,7 @@ def test_adr0016_t9_ops_are_enqueued_and_timing_only_takes_the_same_time():
         [(op.kind, op.start, op.end) for op in timing.ctx.machine.oplog]
 
 
+@pytest.mark.quick
 def test_adr0016_t10_composites_match_numpy():
     rng = np.random.default_rng(10)
     x = rng.normal(size=(6, 32)).astype(np.float32)

@@ -15,6 +15,7 @@ from kernbench.policy.placement import MODES
 from tests.runtime_api.closed_forms import PS_PER_S, ceil_div, host_to_cube_path, staircase_copy_ps
 
 
+@pytest.mark.quick
 def test_adr0004_t1_unknown_mode_fails_at_construction():
     with pytest.raises(PlacementError, match="unknown mode; expected one of replicate, column_wise, row_wise"):
         DPPolicy(cube="diagonal")
@@ -22,6 +23,7 @@ def test_adr0004_t1_unknown_mode_fails_at_construction():
         DPPolicy(num_pes=0)
 
 
+@pytest.mark.quick
 def test_adr0004_t2_more_cubes_or_pes_than_the_sip_has_is_refused(session):
     topology = session.ctx.topology
     torch = session.torch
@@ -32,6 +34,7 @@ def test_adr0004_t2_more_cubes_or_pes_than_the_sip_has_is_refused(session):
         torch.empty(4, 64 * too_many, dp=DPPolicy(num_cubes=1, num_pes=too_many))
 
 
+@pytest.mark.quick
 def test_adr0004_t3_a_shape_that_does_not_split_is_refused(session):
     with pytest.raises(PlacementError, match=r"shape \(1, 30\) does not split column_wise: its last dimension \(30\) is not divisible by 4"):
         session.torch.empty(1, 30, dp=DPPolicy(cube="column_wise", num_cubes=4, num_pes=4))
@@ -42,6 +45,7 @@ def test_adr0004_t3_a_shape_that_does_not_split_is_refused(session):
 @settings(max_examples=60, deadline=None)
 @given(cube=st.sampled_from(MODES), pe=st.sampled_from(MODES), num_cubes=st.sampled_from([1, 2, 4]),
        pes_each=st.sampled_from([1, 2, 8]), rows=st.sampled_from([8, 16]), cols=st.sampled_from([8, 32]))
+@pytest.mark.quick
 def test_adr0004_t4_every_replica_covers_the_tensor_exactly_once_per_pe_copy(cube, pe, num_cubes, pes_each, rows, cols):
     try:
         placement = DPPolicy(cube=cube, pe=pe, num_cubes=num_cubes, num_pes=num_cubes * pes_each).place((rows, cols), 4, 8)
@@ -94,6 +98,7 @@ def test_adr0004_t11_dmas_group_the_elements_they_move_by_the_cube_that_holds_th
     assert (seen == 1).all()
 
 
+@pytest.mark.quick
 def test_adr0004_t5_out_of_memory_names_tensor_size_and_free_space_and_frees_nothing(session):
     torch = session.torch
     capacity = session.ctx.topology.cube.hbm.capacity_bytes
@@ -108,6 +113,7 @@ def test_adr0004_t5_out_of_memory_names_tensor_size_and_free_space_and_frees_not
     assert keep.numel() == 1024
 
 
+@pytest.mark.quick
 def test_adr0004_t6_capacity_is_charged_per_cube_replicas_on_every_cube(session):
     torch = session.torch
     cubes = session.ctx.topology.cubes_per_sip

@@ -30,6 +30,7 @@ CALLS = {
 }
 
 
+@pytest.mark.quick
 def test_adr0005_t1_every_host_read_waits_for_pending_writes(session):
     torch = session.torch
     topology = session.ctx.topology
@@ -60,6 +61,7 @@ def test_adr0005_t1_every_host_read_waits_for_pending_writes(session):
             assert "3." in result
 
 
+@pytest.mark.quick
 def test_adr0005_t2_only_registered_methods_reach_device_bytes():
     """A new read path must go through `_read_to_host` and be registered with @host_read."""
     source = Path(inspect.getsourcefile(tensor_module)).read_text()
@@ -89,6 +91,7 @@ def test_adr0005_t2_only_registered_methods_reach_device_bytes():
 @pytest.mark.parametrize("spelling, name", [("f16", "f16"), ("float16", "f16"), ("half", "f16"), ("bf16", "bf16"),
                                             ("bfloat16", "bf16"), ("f32", "f32"), ("torch.float32", "f32"),
                                             ("i32", "i32"), ("int8", "i8")])
+@pytest.mark.quick
 def test_adr0005_t3_dtype_spellings_resolve_and_unknown_ones_list_the_valid(session, spelling, name):
     assert resolve_dtype(spelling).name == name
     assert resolve_dtype(getattr(session.torch, resolve_dtype(spelling).torch_name)).name == name
@@ -96,6 +99,7 @@ def test_adr0005_t3_dtype_spellings_resolve_and_unknown_ones_list_the_valid(sess
         resolve_dtype("f17")
 
 
+@pytest.mark.quick
 def test_adr0005_t4_factories_give_torch_values_and_seeded_randn_repeats(session):
     torch = session.torch
     results = {}
@@ -125,6 +129,7 @@ def test_adr0005_t4_factories_give_torch_values_and_seeded_randn_repeats(session
     np.testing.assert_array_equal(results["randn_a"], results["randn_b"])
 
 
+@pytest.mark.quick
 def test_adr0005_t5_device_module_tracks_device_per_rank(session):
     torch = session.torch
     seen = {}
@@ -139,6 +144,7 @@ def test_adr0005_t5_device_module_tracks_device_per_rank(session):
     assert seen == {r: (r, f"ahbm:{r}", n) for r in range(3)}
 
 
+@pytest.mark.quick
 def test_adr0005_t6_event_elapsed_time_is_the_simulated_copy_time_in_ms(session):
     torch = session.torch
     topology = session.ctx.topology

@@ -89,6 +89,7 @@ def np_gpt_loss(params: dict, idx, targets, n_layer: int, n_head: int):
 
 
 # ---- modules ---------------------------------------------------------------------------------------------
+@pytest.mark.quick
 def test_adr0020_t1_attributes_register_parameters_buffers_and_submodules_in_pytorchs_order():
     def bench(torch):
         nn = torch.nn
@@ -133,6 +134,7 @@ def test_adr0020_t1_attributes_register_parameters_buffers_and_submodules_in_pyt
     assert got["same"] == (True, "a plain attribute", True)
 
 
+@pytest.mark.quick
 def test_adr0020_t2_a_state_dict_loads_into_a_fresh_module_and_gives_the_same_outputs():
     def bench(torch):
         nn = torch.nn
@@ -156,6 +158,7 @@ def test_adr0020_t2_a_state_dict_loads_into_a_fresh_module_and_gives_the_same_ou
     assert result == ([], []) and loose == ["3.bias"] and "\n" not in message
 
 
+@pytest.mark.quick
 def test_adr0020_t3_train_eval_apply_zero_grad_and_forward_hooks_behave_as_pytorchs():
     def bench(torch):
         nn = torch.nn
@@ -192,6 +195,7 @@ def test_adr0020_t3_train_eval_apply_zero_grad_and_forward_hooks_behave_as_pytor
     assert had and not zeros.any() and grad is None
 
 
+@pytest.mark.quick
 def test_adr0020_t4_parameters_are_made_on_the_default_device_and_to_keeps_the_objects():
     def bench(torch):
         nn = torch.nn
@@ -209,6 +213,7 @@ def test_adr0020_t4_parameters_are_made_on_the_default_device_and_to_keeps_the_o
     assert _run(bench) == ("ahbm:1", "ahbm:0", True, True, True, "f16", True, True)
 
 
+@pytest.mark.quick
 def test_adr0020_t5_layers_forward_and_backward_match_numpy():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 6)).astype(np.float32)
@@ -256,6 +261,7 @@ def test_adr0020_t5_layers_forward_and_backward_match_numpy():
     assert_close(gelu_tanh, 0.5 * x * (1 + np.tanh(k * (x + 0.044715 * x ** 3))), "f32")
 
 
+@pytest.mark.quick
 def test_adr0020_t6_init_functions_follow_pytorchs_bounds_and_deviations():
     def bench(torch):
         init = torch.nn.init

@@ -13,6 +13,7 @@ from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
 
 
+@pytest.mark.quick
 def test_adr0006_t1_spawn_calls_fn_with_rank_and_args_and_joins_all(session):
     calls = []
     session.run(lambda: session.torch.multiprocessing.spawn(lambda rank, a, b: calls.append((rank, a, b)),
@@ -20,6 +21,7 @@ def test_adr0006_t1_spawn_calls_fn_with_rank_and_args_and_joins_all(session):
     assert calls == [(r, "x", 2) for r in range(5)]
 
 
+@pytest.mark.quick
 def test_adr0006_t2_join_false_returns_a_context_whose_join_waits(session):
     torch = session.torch
     order = []
@@ -39,6 +41,7 @@ def test_adr0006_t2_join_false_returns_a_context_whose_join_waits(session):
     assert order[0] == "spawned" and order[-1] == "joined" and sorted(order[1:3]) == [0, 1]
 
 
+@pytest.mark.quick
 def test_adr0006_t3_a_rank_that_raises_aborts_siblings_and_is_named_with_its_traceback(session):
     torch = session.torch
     cleaned_up = []
@@ -64,6 +67,7 @@ def test_adr0006_t3_a_rank_that_raises_aborts_siblings_and_is_named_with_its_tra
     assert sorted(cleaned_up) == [0, 1, 2, 3]
 
 
+@pytest.mark.quick
 def test_adr0006_t4_a_waiting_rank_yields_so_others_progress_in_simulated_time(session):
     torch = session.torch
     log = []
@@ -79,6 +83,7 @@ def test_adr0006_t4_a_waiting_rank_yields_so_others_progress_in_simulated_time(s
     assert log[0][1] < log[1][1]
 
 
+@pytest.mark.quick
 def test_adr0006_t5_a_rank_waiting_forever_is_a_deadlock_report_naming_it(session):
     torch = session.torch
     never = session.engine.event("a message from rank 1 that is never sent")
@@ -94,6 +99,7 @@ def test_adr0006_t5_a_rank_waiting_forever_is_a_deadlock_report_naming_it(sessio
     assert "'rank1'" not in report  # it returned; only the waiters are named
 
 
+@pytest.mark.quick
 def test_adr0006_t6_same_bench_twice_gives_the_same_op_log_byte_for_byte():
     def bench(torch):
         def worker(rank):

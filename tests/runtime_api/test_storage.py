@@ -58,6 +58,7 @@ operations = st.lists(st.tuples(st.sampled_from(["fill", "write", "read"]), span
 
 @settings(max_examples=40, deadline=None)
 @given(operations)
+@pytest.mark.quick
 def test_adr0013_t2_lazy_fills_and_writes_read_back_as_a_plain_array_would(ops):
     storage = Storage(STORAGE_BYTES, "t")
     reference = np.zeros(STORAGE_BYTES // 4, dtype=np.float32)
@@ -112,6 +113,7 @@ def test_adr0013_t3_a_tensor_larger_than_host_memory_costs_no_host_memory(tmp_pa
     assert growth < 256
 
 
+@pytest.mark.quick
 def test_adr0013_t4_a_lazily_filled_tensor_reads_and_copies_as_its_constant(session):
     """Chunks kept as a fill value are written out where touched: by a device copy, a host copy, a read."""
     torch = session.torch
@@ -126,6 +128,7 @@ def test_adr0013_t4_a_lazily_filled_tensor_reads_and_copies_as_its_constant(sess
     assert np.array_equal(partial.numpy()[:1000], head) and np.all(partial.numpy()[1000:] == -1.0)
 
 
+@pytest.mark.quick
 def test_adr0013_t5_timing_only_keeps_no_storage_and_no_values():
     session = Session("default", timing_only=True)
     torch = session.torch
@@ -151,6 +154,7 @@ def _host_copy(tensor):
 
 
 @pytest.mark.parametrize("call", sorted(HOST_READS))
+@pytest.mark.quick
 def test_adr0013_t6_every_host_read_in_timing_only_is_one_error_naming_tensor_and_call(call):
     session = Session("default", timing_only=True)
     x = session.torch.ones(1, dtype=session.torch.float32, name="x")
@@ -159,6 +163,7 @@ def test_adr0013_t6_every_host_read_in_timing_only_is_one_error_naming_tensor_an
         READS[call](x)
 
 
+@pytest.mark.quick
 def test_adr0013_t7_host_values_beyond_the_host_are_one_line():
     session = Session("default")
     with pytest.raises(HostMemoryError, match=r"^tensor 'host\d+': the host cannot hold its values .* run with --timing-only"):
@@ -174,6 +179,7 @@ def test_adr0013_t8_kernbench_run_timing_only_host_read_exits_2_with_one_line(tm
                              "read by tolist(); check torch.is_timing_only() to skip it\n")
 
 
+@pytest.mark.quick
 def test_adr0013_t9_progress_line_reports_simulated_time_events_and_programs():
     session = Session("default")
     stream = io.StringIO()

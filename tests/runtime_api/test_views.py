@@ -92,6 +92,7 @@ def _chain(draw_steps, tensor, array):
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(2, 6), cols=st.integers(2, 8),
        steps=st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=4), fill=st.floats(-4, 4, width=32))
+@pytest.mark.quick
 def test_adr0015_t2_reads_and_writes_through_views_alias_as_numpy_views_do(device, rows, cols, steps, fill):
     session = Session("default")
     reference = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
@@ -110,6 +111,7 @@ def test_adr0015_t2_reads_and_writes_through_views_alias_as_numpy_views_do(devic
     session.run(bench, session.torch)
 
 
+@pytest.mark.quick
 def test_adr0015_t3_strides_offsets_and_pointers_are_torchs(session):
     x = session.torch.empty(4, 6, dtype=session.torch.float32)
     assert x.stride() == (6, 1) and x.T.stride() == (1, 6) and x.mT.shape == (6, 4)
@@ -121,6 +123,7 @@ def test_adr0015_t3_strides_offsets_and_pointers_are_torchs(session):
     assert [t.storage_offset() for t in x.unbind(0)] == [0, 6, 12, 18]
 
 
+@pytest.mark.quick
 def test_adr0015_t4_view_refuses_what_needs_a_copy_and_reshape_copies(session):
     torch = session.torch
     x = torch.arange(24, dtype=torch.float32).view(4, 6)
@@ -134,6 +137,7 @@ def test_adr0015_t4_view_refuses_what_needs_a_copy_and_reshape_copies(session):
         x.view(5, -1)
 
 
+@pytest.mark.quick
 def test_adr0015_t5_advanced_indexing_gathers_and_scatters_as_numpy(session):
     torch = session.torch
     reference = np.arange(30, dtype=np.float32).reshape(5, 6)
@@ -150,6 +154,7 @@ def test_adr0015_t5_advanced_indexing_gathers_and_scatters_as_numpy(session):
     assert np.array_equal(x.numpy(), expected)
 
 
+@pytest.mark.quick
 def test_adr0015_t6_a_kernel_given_a_view_reads_and_writes_only_the_view(session):
     torch = session.torch
     x = torch.zeros(4096, dtype=torch.float32)
@@ -160,6 +165,7 @@ def test_adr0015_t6_a_kernel_given_a_view_reads_and_writes_only_the_view(session
     assert np.all(values[1024:2048] == 2.0) and not values[:1024].any() and not values[2048:].any()
 
 
+@pytest.mark.quick
 def test_adr0015_t7_collectives_take_contiguous_views_and_refuse_strided_ones():
     session = Session("default")
     results = {}

@@ -12,6 +12,7 @@ from kernbench.errors import KernbenchError
 from kernbench.sim_engine import Engine, EngineUsageError, Process
 
 
+@pytest.mark.quick
 def test_adr0003_t1_time_is_integer_picoseconds(eng):
     seen = []
 
@@ -61,6 +62,7 @@ def ring_trace(n: int) -> list:
     return trace
 
 
+@pytest.mark.quick
 def test_adr0003_t2_ties_resolve_in_schedule_order_on_every_run():
     trace = ring_trace(5)
     # All five wake at the same times; they run in spawn order every time.
@@ -68,6 +70,7 @@ def test_adr0003_t2_ties_resolve_in_schedule_order_on_every_run():
     assert ring_trace(5) == trace
 
 
+@pytest.mark.quick
 def test_adr0003_t3_sleep_fast_path_does_not_switch_or_reorder(eng, count_switches):
     order = []
 
@@ -115,6 +118,7 @@ def test_sleep_zero_yields_to_processes_due_now(eng):
     assert eng.now == 0
 
 
+@pytest.mark.quick
 def test_adr0003_t4_wait_on_fired_event_does_not_switch(eng, count_switches):
     results = []
 
@@ -157,6 +161,7 @@ def failing_child(eng):
     raise ValueError("bad shard")
 
 
+@pytest.mark.quick
 def test_adr0003_t5_failure_reaches_waiter_with_original_traceback(eng):
     caught = []
 
@@ -194,6 +199,7 @@ def test_failure_of_plain_event_raises_in_every_waiter(eng):
     assert caught == [(0, ("addr",)), (1, ("addr",))]
 
 
+@pytest.mark.quick
 def test_adr0003_t6_unobserved_failure_stops_run_and_siblings_can_be_killed(eng):
     from kernbench.sim_engine import ProcessFailed
 

@@ -69,6 +69,7 @@ def sample_log() -> OpLog:
     return log
 
 
+@pytest.mark.quick
 def test_adr0003_t20_trace_follows_the_trace_event_format(tmp_path):
     path = tmp_path / "trace.json"
     write_chrome_trace(sample_log(), path)

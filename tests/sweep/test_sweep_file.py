@@ -15,6 +15,7 @@ from kernbench.sweep.sweep_file import load_sweep
 from tests.sweep.harness import REPO_ROOT, SHIPPED_CCL, SHIPPED_TOPOLOGY, run_sweep_command, sweep_folder, write
 
 
+@pytest.mark.quick
 def test_adr0018_t8_axes_ranges_and_zips_multiply_in_file_order_and_points_are_listed(tmp_path):
     sweep = sweep_folder(tmp_path, '''
 bench: probe.py
@@ -41,6 +42,7 @@ points:
     assert [tuple(v for _, v in p.values) for p in expand_points(load_sweep(sweep))] == [("tree", 8), ("ring", 16)]
 
 
+@pytest.mark.quick
 def test_adr0018_t9_a_point_is_the_base_files_with_its_keys_replaced_and_its_hash_names_its_inputs(tmp_path):
     sweep = sweep_folder(tmp_path, '''
 bench: probe.py
@@ -126,6 +128,7 @@ def test_adr0018_t10_a_bad_sweep_file_is_one_line_naming_file_line_and_key(name,
     (["--address", "ray://head:10001"], "--address is the Ray cluster's; expected --executor ray"),
     (["--plot", "busbw", "--x", "nn"], "--x nn: no such column; expected one of: --n"),
 ])
+@pytest.mark.quick
 def test_adr0018_t11_bad_options_are_one_line_before_anything_runs(options, expected, tmp_path, capsys):
     sweep = sweep_folder(tmp_path, "bench: probe.py\naxes:\n  --n: [1]\n")
     status, _, err = run_sweep_command(str(sweep), "--out", str(tmp_path / "out"), *options, capsys=capsys)
@@ -140,6 +143,7 @@ def test_adr0018_t12_the_command_alone_says_a_bad_sweep_in_one_line_with_status_
     assert (result.returncode, result.stderr) == (2, f"kernbench: error: {missing}: no such sweep file\n")
 
 
+@pytest.mark.quick
 def test_adr0018_t13_the_shipped_example_is_twenty_checked_points(capsys):
     example = REPO_ROOT / "kernbench" / "configs" / "sweeps" / "example.yaml"
     status, out, _ = run_sweep_command(str(example), "--dry-run", capsys=capsys)
@@ -148,6 +152,7 @@ def test_adr0018_t13_the_shipped_example_is_twenty_checked_points(capsys):
     assert "topology.system.inter_sip.bandwidth_gb_per_s=400  ccl.defaults.algorithm=halving_doubling" in out
 
 
+@pytest.mark.quick
 def test_adr0018_t14_kernel_launches_become_one_set_of_totals_per_kernel(tmp_path):
     from kernbench.sweep.point_process import report_summary
     from kernbench.sweep.table import row_of

@@ -43,6 +43,7 @@ def eight(tmp_path_factory):
     return sweep, out, stdout.getvalue(), stderr.getvalue(), status
 
 
+@pytest.mark.quick
 def test_adr0018_t1_each_point_gives_what_the_same_kernbench_run_gives(eight, tmp_path):
     sweep, out, stdout, _, status = eight
     assert status == 0, stdout
@@ -103,6 +104,7 @@ def test_adr0018_t2_a_rerun_skips_the_points_already_done(eight, tmp_path, capsy
     assert _without(read_table(folder), VARYING) == _without(table, VARYING)
 
 
+@pytest.mark.quick
 def test_adr0018_t3_a_failing_point_is_recorded_and_the_others_finish(tmp_path, capsys):
     sweep = sweep_folder(tmp_path, '''
 bench: probe.py

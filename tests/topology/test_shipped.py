@@ -12,11 +12,13 @@ from kernbench.topology import DEFAULT_TOPOLOGY_PATH, PeAddress, Topology, load_
 SHIPPED = shipped_topology_names()
 
 
+@pytest.mark.quick
 def test_adr0002_t1_shipped_names_are_the_documented_machines():
     assert set(SHIPPED) == {"default", "single_sip", "large", "h100", "h200x4"}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.quick
 def test_adr0002_t2_shipped_file_loads_with_counts_derived_from_it(name):
     topology = load_topology(name)
     spec = topology.spec
@@ -32,6 +34,7 @@ def test_adr0002_t2_shipped_file_loads_with_counts_derived_from_it(name):
     assert topology.dtypes == tuple(spec["pe"]["matrix_unit"]["flops_per_cycle"])
 
 
+@pytest.mark.quick
 def test_adr0002_t3_shipped_files_are_the_machines_the_adr_describes():
     default, single, large = (load_topology(name) for name in ("default", "single_sip", "large"))
     assert (default.n_sips, default.system.inter_sip.shape, default.cubes_per_sip, default.pes_per_cube) == (
@@ -44,6 +47,7 @@ def test_adr0002_t3_shipped_files_are_the_machines_the_adr_describes():
     assert large.n_sips >= 16
 
 
+@pytest.mark.quick
 def test_adr0002_t4_units_are_normalized_to_exact_integers(write_text):
     text = DEFAULT_TOPOLOGY_PATH.read_text().replace(
         "bandwidth_gb_per_s: 2048, latency_ns: 20", "bandwidth_gb_per_s: 819.2, latency_ns: 0.5"
@@ -62,6 +66,7 @@ def test_adr0002_t4_units_are_normalized_to_exact_integers(write_text):
     assert topology.cube.sram.latency_ps == 500
 
 
+@pytest.mark.quick
 def test_adr0002_t5_every_normalized_number_is_an_int():
     """Every number but a share (a link's payload efficiency: an exact fraction, written out as a float)."""
     def numbers(value):
@@ -79,6 +84,7 @@ def test_adr0002_t5_every_normalized_number_is_an_int():
     assert found and all(isinstance(number, int) for number in found)
 
 
+@pytest.mark.quick
 def test_adr0002_t6_none_name_and_path_resolve_to_files(tmp_path, monkeypatch):
     assert load_topology().source == DEFAULT_TOPOLOGY_PATH
     assert load_topology("default") == load_topology(None)

@@ -162,6 +162,7 @@ MALFORMED = [
     [case[1:] for case in MALFORMED],
     ids=[case[0] for case in MALFORMED],
 )
+@pytest.mark.quick
 def test_adr0002_t13_malformed_file_is_one_error_naming_file_line_and_key(
     write_text, old, new, key_path, line_fragment, words
 ):

@@ -57,6 +57,7 @@ def test_adr0011_t14_seeded_weights_are_one_master_weight_whatever_the_tp_size(t
 
 @pytest.mark.parametrize("tp", TP_SIZES)
 @pytest.mark.parametrize("input_is_parallel", [False, True], ids=["full_input", "parallel_input"])
+@pytest.mark.quick
 def test_adr0011_t15_row_parallel_output_is_the_full_matmul(tp, input_is_parallel):
     x = random_f16(np.random.default_rng(14), TOKENS, OUT)
     w, b = weights(15, IN, OUT)
@@ -75,6 +76,7 @@ def test_adr0011_t15_row_parallel_output_is_the_full_matmul(tp, input_is_paralle
 
 @pytest.mark.parametrize("tp", TP_SIZES)
 @pytest.mark.parametrize("gather_output", [False, True], ids=["split_output", "gathered_output"])
+@pytest.mark.quick
 def test_adr0011_t16_column_parallel_output_is_its_columns_of_the_full_matmul(tp, gather_output):
     x = random_f16(np.random.default_rng(16), TOKENS, IN)
     w, b = weights(17, OUT, IN)
@@ -91,6 +93,7 @@ def test_adr0011_t16_column_parallel_output_is_its_columns_of_the_full_matmul(tp
         assert_close(out, full if gather_output else np.split(full, tp, axis=1)[rank % tp], "f16")
 
 
+@pytest.mark.quick
 def test_adr0011_t17_skip_bias_add_returns_the_bias_instead_of_adding_it():
     x = random_f16(np.random.default_rng(18), TOKENS, IN)
     w, b = weights(19, OUT, IN)

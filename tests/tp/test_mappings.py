@@ -33,6 +33,7 @@ def rank_input(rank: int, rows: int, cols: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("tp", [2, 4])
+@pytest.mark.quick
 def test_adr0011_t11_mappings_move_data_as_megatrons_do(tp):
     rows, cols = 8, 6
 

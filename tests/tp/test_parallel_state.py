@@ -14,6 +14,7 @@ from kernbench.tp.parallel_state import rank_groups
 from tests.tp.harness import run_tensor_parallel
 
 
+@pytest.mark.quick
 def test_adr0011_t1_groups_follow_megatrons_layout():
     # Megatron's docstring example: 16 ranks, tp 2, pp 4 -> 8 tensor, 8 data and 4 pipeline groups.
     groups = rank_groups(16, tensor_model_parallel_size=2, pipeline_model_parallel_size=4)
@@ -26,6 +27,7 @@ def test_adr0011_t1_groups_follow_megatrons_layout():
     assert groups.data == ((0, 2), (1, 3))
 
 
+@pytest.mark.quick
 def test_adr0011_t2_each_rank_sees_its_own_tensor_and_data_groups():
     def lookups(torch, rank):
         return (parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_tensor_model_parallel_world_size(),
@@ -45,6 +47,7 @@ def test_adr0011_t2_each_rank_sees_its_own_tensor_and_data_groups():
                                               2: ([2, 3], [0, 2], 2), 3: ([2, 3], [1, 3], 2)}
 
 
+@pytest.mark.quick
 def test_adr0011_t3_sizes_that_do_not_divide_the_world_are_named():
     with pytest.raises(ModelParallelError, match=r"size \(3\) x .* = 3 does not divide the world size \(4\)"):
         rank_groups(4, tensor_model_parallel_size=3)
@@ -67,6 +70,7 @@ def test_adr0011_t3_sizes_that_do_not_divide_the_world_are_named():
     session.run(one_sip, session.torch)
 
 
+@pytest.mark.quick
 def test_adr0011_t4_lookups_before_initialization_are_a_clear_error():
     session = Session("single_sip")
     lookups = [getattr(parallel_state, f"get_{kind}_parallel_{what}")
@@ -89,6 +93,7 @@ def test_adr0011_t4_lookups_before_initialization_are_a_clear_error():
     session.run(uninitialized, session.torch)
 
 
+@pytest.mark.quick
 def test_adr0011_t5_state_is_per_rank():
     # Two ranks, no process group: each is a world of one, and only rank 0 initializes. Module-global
     # state (Megatron's) would show rank 0's groups to rank 1.
@@ -104,6 +109,7 @@ def test_adr0011_t5_state_is_per_rank():
     assert initialized == {0: True, 1: False}
 
 
+@pytest.mark.quick
 def test_adr0011_t6_destroy_allows_reinitializing_and_double_initialization_is_refused():
     session = Session("single_sip")
 

@@ -25,6 +25,7 @@ import pytest
 from kernbench.report import run_report
 from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
+from kernbench.web.utilization_scale import IDLE, colour
 from tests.cli import REPO_ROOT, sigint_at_default
 from tests.web.cdp import Browser, find_browser
 
@@ -82,6 +83,7 @@ def fetch(url: str, host: str | None = None):
         return error.code, dict(error.headers), error.read()
 
 
+@pytest.mark.quick
 def test_adr0019_t13_the_server_is_local_serves_only_its_page_and_stops_on_ctrl_c(server):
     child, url = server
     assert url.startswith("http://127.0.0.1:")
@@ -99,6 +101,40 @@ def test_adr0019_t13_the_server_is_local_serves_only_its_page_and_stops_on_ctrl_
     assert child.stderr.read() == "kernbench: stopped\n"
 
 
+def rgb(fill: str) -> str:
+    """`#rrggbb` as a browser's computed style writes it."""
+    return "rgb({}, {}, {})".format(*(int(fill[i:i + 2], 16) for i in (1, 3, 5)))
+
+
+def _check_busy_stack_is_drawn_busy(browser, report: dict, topology) -> None:
+    """The busiest HBM stack is filled with the legend's colour at its utilization; an idle one with the legend's
+    idle grey; hovering the busy one says how busy it was."""
+    hbm = {row["resource"]: row["utilization"] for row in report["resources"] if row["kind"] == "hbm"}
+    busy = max(hbm, key=hbm.get)
+    idle = next(f"sip{s}.cube{c}.hbm" for s in range(topology.n_sips) for c in range(topology.cubes_per_sip)
+                if f"sip{s}.cube{c}.hbm" not in hbm)
+    fills, stops, ramp, idle_swatch = browser.evaluate(
+        "(() => { const fill = (name) => getComputedStyle(document.querySelector("
+        f"`#machine [data-kind=hbm][data-name=\"${{name}}\"]`)).fill;"
+        f" const ramp = document.querySelector('#legend .ramp');"
+        f" return [[fill('{busy}'), fill('{idle}')], JSON.parse(ramp.dataset.stops),"
+        " getComputedStyle(ramp).backgroundImage,"
+        " getComputedStyle(document.querySelector('#legend .idle')).backgroundColor]; })()")
+    # the legend's ramp at the stack's utilization, as the gradient draws it (linear between its stops)
+    (u0, c0), (u1, c1) = next((a, b) for a, b in zip(stops, stops[1:]) if a[0] <= hbm[busy] <= b[0])
+    t = (hbm[busy] - u0) / (u1 - u0)
+    on_ramp = [int(c0[i:i + 2], 16) * (1 - t) + int(c1[i:i + 2], 16) * t for i in (1, 3, 5)]
+    drawn = [int(part) for part in fills[0][4:-1].split(",")]
+    assert all(abs(a - b) <= 1 for a, b in zip(drawn, on_ramp)), (fills[0], on_ramp)
+    assert fills[0] == rgb(colour(hbm[busy])) and fills[1] == rgb(IDLE) == idle_swatch != fills[0]
+    assert all(rgb(fill) in ramp for _, fill in stops), ramp  # the ramp is drawn through the scale's stops
+    x, y = browser.evaluate(f"(() => {{ const r = document.querySelector('#machine [data-name=\"{busy}\"]')"
+                            ".getBoundingClientRect(); return [r.x + 10, r.y + r.height / 2]; })()")
+    browser.mouse("mouseMoved", x, y)
+    assert f"HBM busy {100 * hbm[busy]:.1f}%" in browser.evaluate("document.getElementById('tooltip').textContent")
+
+
+@pytest.mark.quick
 def test_adr0019_t14_the_page_draws_the_run_and_responds_in_a_headless_browser(run_files, tmp_path):
     executable = find_browser()
     if executable is None:
@@ -117,6 +153,8 @@ def test_adr0019_t14_the_page_draws_the_run_and_responds_in_a_headless_browser(r
         inter_sip = len(topology.all_inter_sip_links())
         assert pes == topology.total_pes
         assert links == topology.n_sips * (len(topology.noc_links(0)) + 2) + inter_sip
+
+        _check_busy_stack_is_drawn_busy(browser, json.loads(report.read_text()), topology)
 
         x, y, name = browser.evaluate("(() => { const pe = document.querySelector('#machine [data-name=\"sip1.cube2.pe3\"]');"
                                       " const r = pe.getBoundingClientRect();"

@@ -29,13 +29,6 @@ function formatPs(ps) {
 
 function formatInt(n) { return Number(n).toLocaleString("en-US"); }
 
-function heat(utilization) {
-  // idle grey, then yellow (a little) through orange to red (always busy)
-  if (!(utilization > 0)) return "#c7ccd4";
-  const u = Math.min(1, utilization);
-  return `hsl(${Math.round(55 - 55 * u)}, ${Math.round(95 - 10 * u)}%, ${Math.round(60 - 12 * u)}%)`;
-}
-
 // ---- tooltip ----------------------------------------------------------------------------------
 
 const tooltip = document.getElementById("tooltip");
@@ -55,41 +48,55 @@ function hideTip() { tooltip.hidden = true; }
 
 // ---- the machine ------------------------------------------------------------------------------
 
-function drawMachine(machine, utilization) {
+function drawMachine(machine, utilization, scale) {
+  // Every resource the run measured is filled (or, a link, stroked) with the colour page_data gives it on the
+  // one utilization scale; one it never used is scale.idle. Without a run, the machine as described.
   const svg = document.getElementById("machine");
   const tips = new Map();
-  const links = utilization.links || {}, pes = utilization.pes || {};
-  const painted = Object.keys(links).length + Object.keys(pes).length > 0;
+  const links = utilization.links || {}, memories = utilization.memories || {}, pes = utilization.pes || {};
+  const painted = [links, memories, pes].some((kind) => Object.keys(kind).length > 0);
+  const paint = (uses, name) => uses[name] || (painted ? {fill: scale.idle, tip: "idle in this run"} : null);
   const defs = el("defs", {}, svg);
   const marker = el("marker", {id: "arrow", viewBox: "0 0 6 6", refX: "5", refY: "3", markerWidth: "4",
                                markerHeight: "4", orient: "auto-start-reverse"}, defs);
   el("path", {d: "M0,0 L6,3 L0,6 z", fill: "#4b5563"}, marker);
 
-  const box = (item, cls, label, centred) => {
-    const rect = el("rect", {x: item.x, y: item.y, width: item.w, height: item.h, rx: 6, class: cls}, svg);
-    tips.set(rect, item.tip);
+  const box = (item, cls, label, centred, attributes, use) => {
+    const rect = el("rect", {x: item.x, y: item.y, width: item.w, height: item.h, rx: 6, class: cls, ...attributes}, svg);
+    tips.set(rect, item.tip + (use ? "\n" + use.tip : ""));
     const at = centred ? {x: item.x + item.w / 2, y: item.y + item.h / 2 + 4, "text-anchor": "middle"}
                        : {x: item.x + 8, y: item.y + 18};
-    if (label) el("text", {...at, class: "label"}, svg).textContent = label;
+    if (label) {
+      const text = el("text", {...at, class: "label"}, svg);
+      text.textContent = label;
+      if (use && use.ink) text.style.fill = use.ink;
+    }
     return rect;
   };
+  const named = (kind, name, use, fallback) => ({"data-kind": kind, "data-name": name, fill: use ? use.fill : fallback});
   box(machine.host, "host", "host");
   for (const sw of machine.switch || []) box(sw, "switch", "switch", true);
   for (const sip of machine.sips) box(sip, "sip", sip.name);
-  for (const cube of machine.cubes) box(cube, "cube", cube.name.split(".")[1], true);
+  for (const cube of machine.cubes) {
+    const use = paint(memories, cube.resource);
+    box(cube, "cube", cube.name.split(".")[1], true, named("hbm", cube.resource, use, "#ffffff"), use);
+  }
+  for (const memory of machine.memories || []) {
+    const use = paint(memories, memory.name);
+    box(memory, "memory", memory.label, true, named(memory.kind, memory.name, use, "#f1f5f9"), use);
+  }
   for (const link of machine.links) {
     const [a, b, c] = link.path;
     const d = c ? `M${a[0]},${a[1]} Q${b[0]},${b[1]} ${c[0]},${c[1]}` : `M${a[0]},${a[1]} L${b[0]},${b[1]}`;
-    const use = links[link.name];
+    const use = paint(links, link.name);
     const path = el("path", {d, class: "link", "data-kind": "link", "data-name": link.name,
-                             stroke: painted ? heat(use && use.utilization) : "#6b7280", "marker-end": "url(#arrow)"}, svg);
-    tips.set(path, link.tip + (use ? "\n" + use.tip : painted ? "\nidle in this run" : ""));
+                             stroke: use ? use.fill : "#6b7280", "marker-end": "url(#arrow)"}, svg);
+    tips.set(path, link.tip + (use ? "\n" + use.tip : ""));
   }
   for (const pe of machine.pes) {
-    const use = pes[pe.name];
-    const circle = el("circle", {cx: pe.x, cy: pe.y, r: pe.r, class: "pe", "data-kind": "pe", "data-name": pe.name,
-                                 fill: painted ? heat(use && use.utilization) : "#60a5fa"}, svg);
-    tips.set(circle, pe.tip + (use ? "\n" + use.tip : painted ? "\nidle in this run" : ""));
+    const use = paint(pes, pe.name);
+    const circle = el("circle", {cx: pe.x, cy: pe.y, r: pe.r, class: "pe", ...named("pe", pe.name, use, "#60a5fa")}, svg);
+    tips.set(circle, pe.tip + (use ? "\n" + use.tip : ""));
   }
   if (machine.sips_drawn < machine.n_sips) {
     el("text", {x: 0, y: machine.height - 8, class: "label"}, svg).textContent =
@@ -102,18 +109,28 @@ function drawMachine(machine, utilization) {
   });
   svg.addEventListener("mouseleave", hideTip);
   panZoom(svg, {x: -20, y: -20, w: machine.width + 40, h: machine.height + 40});
+  drawLegend(machine, painted, scale);
+}
 
+function drawLegend(machine, painted, scale) {
   const legend = document.getElementById("legend");
-  if (painted) {
-    html("span", "utilization:", legend);
-    html("span", "", legend, "idle");
-    html("span", "idle", legend);
-    html("span", "0%", legend);
-    html("span", "", legend, "ramp");
-    html("span", "100% of the run", legend);
-  } else {
+  if (!painted) {
     html("span", "no run given: the machine as described (kernbench web REPORT.json TRACE.json paints a run on it)", legend);
+    return;
   }
+  html("span", "utilization:", legend);
+  html("span", "", legend, "idle").style.background = scale.idle;
+  html("span", "idle", legend);
+  html("span", "0%", legend);
+  const ramp = html("span", "", legend, "ramp");
+  // A CSS gradient interpolates in sRGB between its stops, as the scale does: the ramp at u is a resource's
+  // fill at u.
+  ramp.style.background = `linear-gradient(90deg, ${scale.stops.map(([u, c]) => `${c} ${100 * u}%`).join(", ")})`;
+  ramp.dataset.stops = JSON.stringify(scale.stops);
+  html("span", "100% of the run", legend);
+  const l2 = (machine.memories || []).some((memory) => memory.kind === "l2") ? ", L2: the SIP's L2" : "";
+  html("span", `· cube: its HBM stack, inner box: its SRAM${l2}, circle: a PE (its busiest unit), line: a link`,
+       legend);
 }
 
 function panZoom(svg, fit) {
@@ -332,7 +349,7 @@ async function main() {
   const response = await fetch("data.json");
   const data = await response.json();
   subtitle.textContent = data.machine.topology;
-  drawMachine(data.machine, data.utilization);
+  drawMachine(data.machine, data.utilization, data.scale);
   drawTimeline(data.timeline);
   drawReport(data.report, subtitle);
   document.body.dataset.ready = "true";
