@@ -137,7 +137,7 @@ class Machine:
         return self._memory_channel("sram", sip, cube, self.topology.cube.sram)
 
     def _memory_channel(self, kind: str, sip: int, cube: int, spec) -> Channel:
-        return self._channel(f"sip{sip}.cube{cube}.{kind}", kind, spec.bandwidth_bytes_per_s, spec.latency_ps,
+        return self._channel(f"sip{sip}.cube{cube}.{kind}", kind, spec.sustained_bytes_per_s, spec.latency_ps,
                              f"sip{sip}")
 
     def _noc(self, sip: int, src_cube: int, dst_cube: int) -> list[Channel]:

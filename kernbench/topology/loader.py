@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
             default_placement=values["sip.default_placement"],
         ),
         cube=CubeSpec(
-            hbm=_memory(values, "cube.hbm", "capacity_gib"),
+            hbm=replace(_memory(values, "cube.hbm", "capacity_gib"), efficiency=values["cube.hbm.efficiency"]),
             sram=_memory(values, "cube.sram", "capacity_kib"),
             pe_layout=PeLayoutSpec(
                 corners=values["cube.pe_layout.corners"],

@@ -109,6 +109,9 @@ SCHEMA: tuple[Field, ...] = (
           "how a tensor with no DPPolicy is laid out: interleaved over every cube and PE, or whole on cube 0, PE 0",
           default="first_pe"),
     *_memory("cube.hbm", Quantity(GIB), "HBM stack"),
+    Field("cube.hbm.efficiency", Fraction01(),
+          "share of an HBM stack's peak bandwidth a stream of reads and writes sustains (the rest: refresh, bank "
+          "conflicts, read/write turnaround)", default=Fraction(1)),
     *_memory("cube.sram", Quantity(KIB), "cube-shared SRAM"),
     Field("cube.pe_layout.corners", DistinctChoices(CORNERS), "corners of a cube that hold PEs"),
     Field("cube.pe_layout.pe_per_corner", Count(maximum=MAX_PE_PER_CORNER), "PEs at each listed corner"),

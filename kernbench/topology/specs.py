@@ -78,9 +78,19 @@ class SipSpec:
 
 @dataclass(frozen=True, slots=True)
 class MemorySpec:
+    """A memory: `bandwidth_bytes_per_s` is its peak; `efficiency` the share of it a stream of reads and writes
+    sustains (an HBM stack spends the rest on refresh, bank conflicts and read/write turnaround), so traffic
+    moves at `sustained_bytes_per_s`."""
+
     capacity_bytes: int
     bandwidth_bytes_per_s: int
     latency_ps: int
+    efficiency: Fraction = Fraction(1)
+
+    @property
+    def sustained_bytes_per_s(self) -> int:
+        efficiency = self.efficiency  # integers, as `InterSipSpec.payload_bytes_per_s`
+        return self.bandwidth_bytes_per_s * efficiency.numerator // efficiency.denominator
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,11 +68,12 @@ def test_adr0002_t4_units_are_normalized_to_exact_integers(write_text):
 
 @pytest.mark.quick
 def test_adr0002_t5_every_normalized_number_is_an_int():
-    """Every number but a share (a link's payload efficiency: an exact fraction, written out as a float)."""
+    """Every number but a share (a link's payload efficiency, an HBM stack's efficiency: exact fractions, written
+    out as floats)."""
     def numbers(value):
         if isinstance(value, dict):
             for key, item in value.items():
-                if key != "payload_efficiency":
+                if key not in ("payload_efficiency", "efficiency"):
                     yield from numbers(item)
         elif isinstance(value, list):
             for item in value:
@@ -158,3 +159,22 @@ def test_adr0002_t12_topology_is_frozen_and_hashable():
         topology.system = None  # type: ignore[misc]
     assert hash(topology) == hash(load_topology())
     assert isinstance(topology, Topology)
+
+
+def test_adr0002_t49_an_hbm_stacks_channel_moves_data_at_its_sustained_rate(tmp_path):
+    from fractions import Fraction
+
+    from kernbench.session import Session
+    from tests.derived_topology import derived_topology
+
+    assert load_topology().cube.hbm.efficiency == 1
+    hbm = load_topology("h100").cube.hbm
+    assert hbm.efficiency == Fraction(9, 10) and hbm.sustained_bytes_per_s == hbm.bandwidth_bytes_per_s * 9 // 10
+    busy = {}
+    for name, path in (("sustained", "h100"),
+                       ("peak", derived_topology(tmp_path, "h100", [(", efficiency: 0.9}", "}")], "peak.yaml"))):
+        session = Session(path, timing_only=True)
+        session.run(lambda torch: (torch.ones(1 << 20, device="cuda") + 1, torch.cuda.synchronize()), session.torch)
+        busy[name] = sum(c.busy_ps for n, c in session.ctx.machine.channels.items() if n.endswith(".hbm"))
+    # Each byte the stream moves holds its stack for 1/rate: 10/9 as long at 90% of the peak (to a ps a DMA).
+    assert abs(busy["sustained"] * 9 - busy["peak"] * 10) <= 10 * 1000
