@@ -464,3 +464,42 @@ def test_adr0016_t130_a_matmul_in_a_dtype_the_matrix_unit_has_no_rate_for_is_one
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
     assert "matmul" in result.stderr and "i64" in result.stderr and "default.yaml" in result.stderr
+
+
+@pytest.mark.parametrize("shape, dim", [((1 << 16,), None), ((6, 5000), 1), ((300, 7), 0), ((4, 3, 2000), (0, 2))])
+@pytest.mark.parametrize("op", ["var", "norm"])
+def test_adr0016_t132_var_and_norm_are_one_reduction_pass_each_and_exact(shape, dim, op):
+    """var (Welford: counts, means and squared deviations merged pairwise) and norm (sum of squares, root at the
+    end) log vector passes under their own name only — split over the PEs where the outputs are few — and give
+    numpy's values; var with either correction, and both with the gradients of their closed forms."""
+    rng = np.random.default_rng(132)
+    x = rng.uniform(-2.0, 3.0, shape).astype(np.float32)
+    axes = None if dim is None else dim
+    grad = None
+
+    def bench(torch):
+        nonlocal grad
+        t = torch.tensor(x, requires_grad=True)
+        torch.ahbm.synchronize()
+        if op == "var":
+            got = [t.var(dim), t.var(dim, correction=0)]
+        else:
+            got = [torch.norm(t) if dim is None else torch.norm(t, dim=dim)]
+        got[0].sum().backward()
+        grad = t.grad.numpy()
+        return [g.numpy() for g in got]
+
+    session, got = _run(bench)
+    labels = {r.label for r in session.ctx.machine.oplog if r.kind == "vector" and r.label in ("var", "norm")}
+    assert labels == {op}
+    wide = x.astype(np.float64)
+    if op == "var":
+        count = wide.size // np.var(wide, axis=axes).size
+        np.testing.assert_allclose(got[0], np.var(wide, axis=axes, ddof=1), rtol=1e-5)
+        np.testing.assert_allclose(got[1], np.var(wide, axis=axes), rtol=1e-5)
+        expected = 2 * (wide - wide.mean(axis=axes, keepdims=True)) / (count - 1)
+    else:
+        total = np.sqrt(np.square(wide).sum(axis=axes, keepdims=True))
+        np.testing.assert_allclose(got[0], total.reshape(got[0].shape), rtol=1e-5)
+        expected = wide / total
+    np.testing.assert_allclose(grad, expected, rtol=1e-4, atol=1e-6)

@@ -319,13 +319,14 @@ def _host_operand(op, dtype: DType):
 @dataclass(frozen=True)
 class Reduction:
     """A reduction: `chunk(values2d, first) -> partial` along axis 1 (`first`: the chunk's first reduced index),
-    `merge(a, b)` of two partials, `finish(partial, count)` the result. An `indexed` reduction's partial is a
-    (values, indices) pair (argmax, argmin)."""
+    `merge(a, b)` of two partials, `finish(partial, count)` the result. A partial may be a tuple of arrays, one
+    per dtype of `parts` (None: the compute dtype): argmax's (values, indices), var's (count, mean, sum of
+    squared deviations)."""
 
     chunk: Callable
     merge: Callable
     finish: Callable = staticmethod(lambda partial, count: partial)
-    indexed: bool = False
+    parts: tuple = (None,)  # the dtypes of a partial's arrays (None: the compute dtype); more than one: a tuple
 
 
 def reduction_splits(ctx, groups: int, reduced: int, chunk: int) -> int:
@@ -403,16 +404,16 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         run_tiles(ctx, [x], out, groups, name, program)
         return out
 
-    # The workspace: partial s of output o at row s, column o; an indexed reduction keeps its indices apart.
-    workspaces = [new_tensor((splits, outputs), compute_dtype, x.device, f"{name}.partials")]
-    if reduction.indexed:
-        workspaces.append(new_tensor((splits, outputs), int64, x.device, f"{name}.partial_indices"))
+    # The workspaces: partial s of output o at row s, column o, one workspace per array of a partial.
+    workspaces = [new_tensor((splits, outputs), dtype or compute_dtype, x.device, f"{name}.partials{k or ''}")
+                  for k, dtype in enumerate(reduction.parts)]
+    whole = len(workspaces) > 1  # a partial is a tuple of arrays
 
     def split_program(p: Program) -> None:
         group, s = divmod(p.number, splits)
         first, last = group * per_program, min(outputs, (group + 1) * per_program)
         partial = reduce_part(p, first, last, s * part, min(reduced, (s + 1) * part))
-        pieces = (partial if reduction.indexed else (partial,)) if p.data else (None,) * len(workspaces)
+        pieces = (partial if whole else (partial,)) if p.data else (None,) * len(workspaces)
         for workspace, piece in zip(workspaces, pieces):
             values = np.asarray(piece) if p.data else np.empty(last - first, dtype=workspace.dtype.numpy)
             p.store(workspace, slice(s * outputs + first, s * outputs + last), values)
@@ -431,7 +432,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         if p.data:
             loaded = [values.reshape(splits, last - first) for values in loaded]
             for s in range(splits):
-                piece = tuple(rows[s] for rows in loaded) if reduction.indexed else loaded[0][s]
+                piece = tuple(rows[s] for rows in loaded) if whole else loaded[0][s]
                 partial = piece if partial is None else reduction.merge(partial, piece)
         store_result(p, first, last, partial)
 

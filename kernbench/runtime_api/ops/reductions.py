@@ -3,8 +3,8 @@
 
 A reduction row's value is a `device_ops.Reduction` (chunk, merge, finish),
 run over `dim` by device_ops.reduce; half types accumulate in float32, as
-torch's reductions do. The composites are written with tensor methods, so
-they are as many device ops as they have steps, each timed and logged.
+torch's reductions do. `var` and `norm` are one reduction pass each, as
+torch's kernels are; `std` is var and a square root.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kernbench.dtypes import DType, bool_, int64, resolve_dtype
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.ops import device_ops
-from kernbench.runtime_api.ops.device_ops import Reduction, wide_type
+from kernbench.runtime_api.ops.device_ops import Reduction, float_type, wide_type
 from kernbench.runtime_api.ops.elementwise import result_maker
 from kernbench.runtime_api.ops.promotion import is_tensor
 
@@ -44,7 +44,7 @@ def mean_reduction() -> Reduction:
 
 
 def arg_reduction(pick, better) -> Reduction:
-    return Reduction(argchunk(pick), argmerge(better), lambda partial, _: partial[1], indexed=True)
+    return Reduction(argchunk(pick), argmerge(better), lambda partial, _: partial[1], parts=(None, int64))
 
 
 def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
@@ -117,14 +117,51 @@ def extreme(which: str):
     return op
 
 
+def welford_reduction(correction) -> Reduction:
+    """The variance as one pass, as torch's kernel computes it (Welford): each chunk's (count, mean, sum of squared
+    deviations), merged pairwise by Chan's rule, finished as the sum over (count − `correction`)."""
+    def chunk(values, _):
+        mean = values.mean(axis=1)
+        return (np.full(mean.shape, values.shape[1], dtype=mean.dtype), mean,
+                np.square(values - mean[:, None]).sum(axis=1))
+
+    def merge(a, b):
+        (count_a, mean_a, m2_a), (count_b, mean_b, m2_b) = a, b
+        count = count_a + count_b
+        delta = mean_b - mean_a
+        return count, mean_a + delta * (count_b / count), m2_a + m2_b + np.square(delta) * (count_a * count_b / count)
+
+    def finish(partial, count):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return partial[2] / max(0, count - correction)
+
+    return Reduction(chunk, merge, finish, parts=(None, None, None))
+
+
+def _dims(x, dim) -> tuple[int, ...]:
+    if dim is None or x.ndim == 0:
+        return tuple(range(x.ndim))
+    return tuple(sorted({operator.index(d) % x.ndim for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+
+
 def var(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
-    """Variance with Bessel's `correction` (torch's default 1): mean, subtract, square, sum, divide."""
+    """Variance with Bessel's `correction` (torch's default 1), as one reduction pass (`welford_reduction`); its
+    backward is grad · 2(x − mean) / (count − correction), written with tensor methods."""
     if unbiased is not None:
         correction = 1 if unbiased else 0
-    centered = x - x.mean(dim, keepdim=True)
-    total = centered.square().sum(dim, keepdim)
-    count = x.numel() // max(1, total.numel()) if dim is not None else x.numel()
-    return total / max(0, count - correction)
+    dims = _dims(x, dim)
+    compute = wide_type(float_type(x.dtype))
+    out = device_ops.reduce("var", welford_reduction(correction), x, dims, keepdim, float_type(x.dtype), compute,
+                            result_maker((x,)))
+    count = x.numel() // max(1, out.numel())
+
+    def backward(grad):
+        if not keepdim:
+            for d in dims:
+                grad = grad.unsqueeze(d)
+        return ((x - x.mean(dims, keepdim=True)) * grad * (2 / max(0, count - correction)),)
+
+    return autograd.record(out, "var", (x,), backward)
 
 
 def std(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
@@ -133,7 +170,20 @@ def std(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
 
 
 def norm(x, p="fro", dim=None, keepdim: bool = False):
-    """The 2-norm (p=2 or 'fro'): square, sum, square root."""
+    """The 2-norm (p=2 or 'fro') as one reduction pass, as torch's kernel computes it: the sum of squares, its square
+    root at the end; its backward is grad · x / norm."""
     if p not in (2, 2.0, "fro"):
         raise TensorError(f"norm: p={p!r} is not supported by kernbench; it computes the 2-norm (p=2 or 'fro')")
-    return x.square().sum(dim, keepdim).sqrt()
+    dims = _dims(x, dim)
+    squares = Reduction(lambda values, _: np.square(values).sum(axis=1), np.add, lambda partial, _: np.sqrt(partial))
+    out = device_ops.reduce("norm", squares, x, dims, keepdim, float_type(x.dtype), wide_type(float_type(x.dtype)),
+                            result_maker((x,)))
+
+    def backward(grad):
+        total = out
+        if not keepdim:
+            for d in dims:
+                grad, total = grad.unsqueeze(d), total.unsqueeze(d)
+        return (x * (grad / total),)
+
+    return autograd.record(out, "norm", (x,), backward)

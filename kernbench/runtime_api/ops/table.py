@@ -296,9 +296,9 @@ _ROWS = [
     _reduction("any", Reduction(lambda v, _: v.any(axis=1), np.logical_or)),
     _op("max", Cost.COMPOSITE, reductions.extreme("max")),
     _op("min", Cost.COMPOSITE, reductions.extreme("min")),
-    _op("var", Cost.COMPOSITE, reductions.var),
+    _op("var", Cost.REDUCTION, reductions.var, records_backward=True),
     _op("std", Cost.COMPOSITE, reductions.std),
-    _op("norm", Cost.COMPOSITE, reductions.norm),
+    _op("norm", Cost.REDUCTION, reductions.norm, records_backward=True),
     _op("topk", Cost.REDUCTION, selection.topk),
     _op("multinomial", Cost.REDUCTION, selection.multinomial),
     # matrix products
