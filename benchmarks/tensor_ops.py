@@ -10,7 +10,7 @@ the best of a few repetitions.
 The last line is `matmul_1024_wall_s: X` (values computed).
 Run as `python benchmarks/tensor_ops.py` from the repository root;
 `--tiles` runs the matmul again in the smallest library tile, 64 x 64,
-instead of the one `device_ops.library_tile` picks (ADR 0016, "Matmul"),
+instead of the one `library_gemm.library_plan` picks (ADR 0016, "Matmul"),
 alternating the two, and prints both wall times and simulated times, then
 `matmul_tile_wall_ratio: X` (picked over smallest, timing-only) last.
 """
@@ -27,7 +27,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from kernbench.runtime_api.ops import device_ops  # noqa: E402
+from kernbench.runtime_api.ops import library_gemm  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 
 REPEATS = 3
@@ -87,16 +87,17 @@ def main() -> None:
 
 
 def compare_tiles(make, op, rounds: int = 3) -> None:
-    """The matmul timing-only in the tile `library_tile` picks and in the smallest, alternated in this process."""
-    picked = device_ops.library_tile
+    """The matmul timing-only in the tile `library_plan` picks and in the smallest, alternated in this process."""
+    picked = library_gemm.library_plan
+    smallest = library_gemm.GemmPlan(*library_gemm.LIBRARY_TILES[-1])
     runs = {"picked": [], "smallest": []}
     try:
         for _ in range(rounds):
             for tile in runs:
-                device_ops.library_tile = picked if tile == "picked" else lambda *args: device_ops.LIBRARY_TILES[-1]
+                library_gemm.library_plan = picked if tile == "picked" else lambda *args: smallest
                 runs[tile].append(simulated(make, op, True, repeats=1))
     finally:
-        device_ops.library_tile = picked
+        library_gemm.library_plan = picked
     for tile, measured in runs.items():
         print(f"matmul 1024^3 f16 timing-only, {tile} tile: wall {min(wall for wall, _ in measured):.3f} s, "
               f"simulated {measured[0][1] / 1e6:.3f} us")

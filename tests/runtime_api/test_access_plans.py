@@ -7,7 +7,7 @@ import pytest
 
 from kernbench.kernels.library.matmul import matmul
 from kernbench.runtime_api.launch import access_plans
-from kernbench.runtime_api.ops import device_ops
+from kernbench.runtime_api.ops import library_gemm
 from kernbench.runtime_api.launch.access_plans import AccessPlan, AccessPlans
 from kernbench.session import Session
 
@@ -118,16 +118,16 @@ def _device_matmuls(torch):
 def test_adr0016_t100_a_matmuls_kept_blocks_give_the_op_log_and_values_of_blocks_worked_out_every_time(
         timing_only, monkeypatch):
     made = []
-    real_block = device_ops._block
+    real_block = library_gemm._block
 
     def counting_block(*args):
         made.append(1)
         return real_block(*args)
 
-    monkeypatch.setattr(device_ops, "_block", counting_block)
+    monkeypatch.setattr(library_gemm, "_block", counting_block)
     runs = []
-    for keep in (device_ops.KeptValues.keep, lambda *args: False):
-        monkeypatch.setattr(device_ops.KeptValues, "keep", keep)
+    for keep in (library_gemm.KeptValues.keep, lambda *args: False):
+        monkeypatch.setattr(library_gemm.KeptValues, "keep", keep)
         made.clear()
         session = Session("default", timing_only=timing_only)
         result = session.run(_device_matmuls, session.torch)

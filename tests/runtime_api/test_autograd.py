@@ -7,7 +7,8 @@ import pytest
 
 from kernbench.numerics import assert_close
 from kernbench.runtime_api.errors import TensorError
-from kernbench.runtime_api.ops.device_ops import library_tile
+from kernbench.dtypes import float32
+from kernbench.runtime_api.ops.library_gemm import library_plan
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
 from tests.runtime_api.op_rows import BINARY, UNARY
@@ -189,8 +190,9 @@ def test_adr0017_t8_the_backward_pass_is_device_work_timed_like_the_forward():
         session.run(lambda torch: out.update(ops=bench(torch)), session.torch)
         timings[timing_only] = [(op.kind, op.label, op.start, op.end) for op in out["ops"]]
     backward_gemms = [op for op in timings[False] if op[0] == "gemm"]
-    block_m, block_n = library_tile(torch_session[0].ctx, 1, 256, 256)
-    assert len(backward_gemms) == 2 * (256 // block_m) * (256 // block_n)  # two matmuls, one gemm op per tile
+    plan = library_plan(torch_session[0].ctx, 1, 256, 256, 256, float32)
+    # Two matmuls, one gemm op per tile and part of K.
+    assert len(backward_gemms) == 2 * -(-256 // plan.block_m) * -(-256 // plan.block_n) * plan.splits
     assert timings[False] == timings[True]
 
 

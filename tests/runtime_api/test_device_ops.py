@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
-from kernbench.runtime_api.ops import device_ops
+from kernbench.runtime_api.ops import device_ops, library_gemm
 from kernbench.runtime_api.ops.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.layout.views import Layout
@@ -384,38 +384,44 @@ def test_adr0016_t104_a_matmul_tile_is_the_largest_that_fits_a_tcm_share_and_giv
 
 @pytest.mark.parametrize("dtype", ["f16", "f32"])
 def test_adr0016_t105_a_matmul_in_library_tiles_gives_numpys_values_and_each_tile_is_its_flops(dtype):
-    """(2, 500, 200) @ (200, 520) on the default machine (32 PEs): 128 x 256 tiles would be 24 programs, so the
-    library tile is 128 x 128 (40 programs), with masked row and column tails; each program's one gemm op is
-    its tile's 2·m·n·K flops over the matrix unit."""
+    """(2, 500, 200) @ (200, 520) on the default machine (32 PEs): the library plan's tiles cover the output
+    with masked row and column tails, one program each (K unsplit: the grid already fills the PEs); each
+    program's one gemm op is its tile's 2·m·n·K flops over the matrix unit."""
     rng = np.random.default_rng(105)
     # Scaled by a power of two (exact) so that sums of 200 products stay near 1, where f32's tolerance is set.
     a, b = _values(rng, (2, 500, 200), dtype) / 16, _values(rng, (200, 520), dtype) / 16
     session, got = _run(lambda torch: (torch.tensor(a) @ torch.tensor(b)).numpy())
     assert_close(got, a.astype(np.float32) @ b.astype(np.float32), dtype)
-    assert device_ops.library_tile(session.ctx, 2, 500, 520) == (128, 128)
+    plan = library_gemm.library_plan(session.ctx, 2, 500, 520, 200, resolve_dtype(dtype))
+    assert plan.splits == 1 and 2 * -(-500 // plan.block_m) * -(-520 // plan.block_n) >= 32
     gemms = [op for op in session.ctx.machine.oplog.select(label="matmul") if op.kind == "gemm"]
-    tiles = [(m, n) for _ in range(2) for m in (128, 128, 128, 116) for n in (128, 128, 128, 128, 8)]
+    extents = [(min(block, size - start)) for size, block in ((500, plan.block_m), (520, plan.block_n))
+               for start in range(0, size, block)]
+    rows, cols = extents[:-(-500 // plan.block_m)], extents[-(-500 // plan.block_m):]
+    tiles = [(m, n) for _ in range(2) for m in rows for n in cols]
     assert sorted(op.flops for op in gemms) == sorted(2 * m * n * 200 for m, n in tiles)
     for op in gemms:
         assert op.end - op.start == gemm_ps(session.ctx.topology, dtype, op.flops)
 
 
 def test_adr0016_t129_a_tile_loads_its_first_stage_then_runs_its_mmas_beside_the_rest_of_its_loads():
-    """One 64 x 64 tile, K = 512, on an idle default machine: the gemm op of 2·64·64·512 flops starts when the
-    first stage's A and B loads (K up to PIPELINE_K) end; the later stages load while it runs; the C store
-    starts when the last of both ends."""
-    session, _ = _run(lambda torch: (torch.ones(64, 512, dtype="f16") @ torch.ones(512, 64, dtype="f16")).numpy())
-    ops = [op for op in session.ctx.machine.oplog.select(label="matmul")]
+    """512 x 512 x 512 f16 on an idle default machine (its grid fills the 32 PEs: K unsplit): program 0's gemm op of
+    2·bm·bn·512 flops starts when its first stage's A and B loads (K up to PIPELINE_K) end; the rest of its
+    panels loads while it runs; its C store starts once the last of both has ended."""
+    session, _ = _run(lambda torch: (torch.ones(512, 512, dtype="f16") @ torch.ones(512, 512, dtype="f16")).numpy())
+    plan = library_gemm.library_plan(session.ctx, 1, 512, 512, 512, resolve_dtype("f16"))
+    assert plan.splits == 1
+    ops = [op for op in session.ctx.machine.oplog.select(label="matmul") if op.program == 0]
     gemm = next(op for op in ops if op.kind == "gemm")
     loads = [op for op in ops if op.kind == "dma" and op.args.get("dst", "").endswith("tcm")]
-    store = next(op for op in ops if op.kind == "dma" and op.args.get("src", "").endswith("tcm"))
+    stores = [op for op in ops if op.kind == "dma" and op.args.get("src", "").endswith("tcm")]
     first_stage = [op for op in loads if op.end <= gemm.start]
-    assert gemm.flops == 2 * 64 * 64 * 512
+    assert gemm.flops == 2 * plan.block_m * plan.block_n * 512
     assert gemm.start == max(op.end for op in first_stage)
-    assert sum(op.nbytes for op in first_stage) == 2 * 64 * device_ops.PIPELINE_K * 2
+    assert sum(op.nbytes for op in first_stage) == (plan.block_m + plan.block_n) * library_gemm.PIPELINE_K * 2
     later = [op for op in loads if op not in first_stage]
     assert later and min(op.start for op in later) < gemm.end  # the rest loads beside the MMAs
-    assert store.start == max(gemm.end, max(op.end for op in later))
+    assert min(op.start for op in stores) >= max(gemm.end, max(op.end for op in later))  # then its route is free
 
 
 def _op_times(topology, ops: int) -> tuple[int, int]:

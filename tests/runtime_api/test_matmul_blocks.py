@@ -7,8 +7,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernbench.dtypes import float16
 from kernbench.machine.placed_dma import plan_dmas
 from kernbench.machine.strided_runs import StridedRuns, gather, scatter
+from kernbench.runtime_api.ops.library_gemm import GemmPlan, library_plan
 from kernbench.session import Session
 
 runs_and_range = st.tuples(st.integers(0, 50), st.integers(1, 12), st.integers(1, 9), st.integers(0, 12)).flatmap(
@@ -94,3 +96,33 @@ def test_adr0016_t131_a_matmul_program_is_a_handful_of_dmas_whatever_k_and_exact
         # First stage, the rest and the store, a DMA per cube each: at most 8 at K = 4096 (64 K stages).
         assert dmas <= 8 * programs
         np.testing.assert_array_equal(product.astype(np.float32), expected.astype(np.float16).astype(np.float32))
+
+
+def test_adr0016_t133_the_library_plan_is_the_least_estimated_time_and_picks_what_cublas_picks_on_the_h100():
+    """On h100: 256 x 128 tiles for 2048^3 and 4096^3 fp16 (one wave of 128 tiles; four of 512), and 256 x 128
+    split 4 ways for 1024 x 1024 x 65536 (32 tiles would leave 100 SMs idle) — cuBLAS's choices there
+    (torch.profiler on an H100: nvjet 256x128, and 256x128 splitK with a 32 x 4 grid); a 64 x 64 problem whose
+    one tile is K-bound on the default machine (no launch cost) splits its K."""
+    h100 = Session("h100", timing_only=True).ctx
+    assert library_plan(h100, 1, 2048, 2048, 2048, float16) == GemmPlan(256, 128, 1)
+    assert library_plan(h100, 1, 4096, 4096, 4096, float16) == GemmPlan(256, 128, 1)
+    assert library_plan(h100, 1, 1024, 1024, 65536, float16) == GemmPlan(256, 128, 4)
+    assert library_plan(Session("default", timing_only=True).ctx, 1, 64, 64, 4096, float16).splits > 1
+
+
+def test_adr0016_t133_a_split_matmul_sums_its_partials_in_a_second_launch_and_is_exact():
+    """64 x 4096 @ 4096 x 64 on the default machine: K split over programs, each storing an fp32 partial tile; a
+    second launch sums them in split order (a vector pass over splits x elements) into the fp16 result: numpy's
+    values, and the gemm ops' flops are the product's."""
+    rng = np.random.default_rng(133)
+    a = rng.integers(-2, 3, (64, 4096)).astype(np.float16)
+    b = rng.integers(-2, 3, (4096, 64)).astype(np.float16)
+    session = Session("default")
+    got = session.run(lambda torch: (torch.tensor(a) @ torch.tensor(b)).numpy(), session.torch)
+    np.testing.assert_array_equal(got, (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16))
+    plan = library_plan(session.ctx, 1, 64, 64, 4096, float16)
+    ops = session.ctx.machine.oplog.select(label="matmul")
+    assert sum(op.flops for op in ops if op.kind == "gemm") == 2 * 64 * 64 * 4096
+    sums = [op for op in ops if op.kind == "vector"]
+    assert sums and {op.args["op"] for op in sums} == {"sum_partials"}
+    assert sum(op.args["elements"] for op in sums) == plan.splits * 64 * 64

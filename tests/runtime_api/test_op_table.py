@@ -110,7 +110,8 @@ def _labels(records, kind: str) -> set[str]:
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
     """ELEMENTWISE: one vector pass over the result's elements under the row's name (a cast: under `to`);
-    REDUCTION: vector passes under its name; GEMM: matrix-unit ops and DMAs; COPY: DMAs only; FILL: a vector
+    REDUCTION: vector passes under its name; GEMM: matrix-unit ops and DMAs (and, split over K, vector passes
+    summing the partials); COPY: DMAs only; FILL: a vector
     pass and DMAs under its name; FUSED: vector passes under its name and the result stored once; COMPOSITE:
     the device ops of two or more rows; HOST: device ops, then a read to the host."""
     row = ROWS[name]
@@ -123,7 +124,8 @@ def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
     elif row.cost is Cost.REDUCTION:
         assert kinds <= {"dma", "vector"} and _labels(records, "vector") == {name}
     elif row.cost is Cost.GEMM:
-        assert "gemm" in kinds and kinds <= {"dma", "gemm"}
+        assert "gemm" in kinds and kinds <= {"dma", "gemm", "vector"}
+        assert all(r.args["op"] == "sum_partials" for r in vector)
     elif row.cost is Cost.COPY:
         assert kinds == {"dma"}
     elif row.cost is Cost.FILL:

@@ -21,11 +21,9 @@ from typing import Callable
 
 import numpy as np
 
-from kernbench.dtypes import DType, float32, int64
-from kernbench.kernels.kept_values import KeptValues, MemoBudget
+from kernbench.dtypes import DType, float32, float64, int32, int64
 from kernbench.machine.pe import gemm_ps, vector_ps
-from kernbench.machine.placed_dma import kept_dmas, load_elements, store_elements
-from kernbench.machine.strided_runs import runs_or_slice
+from kernbench.machine.placed_dma import load_elements, store_elements
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_launch import launch_programs
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -462,7 +460,7 @@ def gemm_tile(ctx, batches: int, m: int, n: int, dtype: DType, smallest: tuple[i
     budget = ctx.topology.pe.tcm.capacity_bytes // _TCM_SHARE
     pes = ctx.topology.pes_per_sip
     # Per output element: its share of the A and B blocks (side x side/2 each), the accumulator and the result.
-    per_element = 2 * dtype.itemsize + np.dtype(_accumulator(dtype)).itemsize
+    per_element = 2 * dtype.itemsize + accumulator_type(dtype).itemsize
     best, side = smallest, max(smallest[:2])
     if side * side <= smallest[0] * smallest[1]:
         side *= 2
@@ -471,119 +469,10 @@ def gemm_tile(ctx, batches: int, m: int, n: int, dtype: DType, smallest: tuple[i
     return best
 
 
-# The output tiles a GPU's GEMM library chooses from for a device op, largest first (the shapes of cuBLAS's and
-# CUTLASS's Hopper kernels), and the K of one pipeline stage: what such a kernel loads before its first MMA.
-LIBRARY_TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
-PIPELINE_K = 64
-
-
-def library_tile(ctx, batches: int, m: int, n: int) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N) of a device-op GEMM of `batches` (m, n) outputs: the largest library tile whose grid
-    still gives every PE of the SIP a program, else the smallest (adr/0016-device-ops.md, "Matmul")."""
-    pes = ctx.topology.pes_per_sip
-    for block_m, block_n in LIBRARY_TILES:
-        if batches * -(-m // block_m) * -(-n // block_n) >= pes:
-            return block_m, block_n
-    return LIBRARY_TILES[-1]
-
-
-def matmul(a, b, out, name: str = "matmul") -> None:
-    """`out[..., M, N] = a[..., M, K] @ b[..., K, N]` (batch dims already broadcast), as a pipelined library GEMM
-    runs it: one program per output tile (`library_tile`), placed over every PE of the SIP in waves.
-
-    A program loads the first stage of its A and B panels (K up to
-    `PIPELINE_K`), then runs one matrix-unit op of 2·m·n·K flops over the
-    whole of K while the rest of both panels streams in beside it, as a
-    pipelined kernel's stages land while its MMAs run; it stores its C tile
-    when both are done. So a tile takes the first stage's load, then the
-    longer of its MMAs and the rest of its loads, then the store:
-    compute-bound or memory-bound by the machine's numbers. The rest of a
-    panel is one DMA per cube holding it, named as strided runs (never an
-    index array), so a program costs a handful of events whatever K is. The
-    programs of a wave that share a panel read it in step, so an L2 holds
-    one stage of it at a time (`l2_window`), not the whole panel. It
-    accumulates in fp32 (int32 for integers), as the library does.
-    """
-    batch, (m_size, k_size), n_size = out.shape[:-2], a.shape[-2:], out.shape[-1]
-    batches = prod(batch)
-    if out.device.is_host:
-        out._host_array[...] = np.matmul(a._host_array.astype(_accumulator(a.dtype)),
-                                         b._host_array.astype(_accumulator(b.dtype))).astype(out.dtype.numpy)
-        return
-    ctx = out._ctx
-    block_m, block_n = library_tile(ctx, batches, m_size, n_size)
-    tiles_m, tiles_n = -(-m_size // block_m), -(-n_size // block_n)
-    if not batches * tiles_m * tiles_n:
-        return
-    operand = a.dtype
-    stage_k = max(PIPELINE_K, tile_elements(ctx, a.dtype.itemsize) // max(block_m, block_n))
-    first = min(k_size, PIPELINE_K)
-    stages = (range(0, first), range(first, k_size))
-    # The programs of a tile row load the same A panel, those of a tile column the same B panel.
-    plans = KeptValues(MemoBudget(ctx.access_plan_pool))
-
-    def program(p: Program) -> None:
-        index, tile = divmod(p.number, tiles_m * tiles_n)
-        tm, tn = divmod(tile, tiles_n)
-        rows = range(tm * block_m, min(m_size, (tm + 1) * block_m))
-        cols = range(tn * block_n, min(n_size, (tn + 1) * block_n))
-        coords = np.unravel_index(index, batch) if batch else ()
-        accumulator = np.zeros((len(rows), len(cols)), dtype=_accumulator(operand))
-
-        def load(stage: int) -> None:
-            ks = stages[stage]
-            window = None if stage == 0 else stage_k * a.dtype.itemsize
-            block_a = _load_block(p, plans, a, ("a", index, tm, stage), coords, rows, ks, window and len(rows) * window)
-            block_b = _load_block(p, plans, b, ("b", index, stage, tn), coords, ks, cols, window and len(cols) * window)
-            if p.data:
-                accumulator[...] += np.matmul(block_a.astype(accumulator.dtype), block_b.astype(accumulator.dtype))
-
-        load(0)
-        loader = None
-        if len(stages[1]):
-            loader = ctx.engine.spawn(lambda: load(1), name=f"{name} program {p.number} loads")
-        p.gemm(len(rows), len(cols), k_size, operand)
-        if loader is not None:
-            ctx.engine.wait(loader)
-        p.store(out, _block(out, coords, rows, cols)[0], accumulator.reshape(-1))
-
-    run_tiles(ctx, [a, b], out, batches * tiles_m * tiles_n, name, program, finished=plans.release)
-
-
-def _load_block(p: Program, plans: KeptValues, tensor, key: tuple, batch_coords, rows: range, cols: range,
-                l2_window: int | None) -> np.ndarray:
-    """tensor[*batch, rows, cols] loaded by `p`, as a (rows, cols) array; its selector and DMAs from the PE's
-    replica worked out once per block for the op's programs (`plans`, kept under `key`)."""
-    known = plans.get(key)
-    if known is None:
-        known = (*_block(tensor, batch_coords, rows, cols), {})
-        plans.keep(key, known, getattr(known[0], "nbytes", 0))
-    selector, transposed, by_replica = known
-    pieces = kept_dmas(p.ctx.machine, p.pe, tensor.allocation, selector, tensor.dtype.itemsize, by_replica)
-    values = load_elements(p.ctx.machine, p.pe, tensor.allocation, tensor.dtype.numpy, selector, label=p.label,
-                           program=p.number, data=p.data, pieces=pieces, l2_window=l2_window)
-    return values.reshape(len(cols), len(rows)).T if transposed else values.reshape(len(rows), len(cols))
-
-
-def _block(tensor, batch_coords, rows: range, cols: range) -> tuple[object, bool]:
-    """The storage elements of tensor[*batch, rows, cols] (batch dims of size 1 broadcast) and whether they come
-    column by column: strided runs along the rows, or along the columns of a transposed operand (`w.t()`),
-    else an index array."""
-    strides = tensor.stride()
-    lead = len(batch_coords) - (tensor.ndim - 2)
-    base = tensor.storage_offset() + sum(
-        int(c) * s for c, n, s in zip(batch_coords[lead:], tensor.shape[:-2], strides[:-2]) if n != 1)
-    base += rows.start * strides[-2] + cols.start * strides[-1]
-    if strides[-1] == 1 and (len(rows) == 1 or strides[-2] >= len(cols)):
-        return runs_or_slice(base, strides[-2], len(rows), len(cols)), False
-    if strides[-2] == 1 and (len(cols) == 1 or strides[-1] >= len(rows)):
-        return runs_or_slice(base, strides[-1], len(cols), len(rows)), True
-    return (base + np.arange(len(rows), dtype=np.int64)[:, None] * strides[-2]
-            + np.arange(len(cols), dtype=np.int64)[None, :] * strides[-1]).reshape(-1), False
-
-
-def _accumulator(dtype: DType):
-    return np.int32 if not dtype.is_floating_point else np.float64 if dtype.name == "f64" else np.float32
+def accumulator_type(dtype: DType) -> DType:
+    """The type a GEMM accumulates `dtype` operands in: float32 (float64 for f64, int32 for integers), as a GPU
+    library does."""
+    return int32 if not dtype.is_floating_point else float64 if dtype.name == "f64" else float32
 
 
 def wide_type(dtype: DType) -> DType:

@@ -1,12 +1,12 @@
 """Matrix products: `matmul` and the forms torch spells out (`mm`, `bmm`, `linear`), timed as GEMMs
-(device_ops.matmul: 2·m·n·k flops on the matrix units, operand tiles over DMA)."""
+(library_gemm.matmul: 2·m·n·k flops on the matrix units, operand tiles over DMA)."""
 
 from __future__ import annotations
 
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
 from kernbench.topology import TopologyError
-from kernbench.runtime_api.ops import device_ops
+from kernbench.runtime_api.ops import device_ops, library_gemm
 from kernbench.runtime_api.ops.elementwise import result_maker
 
 
@@ -31,7 +31,7 @@ def matmul(a, b):
         except TopologyError:
             raise TensorError(f"matmul: the matrix unit of {topology.source.name} has no rate for {a.dtype.name} "
                               f"(it has {', '.join(topology.dtypes)})") from None
-    device_ops.matmul(left, right, out)
+    library_gemm.matmul(left, right, out)
     autograd.record(out, "matmul", (left, right), lambda g: (
         matmul(g, right.mT) if autograd.requires_grad(left) else None,
         matmul(left.mT, g) if autograd.requires_grad(right) else None))
