@@ -5,7 +5,10 @@ output: the inputs, and a function from the output's gradient to each
 input's. `Tensor.backward()` walks the graph in reverse topological order
 and runs those functions — with device ops, so the backward pass is
 enqueued, placed, costed, logged and traced like the forward — and adds
-each leaf's gradient into its `.grad`. Grad mode is per rank (greenlet), as
+each leaf's gradient into its `.grad`. As in PyTorch, a backward frees the
+graph it ran through unless told `retain_graph=True`: a second backward
+through a freed node raises PyTorch's error instead of adding the same
+gradients again. Grad mode is per rank (greenlet), as
 it is per thread in PyTorch: `no_grad()` in one rank leaves the others
 recording.
 
@@ -17,18 +20,25 @@ from __future__ import annotations
 
 import functools
 
-from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.errors import FreedGraphError, TensorError
+
+# PyTorch's words, so that a search for them finds PyTorch's advice.
+FREED_GRAPH = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+               "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+               "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+               "if you need to access saved tensors after calling backward.")
 
 
 class Node:
     """How one op's output gradient becomes its inputs' (None where an input needs none)."""
 
-    __slots__ = ("name", "inputs", "backward")
+    __slots__ = ("name", "inputs", "backward", "freed")
 
     def __init__(self, name: str, inputs: tuple, backward):
         self.name = name
         self.inputs = inputs
         self.backward = backward
+        self.freed = False  # a backward ran through it without retain_graph
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -99,8 +109,9 @@ def check_in_place(tensor, name: str, others) -> None:
                       f"kernbench; use the out-of-place form ({name})")
 
 
-def backward(root, gradient=None) -> None:
-    """Accumulate d(root)/d(leaf) into every leaf's `.grad`, running the backward ops as device work."""
+def backward(root, gradient=None, retain_graph=None) -> None:
+    """Accumulate d(root)/d(leaf) into every leaf's `.grad`, running the backward ops as device work; the nodes
+    run are freed unless `retain_graph` (`FreedGraphError` at the next backward through one)."""
     if not root.requires_grad:
         raise TensorError(f"backward: tensor {root.name!r} does not require grad and has no grad_fn")
     if gradient is None:
@@ -122,6 +133,9 @@ def backward(root, gradient=None) -> None:
                 _accumulate(tensor, grad)
             if node is None:
                 continue
+            if node.freed:
+                raise FreedGraphError(FREED_GRAPH)
+            node.freed = not retain_graph
             for source, source_grad in zip(node.inputs, node.backward(grad)):
                 if source is None or source_grad is None:
                     continue

@@ -7,6 +7,15 @@ class TensorError(KernbenchError):
     """A tensor operation whose operands do not fit together (shape, dtype, device)."""
 
 
+class DimensionError(TensorError, IndexError):
+    """A dimension index outside a tensor's dimensions: PyTorch's `IndexError`, with its message, so code that
+    catches `IndexError` as it would with torch still does."""
+
+
+class FreedGraphError(TensorError, RuntimeError):
+    """A backward through a graph an earlier backward freed: PyTorch's `RuntimeError`, with its message."""
+
+
 class RuntimeUsageError(KernbenchError):
     """A runtime call made out of order or with arguments that do not fit (e.g. an unrecorded event)."""
 

@@ -20,7 +20,7 @@ from math import prod
 import numpy as np
 
 from kernbench.runtime_api.layout.boxes import row_major_strides
-from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.errors import DimensionError, TensorError
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +72,17 @@ class Layout:
         return lo, hi
 
 
-def _dim(dim: int, ndim: int, call: str) -> int:
-    """A dimension index wrapped as torch does (-1 is the last); out of range is a `TensorError`."""
+def wrap_dim(dim: int, ndim: int, call: str) -> int:
+    """A dimension index wrapped as torch wraps it (-1 is the last; a 0-d tensor takes 0 and -1); out of range is
+    torch's `IndexError` with torch's words, never a silent wrap-around. The one place a dim is checked."""
     extent = max(ndim, 1)
     try:
         dim = operator.index(dim)
     except TypeError:
         raise TensorError(f"{call}: dimension must be an integer, got {dim!r}") from None
     if not -extent <= dim < extent:
-        raise TensorError(f"{call}: dimension {dim} is out of range for a tensor of {ndim} dimensions "
-                          f"(expected {-extent} to {extent - 1})")
+        raise DimensionError(f"Dimension out of range (expected to be in range of [{-extent}, {extent - 1}], "
+                             f"but got {dim})")
     return dim % extent
 
 
@@ -142,16 +143,16 @@ def view(layout: Layout, shape: tuple[int, ...]) -> Layout | None:
 
 
 def permute(layout: Layout, dims) -> Layout:
-    dims = tuple(_dim(d, len(layout.shape), "permute") for d in dims)
+    dims = tuple(wrap_dim(d, len(layout.shape), "permute") for d in dims)
     if sorted(dims) != list(range(len(layout.shape))):
         raise TensorError(f"permute: dims {dims} are not a permutation of 0..{len(layout.shape) - 1}")
     return Layout(tuple(layout.shape[d] for d in dims), tuple(layout.strides[d] for d in dims), layout.offset)
 
 
 def transpose(layout: Layout, a: int, b: int) -> Layout:
+    a, b = wrap_dim(a, len(layout.shape), "transpose"), wrap_dim(b, len(layout.shape), "transpose")
     if not layout.shape:
         return layout
-    a, b = _dim(a, len(layout.shape), "transpose"), _dim(b, len(layout.shape), "transpose")
     order = list(range(len(layout.shape)))
     order[a], order[b] = order[b], order[a]
     return permute(layout, order)
@@ -184,7 +185,7 @@ def expand(layout: Layout, sizes) -> Layout:
 
 
 def narrow(layout: Layout, dim: int, start: int, length: int) -> Layout:
-    dim = _dim(dim, len(layout.shape), "narrow")
+    dim = wrap_dim(dim, len(layout.shape), "narrow")
     n = layout.shape[dim]
     start = start + n if start < 0 else start
     if not (0 <= start <= n and 0 <= length <= n - start):
@@ -194,7 +195,7 @@ def narrow(layout: Layout, dim: int, start: int, length: int) -> Layout:
 
 
 def select(layout: Layout, dim: int, index: int) -> Layout:
-    dim = _dim(dim, len(layout.shape), "select")
+    dim = wrap_dim(dim, len(layout.shape), "select")
     n = layout.shape[dim]
     if not -n <= index < n:
         raise TensorError(f"index {index} is out of bounds for dimension {dim} with size {n}")
@@ -207,13 +208,13 @@ def squeeze(layout: Layout, dim=None) -> Layout:
     if dim is None:
         keep = [d for d, n in enumerate(layout.shape) if n != 1]
     else:
-        dims = {_dim(d, len(layout.shape), "squeeze") for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        dims = {wrap_dim(d, len(layout.shape), "squeeze") for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
         keep = [d for d, n in enumerate(layout.shape) if not (d in dims and n == 1)]
     return Layout(tuple(layout.shape[d] for d in keep), tuple(layout.strides[d] for d in keep), layout.offset)
 
 
 def unsqueeze(layout: Layout, dim: int) -> Layout:
-    dim = _dim(dim, len(layout.shape) + 1, "unsqueeze")
+    dim = wrap_dim(dim, len(layout.shape) + 1, "unsqueeze")
     stride = layout.strides[dim] * layout.shape[dim] if dim < len(layout.shape) else 1
     return Layout(layout.shape[:dim] + (1,) + layout.shape[dim:], layout.strides[:dim] + (stride,) + layout.strides[dim:],
                   layout.offset)

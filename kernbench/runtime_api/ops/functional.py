@@ -9,13 +9,13 @@ autograd. A softmax over a dim other than the last runs device op by op.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
 from kernbench.dtypes import float32
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.layout.views import wrap_dim
 from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.device_ops import float_type, wide_type
 from kernbench.runtime_api.ops.elementwise import elementwise_op, result_maker, to_dtype, where
@@ -77,7 +77,7 @@ def _floating(x, dtype, call: str):
 
 
 def _is_last(x, dim) -> bool:
-    return x.ndim == 0 or operator.index(dim) % x.ndim == x.ndim - 1
+    return x.ndim == 0 or wrap_dim(dim, x.ndim, "softmax") == x.ndim - 1
 
 
 def _sub_exp(x, m):

@@ -10,13 +10,13 @@ torch's kernels are; `std` is var and a square root.
 from __future__ import annotations
 
 import functools
-import operator
 
 import numpy as np
 
 from kernbench.dtypes import DType, bool_, int64, resolve_dtype
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.layout.views import wrap_dim
 from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.device_ops import Reduction, float_type, wide_type
 from kernbench.runtime_api.ops.elementwise import result_maker
@@ -68,8 +68,11 @@ def reduce(row, x, dim=None, keepdim: bool = False, *, dtype=None):
     if dim is None:
         dims = tuple(range(x.ndim))
     else:
-        dims = tuple(sorted({operator.index(d) % max(x.ndim, 1)
-                             for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+        listed = [wrap_dim(d, x.ndim, row.name) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+        repeated = next((d for d in listed if listed.count(d) > 1), None)
+        if repeated is not None:
+            raise TensorError(f"dim {repeated} appears multiple times in the list of dims")
+        dims = tuple(sorted(listed))
     if x.ndim == 0:
         dims = ()
     result, compute = _dtypes(row.name, x, dtype)

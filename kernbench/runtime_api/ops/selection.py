@@ -15,6 +15,7 @@ import numpy as np
 from kernbench.dtypes import int64
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_launch import launch_programs
+from kernbench.runtime_api.layout.views import wrap_dim
 from kernbench.runtime_api.ops.device_ops import Program, storage_indices, tile_elements
 from kernbench.runtime_api.ops.elementwise import result_maker
 from kernbench.runtime_api.ops.reductions import ValuesIndices
@@ -55,7 +56,7 @@ def row_op(name: str, x, dim: int, width: int, dtypes, pick):
 
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """(values, indices) of the k largest (or smallest) elements along `dim`, in order (ties: the earlier index)."""
-    n = input.shape[dim] if input.ndim else 1
+    n = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
     if not 0 <= k <= n:
         raise TensorError(f"selected index k out of range: k={k} for a dimension of size {n}")
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import operator
 
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.layout.views import wrap_dim
 from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.elementwise import result_maker
 from kernbench.runtime_api.ops.promotion import result_type
@@ -18,7 +18,7 @@ def cat(tensors, dim: int = 0):
         raise TensorError("cat: expected a non-empty list of tensors")
     device_ops.check_same_device(tensors, "cat")
     first = tensors[0]
-    dim = operator.index(dim) % first.ndim
+    dim = wrap_dim(dim, first.ndim, "cat")
     for t in tensors:
         if t.ndim != first.ndim or t.shape[:dim] + t.shape[dim + 1:] != first.shape[:dim] + first.shape[dim + 1:]:
             raise TensorError(f"cat: sizes must match except in dimension {dim}, got {first.shape} and {t.shape}")
@@ -40,7 +40,7 @@ def stack(tensors, dim: int = 0):
         raise TensorError("stack: expected a non-empty list of tensors")
     if len({t.shape for t in tensors}) != 1:
         raise TensorError(f"stack: expects each tensor to be equal size, got {[t.shape for t in tensors]}")
-    dim = operator.index(dim) % (tensors[0].ndim + 1)
+    dim = wrap_dim(dim, tensors[0].ndim + 1, "stack")
     return cat([t.unsqueeze(dim) for t in tensors], dim)
 
 

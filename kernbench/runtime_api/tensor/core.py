@@ -92,7 +92,7 @@ class Tensor(TensorOps):
         return self.ndim
 
     def size(self, dim: int | None = None):
-        return self.shape if dim is None else self.shape[dim]
+        return self.shape if dim is None else self.shape[views.wrap_dim(dim, self.ndim, "size")]
 
     def numel(self) -> int:
         return prod(self.shape)
@@ -107,7 +107,7 @@ class Tensor(TensorOps):
     def stride(self, dim: int | None = None):
         """Element strides of the view, as torch reports them."""
         strides = self._layout.strides
-        return strides if dim is None else strides[dim]
+        return strides if dim is None else strides[views.wrap_dim(dim, self.ndim, "stride")]
 
     def storage_offset(self) -> int:
         """Where the view starts in its storage, in elements."""
@@ -203,7 +203,7 @@ class Tensor(TensorOps):
 
     def unflatten(self, dim: int, sizes) -> "Tensor":
         """Dim `dim` seen as the dims `sizes` (one may be -1): a view where strides allow, else a copy."""
-        dim = dim % self.ndim
+        dim = views.wrap_dim(dim, self.ndim, "unflatten")
         sizes = views.infer_shape(tuple(sizes), self.shape[dim], "unflatten")
         return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
 
@@ -243,10 +243,12 @@ class Tensor(TensorOps):
         return self.new_empty(*size, dtype=dtype, device=device).fill_(1).requires_grad_(requires_grad)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        start, end = views.wrap_dim(start_dim, self.ndim, "flatten"), views.wrap_dim(end_dim, self.ndim, "flatten")
         if not self.shape:
             return self.reshape(1)
-        start, end = start_dim % self.ndim, end_dim % self.ndim
-        return self.reshape(self.shape[:start] + (-1,) + self.shape[end + 1:]) if start <= end else self
+        if start > end:
+            raise TensorError("flatten() has invalid args: start_dim cannot come after end_dim")
+        return self.reshape(self.shape[:start] + (-1,) + self.shape[end + 1:])
 
     def permute(self, *dims) -> "Tensor":
         dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
@@ -287,7 +289,7 @@ class Tensor(TensorOps):
         return self._view(lambda layout: views.unsqueeze(layout, dim), "unsqueeze")
 
     def split(self, split_size_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
-        dim = dim % max(self.ndim, 1)
+        dim = views.wrap_dim(dim, self.ndim, "split")
         pieces, start = [], 0
         for size in views.split_sizes(self.shape[dim], split_size_or_sections, "split"):
             pieces.append(self.narrow(dim, start, size))
@@ -297,7 +299,7 @@ class Tensor(TensorOps):
     def tensor_split(self, indices_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
         """Views split along `dim` into n nearly equal parts (the first `size % n` one longer), or at the given
         indices (as numpy.array_split)."""
-        size = self.shape[dim % max(self.ndim, 1)]
+        size = self.shape[views.wrap_dim(dim, self.ndim, "tensor_split")]
         if isinstance(indices_or_sections, int):
             n = indices_or_sections
             if n <= 0:
@@ -308,17 +310,18 @@ class Tensor(TensorOps):
 
     def movedim(self, source, destination) -> "Tensor":
         """A view with dims `source` moved to positions `destination` (ints or sequences), the rest in order."""
-        sources = [s % self.ndim for s in ((source,) if isinstance(source, int) else source)]
-        targets = [d % self.ndim for d in ((destination,) if isinstance(destination, int) else destination)]
+        sources = [views.wrap_dim(s, self.ndim, "movedim") for s in ((source,) if isinstance(source, int) else source)]
+        targets = [views.wrap_dim(d, self.ndim, "movedim")
+                   for d in ((destination,) if isinstance(destination, int) else destination)]
         rest = iter(d for d in range(self.ndim) if d not in sources)
         placed = dict(zip(targets, sources))
         return self.permute(tuple(placed[i] if i in placed else next(rest) for i in range(self.ndim)))
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
-        return self.split(views.chunk_sizes(self.shape[dim % max(self.ndim, 1)], chunks), dim)
+        return self.split(views.chunk_sizes(self.shape[views.wrap_dim(dim, self.ndim, "chunk")], chunks), dim)
 
     def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
-        return tuple(self.select(dim, i) for i in range(self.shape[dim % max(self.ndim, 1)]))
+        return tuple(self.select(dim, i) for i in range(self.shape[views.wrap_dim(dim, self.ndim, "unbind")]))
 
     def contiguous(self) -> "Tensor":
         """This tensor if it is contiguous, else a contiguous copy (enqueued like any copy)."""
@@ -600,7 +603,7 @@ class Tensor(TensorOps):
         """Accumulate the gradient of this tensor into every leaf that requires grad; backward ops are device work."""
         if create_graph or inputs is not None:
             raise TensorError("backward: create_graph= and inputs= are not supported by kernbench")
-        autograd.backward(self, gradient)
+        autograd.backward(self, gradient, retain_graph)
 
 
 def _identity_backward(grad):
