@@ -23,6 +23,7 @@ from kernbench.dtypes import ALL_DTYPES, DType
 from kernbench.errors import KernbenchError
 from kernbench.policy import DPPolicy
 from kernbench.runtime_api.launch import kernel_launch
+from kernbench.runtime_api.launch.kernel_launch import MAX_PROGRAMS
 from kernbench.runtime_api.namespace.accelerator import accelerator_namespace
 from kernbench.runtime_api.namespace.ahbm import AhbmModule
 from kernbench.runtime_api.context import RuntimeContext
@@ -60,19 +61,21 @@ class Session:
     """A runtime context plus the `torch` namespace a bench receives."""
 
     def __init__(self, topology: Topology | str | None = None, *, ccl=None, timing_only: bool = False, seed: int = 0,
-                 strict_hazards: bool = False, memcheck: bool = True, caches: bool = True):
+                 strict_hazards: bool = False, memcheck: bool = True, caches: bool = True,
+                 max_programs: int = MAX_PROGRAMS):
         """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default.
 
         `memcheck=False` turns off the kernels' memcheck (ADR 0014): an access that runs from its tensor into
         another live one is then not a fault, as on a GPU without compute-sanitizer. `caches=False` turns off
         the run's speed caches (`kernbench.run_caches`): the same op log, times and values, more slowly.
+        `max_programs` is the most programs one kernel launch may have (more is one `KernelLaunchError`).
         """
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
         self.ccl_config = load_ccl_config(SHIPPED_CCL_PATH if ccl is None else ccl)
         kernel_launch.install()
         self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards,
-                                  memcheck=memcheck, caches=caches)
+                                  memcheck=memcheck, caches=caches, max_programs=max_programs)
         self.torch = build_torch_namespace(self.ctx, self.ccl_config)
 
     @property

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kernbench.cli.bench_loader import (Bench, accepts_argv, description_of, load_bench_entry,
                                         resolve_bench_path, takes_argv)
-from kernbench.cli.bench_options import bench_parser
+from kernbench.cli.bench_options import bench_parser, positive_count
 from kernbench.cli.output_files import checked_outputs, staged_outputs
 from kernbench.cli.topology_option import LinedHelpFormatter, topology_help
 from kernbench.errors import KernbenchError
@@ -58,6 +58,9 @@ def register(subparsers) -> None:
                         help="do not hold a kernel's loads and stores to the tensor each pointer came from "
                              "(an access that runs into another tensor then reads or writes it, as on a GPU); "
                              "accesses outside every tensor still fail")
+    parser.add_argument("--max-programs", metavar="N", type=positive_count, default=None,
+                        help="the most programs one kernel launch may have (default: what a minute or two of "
+                             "simulation runs); a larger grid is refused at its launch, saying the default")
     parser.set_defaults(handler=handle, accepts_extra=True, run_parser=parser)
 
 
@@ -94,8 +97,9 @@ def _run(args, outputs: dict[str, Path], topology) -> int:
     if bench.add_arguments is not None:
         bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
     run = bench.run
+    limits = {} if args.max_programs is None else {"max_programs": args.max_programs}
     session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
-                      strict_hazards=args.strict_hazards, memcheck=args.memcheck)
+                      strict_hazards=args.strict_hazards, memcheck=args.memcheck, **limits)
     args.interrupts.engine = session.engine
     on_terminal = sys.stderr.isatty()
     progress = (ProgressLine(session.ctx, sys.stderr, interval_s=0.5 if on_terminal else 2.0)

@@ -6,9 +6,10 @@ that launches no kernel never imports Triton (`triton_import`).
 """
 
 from kernbench.kernels import triton_bridge
-from kernbench.kernels.errors import DescriptorError, KernelFault, TimingOnlyRefusal, UnsupportedKernelError
+from kernbench.kernels.errors import (DescriptorError, KernelFault, KernelLaunchError, TimingOnlyRefusal,
+                                      UnsupportedKernelError)
 from kernbench.lazy_names import lazy_getattr
 
-__all__ = sorted([*triton_bridge.__all__, "DescriptorError", "KernelFault", "TimingOnlyRefusal",
+__all__ = sorted([*triton_bridge.__all__, "DescriptorError", "KernelFault", "KernelLaunchError", "TimingOnlyRefusal",
                   "UnsupportedKernelError"])
 __getattr__ = lazy_getattr(__name__, triton_bridge._MODULE_OF)

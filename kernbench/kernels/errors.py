@@ -97,6 +97,11 @@ class TimingOnlyRefusal(KernbenchError):
         self.program_id = program_id
 
 
+class KernelLaunchError(KernbenchError):
+    """A launch the kernel cannot take: arguments that do not bind to its parameters, a grid that is not 1 to 3
+    non-negative integers, or more programs than the run allows."""
+
+
 class UnsupportedKernelError(KernbenchError):
     """A kernel uses a Triton feature the bridge does not simulate."""
 

@@ -19,6 +19,7 @@ from kernbench.kernels import kept_values
 from kernbench.machine import Machine
 from kernbench.run_caches import RunCaches
 from kernbench.runtime_api.launch import access_plans
+from kernbench.runtime_api.launch.kernel_launch import MAX_PROGRAMS
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device, parse_device
 from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.generators import Generator, as_seed, generator_class
@@ -31,11 +32,13 @@ class RuntimeContext:
     """The state of one simulated run."""
 
     def __init__(self, topology: Topology, *, timing_only: bool = False, seed: int = 0,
-                 strict_hazards: bool = False, memcheck: bool = True, caches: bool = True):
+                 strict_hazards: bool = False, memcheck: bool = True, caches: bool = True,
+                 max_programs: int = MAX_PROGRAMS):
         """`caches=False` turns off every speed cache of the run (`RunCaches`): the same run, slower."""
         self.topology = topology
         self.timing_only = timing_only
         self.memcheck = memcheck  # kernels' accesses held to the tensor each pointer came from (ADR 0014)
+        self.max_programs = max_programs  # the most programs one kernel launch may have (ADR 0014)
         self.engine = Engine()
         self.caches = RunCaches(enabled=caches)  # handed down to the machine and the kernel launches
         self.machine = Machine(topology, self.engine, backed=not timing_only, caches=self.caches)

@@ -22,6 +22,7 @@ not when the stream reaches the launch.
 from __future__ import annotations
 
 import inspect
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -33,7 +34,7 @@ from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernbench.kernels.errors import KernelFault, UnsupportedKernelError
+from kernbench.kernels.errors import KernelFault, KernelLaunchError, UnsupportedKernelError
 from kernbench.kernels.triton_bridge import blocks
 from kernbench.kernels.triton_bridge.builder import BridgeBuilder
 from kernbench.kernels.triton_bridge.context import RunningProgram
@@ -201,8 +202,7 @@ def prepare_launch(
     kernel, kwargs = _unwrap(kernel, tuple(args), dict(kwargs))
     fn = kernel.fn
     signature = inspect.signature(fn)
-    bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
-    bound.apply_defaults()
+    bound = _bound(fn.__name__, signature, args, {k: v for k, v in kwargs.items() if k in signature.parameters})
     pointers = []
     arguments = {}
     for name, value in bound.arguments.items():
@@ -212,6 +212,21 @@ def prepare_launch(
             arguments[name] = _kernel_value(fn.__name__, name, value, pointers)
     return PreparedLaunch(fn.__name__, fn, rewritten(fn, kernel), _grid(fn.__name__, grid, bound.arguments), arguments,
                           tuple(pointers), timing_only, caches)
+
+
+def _bound(kernel_name: str, signature: inspect.Signature, args: tuple, kwargs: dict) -> inspect.BoundArguments:
+    """The arguments bound to the kernel's parameters, defaults applied; arguments that do not bind are one
+    `KernelLaunchError` naming the kernel, its parameters and what it got (where Python says only "missing a
+    required argument", thirty frames inside Triton)."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as error:
+        names = ", ".join(signature.parameters)
+        given = f"{len(args)} positional" + (f" and {', '.join(kwargs)} by keyword" if kwargs else "")
+        raise KernelLaunchError(f"kernel '{kernel_name}' takes {len(signature.parameters)} arguments ({names}), "
+                                f"got {given}: {error}") from None
+    bound.apply_defaults()
+    return bound
 
 
 def _unwrap(kernel: Any, args: tuple, kwargs: dict) -> tuple[JITFunction | InterpretedFunction, dict]:
@@ -302,8 +317,14 @@ def _origin(argument: str, tensor: Any) -> Origin | None:
 
 
 def _grid(kernel_name: str, grid: Any, arguments: dict) -> tuple[int, int, int]:
+    """The grid as three sizes; anything but 1 to 3 non-negative integers (a float, a string) is refused, as a
+    GPU launch refuses it, rather than truncated."""
     dims = grid(dict(arguments)) if callable(grid) else grid
-    dims = tuple(int(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
-    if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
-        raise UnsupportedKernelError(f"kernel '{kernel_name}' grid {dims} is not 1 to 3 non-negative sizes")
-    return dims + (1,) * (3 - len(dims))
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    try:
+        sizes = tuple(operator.index(d) for d in dims)
+    except TypeError:
+        sizes = None
+    if sizes is None or not 1 <= len(sizes) <= 3 or any(d < 0 for d in sizes):
+        raise KernelLaunchError(f"kernel '{kernel_name}' grid {dims!r} is not 1 to 3 non-negative integers")
+    return sizes + (1,) * (3 - len(sizes))

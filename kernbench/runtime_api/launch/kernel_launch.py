@@ -22,6 +22,11 @@ program from one iterator over it, so only the programs in flight exist as
 Python objects. `ctx.programs_done` counts finished programs for the
 progress line.
 
+A launch of more programs than the run allows (`MAX_PROGRAMS` unless
+`Session(max_programs=)` or `kernbench run --max-programs` says otherwise)
+is refused at `kernel[grid](...)`: every program is simulated one by one,
+so a grid of 2^40 would never end and one of 10^6 takes many minutes.
+
 The bridge's memcheck (ADR 0014) is on unless the run turned it off
 (`Session(memcheck=False)`, `kernbench run --no-memcheck`); a fault it
 raises is told here which tensor, if any, the faulting address lies in
@@ -32,11 +37,15 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from kernbench.kernels.errors import KernelFault
+from kernbench.kernels.errors import KernelFault, KernelLaunchError
 from kernbench.kernels.triton_import import when_imported
 from kernbench.runtime_api.launch.access_plans import AccessPlans
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_port import SimProgramPort
+
+# Programs one kernel launch may have by default. A program costs a few hundred microseconds of host time, so
+# this many take a minute or two; a GPU-sized grid over tens of millions of elements stays well inside it.
+MAX_PROGRAMS = 1 << 18
 
 
 def install() -> None:
@@ -63,9 +72,15 @@ def launch(prepared) -> None:
     if len(devices) != 1 or any(t.device.is_host for t in tensors) or any(t._ctx is not ctx for t in tensors):
         names = ", ".join(f"{a.name}={a.tensor.device}" for a in prepared.pointer_args)
         raise TensorError(f"kernel '{prepared.kernel_name}': every tensor argument must be on one device; got {names}")
+    grid = prepared.grid
+    programs = grid[0] * grid[1] * grid[2]
+    if programs > ctx.max_programs:
+        raise KernelLaunchError(
+            f"kernel '{prepared.kernel_name}' grid {grid} is {programs:,} programs, above the limit of "
+            f"{ctx.max_programs:,} (each is simulated one by one, a few hundred microseconds of host time each); launch fewer, "
+            "larger programs, or raise the limit with kernbench run --max-programs N (Session(max_programs=N))")
     prepared.timing_only = ctx.timing_only
     prepared.memcheck = ctx.memcheck
-    grid = prepared.grid
     plans = AccessPlans(ctx.access_plan_pool)
 
     def run_program(pe, linear: int) -> None:
@@ -82,7 +97,7 @@ def launch(prepared) -> None:
         plans.release()
 
     prepared.share_memo_pool(ctx.replay_memo_pool)
-    launch_programs(ctx, tensors, tensors, grid[0] * grid[1] * grid[2], prepared.kernel_name,
+    launch_programs(ctx, tensors, tensors, programs, prepared.kernel_name,
                     f"kernel {prepared.kernel_name}{grid}", run_program, finished=finished)
 
 
