@@ -30,6 +30,7 @@ from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Machine
 from kernbench.machine.pe import vector_ps
 from kernbench.machine.placed_dma import RunDmas, issue_load, issue_store
+from kernbench.numerics import device_arithmetic
 
 # Reductions are done in the data's dtype, one rounding per pairwise op, as NCCL does; the reduce ops
 # `run_collective` accepts are these keys. `avg` and `premul_sum` add, and their `finalize` divides or scales.
@@ -146,12 +147,12 @@ class PeProgram:
     def reduce(self, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """`a op b` elementwise in their dtype on the vector unit (`avg`, `premul_sum` add; `finalize` ends them)."""
         self._engine.sleep_until(self._reduce_op(op, a, b))
-        return REDUCERS[op](a, b) if self._data else a
+        return _reduced(op, a, b) if self._data else a
 
     def reduce_steps(self, op: str, a: np.ndarray, b: np.ndarray):
         """`reduce` as generator steps."""
         yield self._reduce_op(op, a, b)
-        return REDUCERS[op](a, b) if self._data else a
+        return _reduced(op, a, b) if self._data else a
 
     def _reduce_op(self, op: str, a: np.ndarray, b: np.ndarray) -> int:
         if a.shape != b.shape:
@@ -166,7 +167,7 @@ class PeProgram:
             return values
         name, apply = finalizer
         self._engine.sleep_until(self._vector(name, values))
-        return apply(self, values) if self._data else values
+        return self._finalized(apply, values)
 
     def finalize_steps(self, op: str, values: np.ndarray):
         """`finalize` as generator steps."""
@@ -175,7 +176,13 @@ class PeProgram:
             return values
         name, apply = finalizer
         yield self._vector(name, values)
-        return apply(self, values) if self._data else values
+        return self._finalized(apply, values)
+
+    def _finalized(self, apply, values: np.ndarray) -> np.ndarray:
+        if not self._data:
+            return values
+        with device_arithmetic():
+            return apply(self, values)
 
     def _averaged(self, values: np.ndarray) -> np.ndarray:
         if values.dtype.kind in "iu":
@@ -332,6 +339,12 @@ _AS_TASKS = {PeProgram.load: _load_task, PeProgram.store: _store_task}
 _FINALIZERS = {"avg": ("average", PeProgram._averaged), "premul_sum": ("premultiply", PeProgram._scaled)}
 _STEPS_AS_TASKS = True
 _REDUCE_NAMES = {op: f"reduce_{op}" for op in REDUCERS}
+
+
+def _reduced(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`a op b` as the vector unit computes it: an overflow is inf, as on the device, with no numpy warning."""
+    with device_arithmetic():
+        return REDUCERS[op](a, b)
 
 
 @functools.cache

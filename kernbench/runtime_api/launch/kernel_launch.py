@@ -39,6 +39,7 @@ from typing import Iterator
 
 from kernbench.kernels.errors import KernelFault, KernelLaunchError
 from kernbench.kernels.triton_import import when_imported
+from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api.launch.access_plans import AccessPlans
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_port import SimProgramPort
@@ -124,10 +125,11 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
 
     def run_on_pe(pe, programs: Iterator[int]) -> None:
         # Every resident worker of the PE draws from the same iterator: the next program goes to
-        # whichever worker finishes first, in program order.
-        for linear in programs:
-            run_program(pe, linear)
-            ctx.programs_done += 1
+        # whichever worker finishes first, in program order. Its programs compute as the device does.
+        with device_arithmetic():
+            for linear in programs:
+                run_program(pe, linear)
+                ctx.programs_done += 1
 
     def run_launch() -> None:
         if waits:

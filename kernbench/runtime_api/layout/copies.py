@@ -25,6 +25,7 @@ import numpy as np
 from kernbench.machine import Transfer, hbm, host
 from kernbench.machine.data_executor import Region
 from kernbench.machine.placed_dma import lanes_per_cube
+from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api.layout.boxes import box_span, row_major_strides
 from kernbench.runtime_api.errors import TensorError
 
@@ -122,7 +123,8 @@ def _host_values(src, src_elements, shape, dst) -> np.ndarray:
     else:
         values = src._read_to_host("copy_()") if hasattr(src, "_read_to_host") else src
     try:
-        return np.broadcast_to(np.asarray(values), shape).astype(dst.dtype.numpy, copy=True)
+        with device_arithmetic():
+            return np.broadcast_to(np.asarray(values), shape).astype(dst.dtype.numpy, copy=True)
     except ValueError:
         raise TensorError(f"copy_: cannot copy shape {np.shape(values)} into {dst.name!r} of shape {shape}") from None
 
@@ -239,11 +241,13 @@ def _the(value):
 
 
 def _converted_read(src, index, dtype) -> np.ndarray:
-    return src._device_read(index).astype(dtype, copy=False)
+    with device_arithmetic():
+        return src._device_read(index).astype(dtype, copy=False)
 
 
 def _converted_gather(src, indices, dtype) -> np.ndarray:
-    return src._device_gather(indices).astype(dtype, copy=False)
+    with device_arithmetic():
+        return src._device_gather(indices).astype(dtype, copy=False)
 
 
 def _overlap(a: tuple[slice, ...], b: tuple[slice, ...]) -> tuple[slice, ...] | None:

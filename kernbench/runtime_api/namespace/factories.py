@@ -25,6 +25,7 @@ import numpy as np
 from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtype
 from kernbench.machine import Transfer, hbm
 from kernbench.machine.storage import HostMemoryError
+from kernbench.numerics import device_arithmetic
 from kernbench.policy import DPPolicy, Interleaved
 from kernbench.runtime_api.layout.copies import fill_into, slice_of
 from kernbench.runtime_api.device import CPU
@@ -104,7 +105,9 @@ class Factories:
             default = float32 if values.dtype.kind == "f" else int64 if values.dtype.kind in "iu" else dtype_of_array(values)
         dtype = resolve_dtype(dtype, default=default)
         out = self._new(values.shape, dtype, device, dp, name)
-        return out.copy_(values.astype(dtype.numpy), non_blocking=True)
+        with device_arithmetic():
+            converted = values.astype(dtype.numpy)
+        return out.copy_(converted, non_blocking=True)
 
     def from_numpy(self, array: np.ndarray, *, name: str | None = None) -> Tensor:
         """A host tensor holding `array` (shared, as torch.from_numpy shares memory)."""

@@ -24,6 +24,7 @@ import numpy as np
 from kernbench.dtypes import DType, float32, float64, int32, int64
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import load_elements, store_elements
+from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_launch import launch_programs
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -159,8 +160,9 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
     if out is None:
         out = new_tensor(shape, result_dtype, device, name)
     if device.is_host:
-        values = fn(*[_host_operand(op, compute_dtype) for op in operands])
-        out._host_array[...] = np.asarray(values).astype(out.dtype.numpy)
+        with device_arithmetic():
+            values = fn(*[_host_operand(op, compute_dtype) for op in operands])
+            out._host_array[...] = np.asarray(values).astype(out.dtype.numpy)
         return out
     numel = prod(shape)
     if numel == 0:
@@ -204,8 +206,9 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
     values_of = [param for param in params if param is not None]
     if x.device.is_host:
         loaded = [_host_operand(param, compute_dtype).reshape(-1) for param in values_of]
-        rows = x._host_array.astype(compute_dtype.numpy).reshape(-1, row)
-        out._host_array[...] = np.asarray(fn(rows, *_with_nones(params, loaded))).reshape(x.shape)
+        with device_arithmetic():
+            rows = x._host_array.astype(compute_dtype.numpy).reshape(-1, row)
+            out._host_array[...] = np.asarray(fn(rows, *_with_nones(params, loaded))).reshape(x.shape)
         return out
     check_same_device([x, *values_of], name)
     n_rows = x.numel() // max(1, row)
@@ -353,9 +356,10 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
     reduced = prod(x.shape[d] for d in dims)
     outputs = prod(x.shape[d] for d in kept)
     if x.device.is_host:
-        values = x._host_array.astype(compute_dtype.numpy, copy=False)
-        moved = np.moveaxis(values, dims, tuple(range(-len(dims), 0))).reshape(outputs, reduced)
-        out._host_array[...] = np.asarray(reduction.finish(reduction.chunk(moved, 0), reduced)).reshape(out_shape)
+        with device_arithmetic():
+            values = x._host_array.astype(compute_dtype.numpy, copy=False)
+            moved = np.moveaxis(values, dims, tuple(range(-len(dims), 0))).reshape(outputs, reduced)
+            out._host_array[...] = np.asarray(reduction.finish(reduction.chunk(moved, 0), reduced)).reshape(out_shape)
         return out
     if outputs == 0:
         return out

@@ -20,6 +20,7 @@ from kernbench.dtypes import DType
 from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.machine.placed_dma import kept_dmas, load_elements
 from kernbench.machine.strided_runs import runs_or_slice
+from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api.ops.device_ops import Program, accumulator_type, run_tiles, storage_indices, tile_elements
 
 # The output tiles of the library's kernels (cuBLAS's Hopper GEMMs: 256 x 128 cooperative, 128 x 256, 128 x 128,
@@ -103,8 +104,9 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     wide = accumulator_type(a.dtype)
     accumulator = wide.numpy
     if out.device.is_host:
-        out._host_array[...] = np.matmul(a._host_array.astype(accumulator),
-                                         b._host_array.astype(accumulator)).astype(out.dtype.numpy)
+        with device_arithmetic():
+            out._host_array[...] = np.matmul(a._host_array.astype(accumulator),
+                                             b._host_array.astype(accumulator)).astype(out.dtype.numpy)
         return
     ctx = out._ctx
     plan = library_plan(ctx, batches, m_size, n_size, k_size, a.dtype)
