@@ -34,6 +34,7 @@ from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
 from kernbench.ccl.symmetry import Replication, symmetric_plan
 from kernbench.ccl.tuner import AUTO, plan, slots_within
+from kernbench.ccl.watchdog import DEFAULT_TIMEOUT_S, watching
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
 from kernbench.machine.ipcq import IpcqSettings
@@ -123,6 +124,8 @@ class CollectiveRequest:
     splits: tuple[tuple[int, ...], ...] | None = None
     # premul_sum only: the factor the sum is multiplied by.
     premul_factor: float | None = None
+    # Host seconds the call may run before the watchdog stops it: the process group's timeout.
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
     @property
     def sips(self) -> tuple[int, ...]:
@@ -159,7 +162,9 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
     every member's data, each on a PE of its own with its own queues: NCCL's
     channels) runs the schedule. A program's failure stops the others and is
     re-raised here. A group of one is a fast path: no queues, only the copy
-    an out-of-place kind needs (scaled, for premul_sum).
+    an out-of-place kind needs (scaled, for premul_sum). A call that runs past
+    the request's timeout, or a member looping without an op, is stopped by
+    the watchdog (`watchdog.py`).
     """
     _check_request(machine, request)
     if request.config.get("algorithm") == AUTO:
@@ -170,6 +175,12 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
         backpressure=request.config.get("backpressure"), n_slots=request.config.get("n_slots"),
         slot_size=request.config.get("slot_size"), poll_interval_ps=request.config.get("poll_interval_ps"),
         source=f"{request.label}: ccl config")
+    with watching(machine.engine, request.label, schedule.algorithm, schedule.module.__name__, request.timeout_s):
+        return _run_schedule(machine, request, schedule, settings)
+
+
+def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedule, settings: IpcqSettings) -> Ran:
+    """`run_collective`'s work once the schedule is known: the launch, then every channel's programs."""
     _launch(machine, request)
     channels = channel_requests(machine, request)
     size = len(request.members)

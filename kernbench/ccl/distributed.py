@@ -47,6 +47,8 @@ and the report row names what ran.
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 
 from kernbench.ccl.communicators import Communicators
@@ -139,7 +141,9 @@ class Distributed:
         The world size follows ADR 0012's rule (module docstring); `rank`,
         when given, must be the calling worker's. `pg_options` is a mapping
         of `defaults` keys overriding ccl.yaml for this process group (e.g.
-        `{"algorithm": "tree"}`).
+        `{"algorithm": "tree"}`). `timeout` (a `datetime.timedelta`, as in
+        PyTorch) is how long one collective may run in host time before the
+        watchdog stops it (`watchdog.py`; NCCL's ten minutes by default).
         """
         if backend not in (None, BACKEND, *_GPU_BACKENDS):
             raise CollectiveError(f"init_process_group(backend={backend!r}): the simulated device's backend is "
@@ -170,6 +174,8 @@ class Distributed:
                 check_config_on_machine(config, cfg, topology)
                 self._world = self._last_world = World(size, source, config)
                 self._world.group = self._group(tuple(range(size)), "WORLD")
+        if timeout is not None:
+            self._world.timeout_s = _seconds(timeout)
         process = self._ctx.engine.current_process
         self._world.left.discard(process)
         if rank not in (-1, None) and self._ctx.spawned_count() is None and self._ctx.spawned_rank() is not None:
@@ -493,6 +499,14 @@ class Distributed:
         if async_op:
             return Work(self._ctx, [handle], label)
         return peer if role == "recv" else None
+
+
+def _seconds(timeout) -> float:
+    """`init_process_group`'s `timeout` in seconds: a positive `datetime.timedelta`, as PyTorch takes it."""
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else 0
+    if not seconds > 0:
+        raise CollectiveError(f"init_process_group(timeout={timeout!r}): expected a positive datetime.timedelta")
+    return seconds
 
 
 class _GroupNamespace:

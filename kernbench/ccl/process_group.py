@@ -15,6 +15,7 @@ import numpy as np
 
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.rendezvous import Rendezvous
+from kernbench.ccl.watchdog import DEFAULT_TIMEOUT_S
 
 
 class ReduceOp(str, enum.Enum):
@@ -163,6 +164,7 @@ class World:
     holders: set = field(default_factory=set)  # greenlets that called init_process_group and not yet destroy
     left: set = field(default_factory=set)  # greenlets that called destroy_process_group and not init since
     backends: dict = field(default_factory=dict)  # how a worker was started -> the rank backend driving its ranks
+    timeout_s: float = DEFAULT_TIMEOUT_S  # host seconds a collective may run (init_process_group(timeout=))
 
     def held(self) -> bool:
         """Whether a greenlet that joined is still running and has not left (a finished worker has left)."""

@@ -121,7 +121,7 @@ class RankBackend(abc.ABC):
         """Run the collective of the met ranks' `members` and record its row."""
         op, factor = reduce_op
         request = CollectiveRequest(kind, op, tuple(members), root, self.world.config, label, self._ctx.timing_only,
-                                    splits=splits, premul_factor=factor)
+                                    splits=splits, premul_factor=factor, timeout_s=self.world.timeout_s)
         engine = self._ctx.engine
         start = engine.now
         ran = run_collective(self._ctx.machine, request)

@@ -1,0 +1,75 @@
+"""ADR 0014, "A collective that does not end": a user's algorithm that loops forever is stopped by the watchdog,
+in one line naming the collective, the algorithm and how to give it longer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.robustness.harness import assert_one_error_line, kernbench, write
+
+# Every rank all-reduces once under a process group whose timeout (seconds) is the bench's argument.
+BENCH = '''
+import datetime
+
+
+def _rank(rank, torch, timeout_s):
+    torch.ahbm.set_device(rank)
+    torch.distributed.init_process_group(backend="ahbm", timeout=datetime.timedelta(seconds=timeout_s))
+    x = torch.ones(8)
+    torch.distributed.all_reduce(x)
+    print(rank, x.tolist())
+
+
+def run(torch, argv):
+    torch.multiprocessing.spawn(_rank, args=(torch, float(argv[0])), nprocs=torch.ahbm.device_count())
+'''
+
+ALGORITHMS = {
+    # A loop in the algorithm's own Python code: no op ever reaches the engine.
+    "spin": "def all_reduce(ctx, request):\n    while True:\n        pass\n",
+    # The same, written as a generator (its members run as engine tasks).
+    "spin_steps": "def all_reduce(ctx, request):\n    while True:\n        pass\n    yield 0\n",
+    # A loop of PE ops: simulated time goes on, the collective never ends.
+    "op_loop": "import numpy as np\n\n\ndef all_reduce(ctx, request):\n    values = np.ones(16, dtype=np.float32)\n"
+               "    while True:\n        values = ctx.reduce('sum', values, values)\n",
+}
+
+
+def _run_with(tmp_path, algorithm: str, timeout_s: float):
+    write(tmp_path, f"{algorithm}_algorithm.py", ALGORITHMS[algorithm])
+    ccl = write(tmp_path, "ccl.yaml", f"defaults: {{algorithm: {algorithm}}}\nalgorithms:\n"
+                                      f"  {algorithm}: {{module: {algorithm}_algorithm, wiring: ring_1d}}\n")
+    bench = write(tmp_path, "bench.py", BENCH)
+    began = time.monotonic()
+    result = kernbench("run", str(bench), "--topology", "default", "--ccl", str(ccl), str(timeout_s), cwd=tmp_path,
+                       python_path=tmp_path)
+    return result, time.monotonic() - began
+
+
+@pytest.mark.parametrize("algorithm", ["spin", "spin_steps"])
+def test_adr0014_t40_an_algorithm_looping_without_ops_is_stopped_after_a_twentieth_of_the_timeout(tmp_path, algorithm):
+    result, wall = _run_with(tmp_path, algorithm, 20)
+    assert_one_error_line(result, f"all_reduce#0: algorithm '{algorithm}' ({algorithm}_algorithm): rank ",
+                          "without an op, a twentieth of its process group's timeout; is it looping? (a longer "
+                          "timeout is init_process_group(timeout=datetime.timedelta(seconds=N)))\n")
+    assert wall < 15, f"stopped after {wall:.1f} s, where a twentieth of the 20 s timeout is 1 s"
+
+
+def test_adr0014_t40_an_algorithm_looping_over_ops_is_stopped_at_the_timeout(tmp_path):
+    result, wall = _run_with(tmp_path, "op_loop", 3)
+    assert_one_error_line(result, "all_reduce#0: algorithm 'op_loop' (op_loop_algorithm) has not finished after 3 s "
+                                  "of host time, its process group's timeout; is it looping? (a longer timeout is "
+                                  "init_process_group(timeout=datetime.timedelta(seconds=N)))\n")
+    assert wall < 15
+
+
+def test_adr0014_t40_a_collective_within_its_timeout_runs_and_a_timeout_must_be_a_timedelta(tmp_path):
+    bench = write(tmp_path, "bench.py", BENCH)
+    result = kernbench("run", str(bench), "--topology", "default", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "0 [4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0]\n" in result.stdout
+    bad = write(tmp_path, "bad.py", BENCH.replace("datetime.timedelta(seconds=timeout_s)", "timeout_s"))
+    assert_one_error_line(kernbench("run", str(bad), "--topology", "default", "2", cwd=tmp_path),
+                          "init_process_group(timeout=2.0): expected a positive datetime.timedelta")
