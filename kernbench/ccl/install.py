@@ -32,7 +32,7 @@ from kernbench.ccl.tuner import AUTO
 from kernbench.errors import KernbenchError
 from kernbench.machine.ipcq import BACKPRESSURE_MODES, BUFFER_KINDS
 from kernbench.runtime_api import current_run
-from kernbench.topology.document import Document, KeyPath, dotted, parse_document
+from kernbench.topology.document import Document, KeyPath, dotted, parse_document, read_bounded
 from kernbench.topology.errors import TopologyError
 from kernbench.topology.kinds import describe, suggestion
 
@@ -132,7 +132,9 @@ def explicit_world_size(cfg: Mapping | None) -> tuple[int, str] | None:
 def _load_file(path: Path) -> CclConfig:
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
+    except TopologyError as error:  # too large: the message names the file
+        raise CclConfigError(str(error)) from None
     except FileNotFoundError:
         raise CclConfigError(f"{source}: no such ccl file") from None
     except UnicodeDecodeError as error:

@@ -34,7 +34,7 @@ from kernbench.errors import KernbenchError
 from kernbench.sweep.errors import SweepError
 from kernbench.sweep.points import Point
 from kernbench.sweep.sweep_file import Axis, SweepSpec, argument_text
-from kernbench.topology.document import parse_document
+from kernbench.topology.document import parse_document, read_bounded
 from kernbench.topology.kinds import describe
 from kernbench.topology.loader import load_topology
 
@@ -128,7 +128,7 @@ def _base(spec: SweepSpec, path: Path, target: str, loader) -> Any:
         loader(path)
     except KernbenchError as error:
         raise SweepError(f"{spec.source}: base {target}: {error}") from None
-    return parse_document(path.read_text(encoding="utf-8"), str(path)).data
+    return parse_document(read_bounded(path).decode("utf-8"), str(path)).data
 
 
 def _replace(data: dict, axis: Axis, value: Any, where: str) -> None:

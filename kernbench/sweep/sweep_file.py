@@ -39,7 +39,7 @@ import kernbench
 from kernbench.ccl.install import SHIPPED_CCL_PATH
 from kernbench.ccl.install import TOP_KEYS as CCL_TOP_KEYS
 from kernbench.sweep.errors import SweepError
-from kernbench.topology.document import Document, KeyPath, dotted, parse_document
+from kernbench.topology.document import Document, KeyPath, dotted, parse_document, read_bounded
 from kernbench.topology.errors import TopologyError
 from kernbench.topology.kinds import describe, suggestion
 from kernbench.topology.loader import resolve_topology_path, shipped_topology_names
@@ -101,7 +101,9 @@ def load_sweep(path: str | Path) -> SweepSpec:
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
+    except TopologyError as error:  # too large: the message names the file
+        raise SweepError(str(error)) from None
     except FileNotFoundError:
         raise SweepError(f"{source}: no such sweep file") from None
     except IsADirectoryError:

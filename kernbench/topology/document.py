@@ -5,7 +5,8 @@ first keeps them, so every later error can say `file:line: key.path: ...`.
 This module is the only place that touches YAML.
 
 The files are written by hand, but also downloaded, generated and fuzzed,
-so reading one is bounded (adr/0014): the composer counts the values the
+so reading one is bounded (adr/0014): a file above `MAX_BYTES` is refused
+by its size before it is parsed (`read_bounded`), the composer counts the values the
 document would expand to, aliases included, and stops at `MAX_VALUES` — a
 "billion laughs" alias bomb is one error at the line where it crosses the
 bound, in milliseconds and a few megabytes, instead of gigabytes of copies.
@@ -33,6 +34,9 @@ KeyPath = tuple[str | int, ...]
 # A topology or ccl file holds about a hundred values; a thousand times that
 # is still read in a fraction of a second, and nothing legitimate comes near.
 MAX_VALUES = 100_000
+# The same files are a few kilobytes (a sweep listing its points, a few hundred). PyYAML reads about 2 MB a
+# second, so a file of 100 MB would take it minutes; one above this many bytes is refused by its size.
+MAX_BYTES = 4 << 20
 # The largest magnitude a number may have: what an int64 holds. Normalized
 # values are at most a unit factor (10^9) above it, and their products stay
 # far inside a float's range.
@@ -118,6 +122,17 @@ class _BoundedLoader(yaml.SafeLoader):
                                  f"aliases expand this value to {size:,} values, above the limit of {MAX_VALUES:,}; "
                                  "expected plain data (is it an alias bomb?)")
         return node
+
+
+def read_bounded(path) -> bytes:
+    """The bytes of the YAML file at `path`; above `MAX_BYTES` one `TopologyError` naming it, read no further (a
+    device such as /dev/zero never ends). Errors of the file system are the caller's to word."""
+    with open(path, "rb") as file:
+        data = file.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise TopologyError(f"{path}: the file is larger than {MAX_BYTES >> 20} MiB, the most a YAML file may hold "
+                            "here; expected a configuration of a few kilobytes")
+    return data
 
 
 def parse_document(text: str, source: str) -> Document:

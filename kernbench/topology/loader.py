@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernbench.topology.document import parse_document
+from kernbench.topology.document import parse_document, read_bounded
 from kernbench.topology.errors import TopologyError
 from kernbench.topology.model import Topology
 from kernbench.topology.schema import validate
@@ -61,7 +61,7 @@ def load_topology(path_or_name: str | os.PathLike | None = None) -> Topology:
     path = resolve_topology_path(path_or_name)
     source = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path)
     except FileNotFoundError:
         names = ", ".join(shipped_topology_names())
         raise TopologyError(f"{source}: no such topology file; expected a path or a shipped name ({names})") from None

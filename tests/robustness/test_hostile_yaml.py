@@ -7,13 +7,14 @@ import contextlib
 import io
 import re
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernbench.cli import main
-from kernbench.topology.document import MAX_VALUES
+from kernbench.topology.document import MAX_BYTES, MAX_VALUES
 from tests.robustness.harness import (
     CCL_PROBE,
     SHIPPED_CCL,
@@ -174,3 +175,25 @@ def test_adr0014_t17_fuzzed_ccl_text_is_a_success_or_one_line(tmp_path_factory, 
     if not probe.exists():
         probe.write_text(CCL_PROBE)
     assert_success_or_one_line(*run_cli("run", str(probe), "--ccl", str(path), "--timing-only"))
+
+
+@pytest.mark.parametrize("kind", ["topology", "ccl", "sweep", "device"])
+def test_adr0014_t42_a_yaml_file_above_the_size_limit_is_one_line_naming_it_before_it_is_parsed(tmp_path, kind):
+    # 100 MB of comments: PyYAML would read them for most of a minute, and /dev/zero never ends.
+    comment = "# " + "x" * 77 + "\n"
+    huge = tmp_path / f"{kind}.yaml"
+    if kind == "device":
+        huge = Path("/dev/zero")
+    else:
+        with open(huge, "w") as file:
+            file.write("bench: ccl_allreduce\naxes: {--n: [1]}\n" if kind == "sweep" else "")
+            for _ in range(100 * 2**20 // (len(comment) * 4096)):
+                file.write(comment * 4096)
+    args = {"topology": ("topo", str(huge)), "device": ("run", "ccl_allreduce", "--topology", str(huge)),
+            "ccl": ("run", "ccl_allreduce", "--ccl", str(huge)), "sweep": ("sweep", str(huge), "--dry-run")}[kind]
+    began = time.monotonic()
+    result = kernbench(*args, cwd=tmp_path, memory_limit=2 * GIB)
+    assert time.monotonic() - began < 10
+    assert_one_error_line(result, f"kernbench: error: {huge}: the file is larger than {MAX_BYTES >> 20} MiB, the most "
+                                  "a YAML file may hold here; expected a configuration of a few kilobytes\n")
+    assert MAX_BYTES > 100 * len(SHIPPED_TOPOLOGY.encode()), "far above any real file"
