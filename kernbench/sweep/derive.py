@@ -21,10 +21,12 @@ import copy
 import hashlib
 import json
 import re
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -39,6 +41,7 @@ from kernbench.topology.kinds import describe
 from kernbench.topology.loader import load_topology
 
 _LOCATION = re.compile(r"^(\d+: )?")
+PROGRESS_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,30 +68,46 @@ class PointTask:
         return Path(self.bench).suffix == ".py" or len(Path(self.bench).parts) > 1
 
 
-def derive_tasks(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
-    """One checked task per point; the first point that no run would accept is a `SweepError`."""
-    base_topology = _base(spec, spec.topology, "topology", load_topology)
-    base_ccl = _base(spec, spec.ccl, "ccl", load_ccl_config)
+def derive_tasks(spec: SweepSpec, points: list[Point], log: TextIO | None = None) -> list[PointTask]:
+    """One checked task per point; the first point that no run would accept is a `SweepError`.
+
+    Points share files (an axis over bench arguments leaves both files as
+    the base's): a file is copied only for a point whose axes change it, and
+    each distinct file is written as YAML and checked once, so the points of
+    an arguments-only sweep cost a hash each. Distinct files cost a check
+    each (milliseconds); when that takes long a line on `log` (default
+    stderr) says how far it got, every `PROGRESS_S` seconds.
+    """
+    base = {"topology": _base(spec, spec.topology, "topology", load_topology),
+            "ccl": _base(spec, spec.ccl, "ccl", load_ccl_config)}
+    base_canonical = {target: json.dumps(data, sort_keys=True) for target, data in base.items()}
     bench_bytes = spec.bench_file.read_bytes()
+    bench_text = bench_bytes.decode("utf-8", "replace")
     bench_hash = hashlib.sha256(bench_bytes).hexdigest()
-    checked: dict[tuple[str, str], str | None] = {}
+    checked: dict[tuple[str, str], tuple[str, str | None]] = {}  # (target, canonical) -> (YAML text, problem)
     first_of: dict[str, int] = {}
     tasks = []
+    began = reported = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kernbench-sweep-") as folder:
         for point in points:
-            data = {"topology": copy.deepcopy(base_topology), "ccl": copy.deepcopy(base_ccl)}
+            changed = {axis.target for axis, _ in point.values if axis.target != "arg"}
+            data = {target: copy.deepcopy(base[target]) if target in changed else base[target] for target in base}
             argv = list(spec.args)
             for axis, value in point.values:
                 if axis.target == "arg":
                     argv += option_words(axis.name, value)
                 else:
                     _replace(data[axis.target], axis, value, f"{spec.source}:{axis.line}: {point.label(len(points))}")
-            canonical = {target: json.dumps(data[target], sort_keys=True) for target in data}
+            canonical = {target: json.dumps(data[target], sort_keys=True) if target in changed
+                         else base_canonical[target] for target in data}
+            texts = {}
             for target, loader in (("topology", load_topology), ("ccl", load_ccl_config)):
-                if (target, canonical[target]) not in checked:  # points often share a file: check it once
-                    checked[(target, canonical[target])] = _problem(data[target], Path(folder) / f"{target}.yaml",
-                                                                    loader)
-                problem = checked[(target, canonical[target])]
+                known = checked.get((target, canonical[target]))
+                if known is None:  # points often share a file: write and check it once
+                    text = _yaml(data[target])
+                    known = checked[(target, canonical[target])] = (
+                        text, _problem(text, Path(folder) / f"{target}.yaml", loader))
+                texts[target], problem = known
                 if problem is not None:
                     axis = _axis_named_in(problem, point, target)
                     line = f":{axis.line}" if axis else ""
@@ -100,9 +119,13 @@ def derive_tasks(spec: SweepSpec, points: list[Point]) -> list[PointTask]:
             first_of[key] = point.index
             tasks.append(PointTask(index=point.index, key=key,
                                    values=tuple((axis.name, value) for axis, value in point.values),
-                                   bench=spec.bench, bench_text=bench_bytes.decode("utf-8", "replace"),
-                                   topology_text=_yaml(data["topology"]), ccl_text=_yaml(data["ccl"]),
-                                   argv=tuple(argv), timeout_s=spec.timeout_s))
+                                   bench=spec.bench, bench_text=bench_text, topology_text=texts["topology"],
+                                   ccl_text=texts["ccl"], argv=tuple(argv), timeout_s=spec.timeout_s))
+            if time.monotonic() - reported > PROGRESS_S:
+                reported = time.monotonic()
+                print(f"kernbench sweep: checked {len(tasks):,} of {len(points):,} points "
+                      f"({len(checked):,} distinct files, {reported - began:.0f} s)", file=log or sys.stderr,
+                      flush=True)
     return tasks
 
 
@@ -144,9 +167,9 @@ def _replace(data: dict, axis: Axis, value: Any, where: str) -> None:
     node[axis.key[-1]] = copy.deepcopy(value)
 
 
-def _problem(data: Any, path: Path, loader) -> str | None:
-    """What `loader` says about `data` written as a file, without the temporary file's name; None if accepted."""
-    path.write_text(_yaml(data), encoding="utf-8")
+def _problem(text: str, path: Path, loader) -> str | None:
+    """What `loader` says about `text` written as a file, without the temporary file's name; None if accepted."""
+    path.write_text(text, encoding="utf-8")
     try:
         loader(path)
     except KernbenchError as error:

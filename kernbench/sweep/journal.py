@@ -42,8 +42,9 @@ class Journal:
         """The last record of each input hash."""
         return {record["key"]: record for record in self.records()}
 
-    def append(self, record: dict) -> None:
-        """Add `record` as one line, on disk before this returns."""
+    def append(self, record: dict) -> dict:
+        """Add `record` as one line, on disk before this returns; return it as the journal holds it (as
+        `records` would read it back)."""
         line = json.dumps(record, sort_keys=True, default=str) + "\n"
         with open(self.path, "ab") as file:
             if file.tell() and not _ends_with_newline(self.path):
@@ -51,6 +52,7 @@ class Journal:
             file.write(line.encode("utf-8"))
             file.flush()
             os.fsync(file.fileno())
+        return json.loads(line)
 
 
 def _ends_with_newline(path: Path) -> bool:

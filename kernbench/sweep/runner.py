@@ -3,15 +3,20 @@
 The output folder holds
 
     results.jsonl     the journal: one line per finished point (journal.py)
-    results.csv       the table, rebuilt from the journal after every point
+    results.csv       the table, rebuilt from the journal as points finish
+                      (at most every `CSV_EVERY_S` seconds) and at the end
     results.parquet   the same, when pyarrow is installed
-    points/<hash>/    per point: topology.yaml, ccl.yaml, command.txt (the
-                      `kernbench run` that reproduces it), and once run
+    points/<hash>/    per point once it ran: topology.yaml, ccl.yaml,
+                      command.txt (the `kernbench run` that reproduces it),
                       report.json, stdout.txt, stderr.txt
 
 Nothing is lost: a point's record is on disk before the next is handed
 over, and the tables are replaced whole, so Ctrl-C, a crash or `kill -9`
-leaves every finished row. A rerun skips the points whose input hash
+leaves every finished row in the journal (and, but for the last few
+seconds', in the CSV). What a point costs here does not grow with the
+sweep: the journal is read once, its records are kept as they come, the
+CSV is not rebuilt more often than every few seconds, and a point's folder
+is written when it has run, so a sweep of 100,000 points starts at once. A rerun skips the points whose input hash
 already has a record (an `interrupted` point never gets one); `fresh` runs
 every point again, `retry_failed` those whose record is not `ok`.
 """
@@ -29,9 +34,11 @@ import kernbench
 from kernbench.sweep.derive import PointTask
 from kernbench.sweep.files import replace_text
 from kernbench.sweep.journal import Journal
+from kernbench.sweep.lock import holding
 from kernbench.sweep.table import short_names, table_rows, write_csv, write_tables
 
 POINTS_FOLDER = "points"
+CSV_EVERY_S = 2.0  # the CSV is rebuilt at most this often while points finish (a rebuild costs O(rows))
 
 
 @dataclass
@@ -50,55 +57,67 @@ def run_sweep(tasks: list[PointTask], folder: Path, executor, *, fresh: bool = F
               log: TextIO | None = None) -> SweepProgress:
     """Run the tasks not yet done through `executor`, recording each; the table is written even on Ctrl-C.
 
-    Progress goes to `log`, one line per finished point (default: stderr).
+    Progress goes to `log`, one line per finished point (default: stderr). The
+    folder is locked while it runs (`lock.py`): a second sweep into it is one
+    `SweepError` naming this one.
     """
     log = log or sys.stderr
     folder.mkdir(parents=True, exist_ok=True)
+    with holding(folder):
+        return _run_locked(tasks, folder, executor, fresh, retry_failed, log)
+
+
+def _run_locked(tasks: list[PointTask], folder: Path, executor, fresh: bool, retry_failed: bool,
+                log: TextIO) -> SweepProgress:
     journal = Journal(folder)
-    done = journal.latest()
+    latest = journal.latest()
     todo = [task for task in tasks
-            if fresh or task.key not in done or (retry_failed and done[task.key].get("status") != "ok")]
+            if fresh or task.key not in latest or (retry_failed and latest[task.key].get("status") != "ok")]
     progress = SweepProgress(total=len(tasks), skipped=len(tasks) - len(todo))
-    for task in tasks:
-        _lay_out(folder, task)
+    by_key = {task.key: task for task in todo}
     print(f"kernbench sweep: {len(tasks)} points, {progress.skipped} already done; running {len(todo)} on "
           f"{executor.describe()}; results in {folder}", file=log, flush=True)
-    began = time.monotonic()
+    began = csv_written = time.monotonic()
 
     def record(outcome: dict) -> None:
+        nonlocal csv_written
         if outcome["status"] == "interrupted":
             return  # not a result: the point runs again on resume
-        point_folder = folder / POINTS_FOLDER / outcome["key"][:12]
+        point_folder = _lay_out(folder, by_key[outcome["key"]])
         replace_text(point_folder / "stdout.txt", outcome.pop("stdout", "") or "")
         replace_text(point_folder / "stderr.txt", outcome.pop("stderr", "") or "")
         report_json = outcome.pop("report_json", None)
         if report_json is not None:
             replace_text(point_folder / "report.json", report_json)
-        journal.append({**outcome, "kernbench": kernbench.__version__, "finished_at": time.time()})
+        latest[outcome["key"]] = journal.append({**outcome, "kernbench": kernbench.__version__,
+                                                 "finished_at": time.time()})
         progress.ran += 1
         progress.failed += outcome["status"] != "ok"
-        write_csv(folder, table_rows(tasks, journal.latest()))  # cheap; Parquet is written once, at the end
+        if time.monotonic() - csv_written > CSV_EVERY_S:  # Parquet is written once, at the end
+            write_csv(folder, table_rows(tasks, latest))
+            csv_written = time.monotonic()
         print(_progress_line(progress, len(todo), began, outcome), file=log, flush=True)
 
     try:
         executor.run(todo, record)
     finally:
-        progress.rows = table_rows(tasks, journal.latest())
+        progress.rows = table_rows(tasks, latest)
         progress.written = write_tables(folder, progress.rows)
     return progress
 
 
-def _lay_out(folder: Path, task: PointTask) -> None:
-    """The point's own folder with its derived files and the command that reproduces it by hand."""
+def _lay_out(folder: Path, task: PointTask) -> Path:
+    """The point's own folder with its derived files and the command that reproduces it by hand; its path."""
     point_folder = folder / POINTS_FOLDER / task.short_key
     if (point_folder / "command.txt").is_file():
-        return
+        return point_folder
     point_folder.mkdir(parents=True, exist_ok=True)
     replace_text(point_folder / "topology.yaml", task.topology_text)
     replace_text(point_folder / "ccl.yaml", task.ccl_text)
     command = ["kernbench", "run", task.bench, "--topology", str(point_folder / "topology.yaml"),
                "--ccl", str(point_folder / "ccl.yaml"), *task.argv]
     replace_text(point_folder / "command.txt", shlex.join(command) + "\n")
+    return point_folder
 
 
 def _progress_line(progress: SweepProgress, todo: int, began: float, outcome: dict) -> str:

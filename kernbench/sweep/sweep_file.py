@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,10 +303,13 @@ class _Reader:
             values = self.range(path, spec)
         else:
             values = (self.one_value(path, spec, axis),)
-        for i, j in itertools.combinations(range(len(values)), 2):
-            if values[i] == values[j] and type(values[i]) is type(values[j]):
-                raise self.fail(path, f"the value {values[i]!r} is listed twice; expected distinct values "
+        seen = set()  # by type and value, in one pass: a range may hold 100,000 values
+        for value in values:
+            key = (type(value), json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value)
+            if key in seen:
+                raise self.fail(path, f"the value {value!r} is listed twice; expected distinct values "
                                       "(each point runs once)")
+            seen.add(key)
         return values
 
     def one_value(self, path: KeyPath, value: Any, axis: Axis) -> Any:
