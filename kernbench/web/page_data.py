@@ -1,12 +1,15 @@
 """What the page shows, as one JSON document: the machine, a run's utilization on it, its report and its timeline.
 
 Inputs are the files `kernbench run` writes — the report (`--json`) and the
-trace (`--trace`), told apart by their content — or neither, for the bare
-machine. The topology drawn is `--topology`, else the one the report names,
-else the shipped default. Utilization comes from the report — every resource
-it measures, by name: HBM stacks, SRAM, L2, links, and PEs, whose TCM, DMA
-and IPCQ engines are parts of the PE — or, with only a trace, from the
-trace's PE units (links and memories do not appear in a trace). Each is
+trace (`--trace`), told apart by their content and checked for the fields
+read here (`input_shapes`) — or neither, for the bare machine. The topology
+drawn is `--topology`, else the shipped topology the report names, else the
+shipped default: the only files read are those named on the command line
+and the shipped ones, so a report cannot make the server read (and an error
+quote) a file of its choosing. Utilization comes from the report — every
+resource it measures, by name: HBM stacks, SRAM, L2, links, and PEs, whose
+TCM, DMA and IPCQ engines are parts of the PE — or, with only a trace, from
+the trace's PE units (links and memories do not appear in a trace). Each is
 coloured on one scale (`utilization_scale`), which the legend draws. The
 timeline is the trace's ops, one row per device and unit; with only a
 report, its kernel launches and collectives.
@@ -16,9 +19,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
-from kernbench.errors import KernbenchError
 from kernbench.report.natural_sort import natural_key
+from kernbench.web.input_shapes import WebInputError, check_report, check_trace
 from kernbench.web.utilization_scale import colour, ink, legend
 from kernbench.web.machine_model import machine_model
 
@@ -26,20 +30,25 @@ MAX_TIMELINE_OPS = 400_000  # a page draws this many ops smoothly; a larger trac
 PS_PER_US = 10**6
 
 
-class WebInputError(KernbenchError):
-    """A file `kernbench web` cannot show: unreadable, not JSON, or neither a run report nor a trace."""
+class RunFiles(NamedTuple):
+    """What `kernbench web` was given: a run report and a trace (None when not given), and the report's file."""
+
+    report: dict | None
+    trace: dict | None
+    report_source: str | None
 
 
-def read_inputs(paths: list[Path]) -> tuple[dict | None, dict | None]:
-    """(report, trace) from up to one of each, told apart by content."""
-    report = trace = None
+def read_inputs(paths: list[Path]) -> RunFiles:
+    """Up to one report and one trace, told apart by content, each checked for the fields read here."""
+    report = trace = report_source = None
     for path in paths:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as error:
             raise WebInputError(f"{path}: cannot read it: {error.strerror or error}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise WebInputError(f"{path}: not a JSON file ({error}); expected a run report (kernbench run --json) "
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+            problem = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise WebInputError(f"{path}: not a JSON file ({problem}); expected a run report (kernbench run --json) "
                                 "or a trace (kernbench run --trace)") from None
         if isinstance(data, dict) and "traceEvents" in data:
             kind = "trace"
@@ -51,23 +60,34 @@ def read_inputs(paths: list[Path]) -> tuple[dict | None, dict | None]:
         if (report if kind == "report" else trace) is not None:
             raise WebInputError(f"{path}: a second {kind}; expected at most one report and one trace")
         if kind == "report":
-            report = data
+            check_report(data, str(path))
+            report, report_source = data, str(path)
         else:
+            check_trace(data, str(path))
             trace = data
-    return report, trace
+    return RunFiles(report, trace, report_source)
 
 
-def topology_for(report: dict | None, topology_arg: str | None):
-    """The topology to draw: the argument, else the report's own file, else the shipped default."""
+def topology_for(files: RunFiles, topology_arg: str | None):
+    """The topology to draw: the argument, else the shipped topology the report was made on, else the shipped
+    default. A report made on a file of the user's own needs `--topology`: its path is never read."""
     from kernbench.topology import load_topology
+    from kernbench.topology.loader import SHIPPED_DIR, shipped_topology_names
 
-    if topology_arg is None and report is not None and report.get("topology"):
-        source = Path(report["topology"])
-        if not source.is_file():
-            raise WebInputError(f"the report was made on {source}, which is not there now; "
-                                "name the machine with --topology")
-        return load_topology(source)
-    return load_topology(topology_arg)
+    named = files.report.get("topology") if files.report is not None else None
+    if topology_arg is not None or not named:
+        return load_topology(topology_arg)
+    source = Path(named)
+    # A shipped file as any checkout or install has it: .../configs/topology/NAME.yaml of a shipped NAME.
+    if source.stem in shipped_topology_names() and source.parent.parts[-2:] == SHIPPED_DIR.parts[-2:]:
+        return load_topology(source.stem)
+    raise WebInputError(f"{files.report_source}: topology: the run was on {_shortened(repr(named))}, not a shipped "
+                        "topology, and kernbench web reads only the files named on its command line; name the "
+                        "machine with --topology FILE")
+
+
+def _shortened(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def page_data(topology, report: dict | None = None, trace: dict | None = None) -> dict:
