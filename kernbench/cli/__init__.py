@@ -6,7 +6,7 @@ an exit status. `COMMANDS` holds the modules, in the order `kernbench
 --help` lists them; a command that lives outside this package (`kernbench
 sweep`, in `kernbench.sweep`) is a row like any other. User errors
 (`KernbenchError`) are printed as their message with exit status 2 — never
-a traceback. SIGINT and SIGTERM end any command
+a traceback. SIGINT, SIGTERM and SIGHUP end any command
 with one line and status 130 (`interrupts.py`). Subcommand modules import
 the simulator itself inside their handlers, so the signal handlers are in
 place before the slow imports (triton) start.

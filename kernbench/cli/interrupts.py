@@ -1,9 +1,10 @@
-"""Ctrl-C and SIGTERM: the command stops where it is, says so in one line, and exits 130.
+"""Ctrl-C, SIGTERM and SIGHUP: the command stops where it is, says so in one line, and exits 130.
 
-While a command runs, SIGINT and SIGTERM raise `KeyboardInterrupt` where
-the engine loops (`kernbench.sim_engine.interrupts.raise_in_driver`), never
-in the simulated process or task that happens to be running, so no kernel or
-collective is blamed for it. The exception unwinds through `finally` blocks (a temporary
+While a command runs, SIGINT, SIGTERM and SIGHUP (its terminal closed)
+raise `KeyboardInterrupt` where the engine loops
+(`kernbench.sim_engine.interrupts.raise_in_driver`), never in the simulated
+process or task that happens to be running, so no kernel or collective is
+blamed for it. The exception unwinds through `finally` blocks (a temporary
 output file is removed, the progress line stops) and the command line
 prints `interrupted at simulated t=… (N events, wall …)`. Outputs are
 written only after a run completes and renamed into place whole, so an
@@ -26,11 +27,11 @@ from kernbench.report.run_report import format_ps
 from kernbench.sim_engine.interrupts import raise_in_driver
 
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupts:
-    """A context manager: while open, SIGINT and SIGTERM interrupt the command (see the module docstring)."""
+    """A context manager: while open, SIGINT, SIGTERM and SIGHUP interrupt the command (see the module docstring)."""
 
     def __init__(self):
         self.began = time.monotonic()

@@ -19,7 +19,8 @@ from kernbench.sweep.errors import SweepError
 POINTS_FAILED_STATUS = 1
 USER_ERROR_STATUS = 2
 PLOT_FORMATS = (".png", ".svg", ".pdf")
-INTERRUPTED_STATUS = 130  # what `kernbench` gives any command stopped by Ctrl-C or SIGTERM
+INTERRUPTED_STATUS = 130  # what `kernbench` gives any command stopped by Ctrl-C, SIGTERM or SIGHUP
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # stop the sweep as Ctrl-C does
 
 HELP = """Run a bench once per point of SWEEP.yaml — the product of its axes, each a
 topology or ccl.yaml key (topology.KEY, ccl.KEY) or a bench argument (--OPTION)
@@ -116,28 +117,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernbench")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["sweep", *(sys.argv[1:] if argv is None else argv)])
-    previous = _sigterm_as_ctrl_c()
+    previous = _signals_as_ctrl_c()
     try:
         return args.handler(args)
     except KernbenchError as error:
         print(f"kernbench: error: {error}", file=sys.stderr)
         return USER_ERROR_STATUS
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _sigterm_as_ctrl_c():
-    """SIGTERM stops the sweep as Ctrl-C does (the `kernbench` command line does so for every command);
-    returns the handler it replaced, or None where it left SIGTERM alone."""
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None
+def _signals_as_ctrl_c() -> dict:
+    """SIGTERM and SIGHUP stop the sweep as Ctrl-C does (the `kernbench` command line does so for every command);
+    returns the handlers it replaced, leaving alone a signal someone else handles or ignores."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
 
     def interrupt(_signum, _frame):
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, interrupt)
+    return {signum: signal.signal(signum, interrupt) for signum in STOPPING_SIGNALS
+            if signal.getsignal(signum) is signal.SIG_DFL}
 
 
 def _check_options(args) -> None:

@@ -31,8 +31,8 @@ from kernbench.sweep.derive import PointTask
 
 METRICS_PREFIX = "metrics: "
 KERNEL_TOTALS = ("launches", "time_ps", "bytes", "flops", "roofline_ps")
-# `kernbench run` ends with 130 when Ctrl-C or SIGTERM stops it; a signal that kills it outright is negative.
-INTERRUPTED_STATUSES = (130, -signal.SIGINT, -signal.SIGTERM)
+# `kernbench run` ends with 130 when Ctrl-C, SIGTERM or SIGHUP stops it; a signal that kills it outright is negative.
+INTERRUPTED_STATUSES = (130, -signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP)
 
 
 def run_point(task: PointTask, *, ship_bench: bool = False,

@@ -1,4 +1,5 @@
-"""ADR 0014, signals: Ctrl-C and SIGTERM end a run with one line and status 130; a rank's sys.exit is one line."""
+"""ADR 0014, signals: Ctrl-C, SIGTERM and SIGHUP end a run with one line and status 130; a rank's sys.exit is one
+line."""
 
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ GOOD = '{"an earlier": "good report"}\n'
 @pytest.mark.parametrize("bench, signum", [
     (KERNELS_FOREVER, signal.SIGINT),
     (KERNELS_FOREVER, signal.SIGTERM),
+    (KERNELS_FOREVER, signal.SIGHUP),
     (COLLECTIVES_FOREVER, signal.SIGINT),
-], ids=["kernels-SIGINT", "kernels-SIGTERM", "collectives-SIGINT"])
+], ids=["kernels-SIGINT", "kernels-SIGTERM", "kernels-SIGHUP", "collectives-SIGINT"])
 def test_adr0014_t9_a_signal_ends_the_run_with_one_line_and_status_130(tmp_path, bench, signum):
     path = write(tmp_path, "forever.py", bench)
     (tmp_path / "report.json").write_text(GOOD)
@@ -180,3 +182,28 @@ def test_adr0014_t33_ctrl_c_while_a_sweep_draws_its_plot_names_the_plot_and_keep
     assert "before the simulation started" not in result.stderr and "Traceback" not in result.stderr
     assert [row["status"] for row in read_table(out)] == ["ok"]
     assert not plot.exists() and not list(out.rglob("*.tmp*"))
+
+# Twenty thousand device ops: a trace of about 13 MB, written for a second or more after the bench's line.
+MANY_OPS = '''
+def run(torch):
+    x = torch.ones(64)
+    for _ in range(20000):
+        x = x + 1
+    print("ran", x[0].item(), flush=True)
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_adr0014_t43_a_hangup_while_the_trace_is_written_removes_its_temporary_and_exits_130(tmp_path, signum):
+    path = write(tmp_path, "many_ops.py", MANY_OPS)
+    (tmp_path / "trace.json").write_text(GOOD)
+    child = started("run", str(path), "--trace", "trace.json", cwd=tmp_path)  # the bench has run: outputs come next
+    while not leftovers(tmp_path) and child.poll() is None:
+        threading.Event().wait(0.005)
+    assert leftovers(tmp_path), "the run ended before its trace was staged"
+    child.send_signal(signum)
+    _, stderr = child.communicate(timeout=PROBE_TIMEOUT_S)
+    assert child.returncode == 130, stderr
+    assert INTERRUPTED.fullmatch(stderr), stderr
+    assert (tmp_path / "trace.json").read_text() == GOOD
+    assert leftovers(tmp_path) == []
