@@ -15,20 +15,26 @@ memory proportional to the bytes whose values a run computes:
   of whole `CHUNK_BYTES` chunks releases their pages and remembers the fill
   pattern per chunk; the pattern is written into a chunk only when bytes of
   that chunk are next read or written (`typed`), and a zero pattern never is.
-  Only a fill's partial chunks at its ends are written at once.
+  Only a fill's partial chunks at its ends are written at once. A fill of a
+  box that is not one run of bytes (a column-wise shard) waits as a box
+  (`fill_box`): the boxes of one value that together cover the storage — the
+  shards of one whole-tensor fill — become one fill of all of it, so a
+  constant fill costs no host memory whatever the tensor's layout.
 - **Released on free.** A storage lives as long as its allocation; its pages
   go back to the host with it.
 
 Worst case: a run that writes every byte of a tensor backs all of it, as it
-must to hold the values; a non-zero fill of a box that is not contiguous in
-memory (a column-wise shard) is written element by element and so backs the
-pages it touches. Timing-only runs create no storage at all.
+must to hold the values; a box fill read or written before the boxes of its
+value cover the storage (a racing reader, a fill of a single shard) is
+written out then, and backs the pages its box crosses. Timing-only runs
+create no storage at all.
 """
 
 from __future__ import annotations
 
 import mmap
 import sys
+from math import prod
 
 import numpy as np
 
@@ -49,7 +55,7 @@ class HostMemoryError(KernbenchError):
 class Storage:
     """The bytes of one allocation of `nbytes`, backed lazily (see the module docstring)."""
 
-    __slots__ = ("nbytes", "name", "_map", "_bytes", "_pending")
+    __slots__ = ("nbytes", "name", "_map", "_bytes", "_pending", "_boxes", "_box_fill", "_box_elements", "_constant")
 
     def __init__(self, nbytes: int, name: str):
         self.nbytes = nbytes
@@ -57,6 +63,10 @@ class Storage:
         self._map: mmap.mmap | None = None
         self._bytes: np.ndarray | None = None
         self._pending: dict[int, np.ndarray] = {}  # chunk -> fill pattern not written into it yet
+        self._boxes: dict[tuple, tuple] = {}  # box bounds -> (index, lo, hi): box fills not written yet
+        self._box_fill: tuple | None = None  # (shape, value) the waiting boxes share
+        self._box_elements = 0  # elements the waiting boxes hold together
+        self._constant: tuple | None = None  # (dtype, bytes) of the value boxes filled all of, untouched since
 
     def typed(self, dtype, selector=None) -> np.ndarray:
         """The whole storage as a flat array of `dtype`, the elements `selector` holding their values.
@@ -67,6 +77,9 @@ class Storage:
         """
         if self._bytes is None:
             self._bytes = self._create()
+        self._constant = None  # the caller may write
+        if self._boxes:
+            self._write_boxes()
         if self._pending:
             itemsize = np.dtype(dtype).itemsize
             lo, hi = _byte_bounds(selector, itemsize, self.nbytes)
@@ -75,6 +88,9 @@ class Storage:
 
     def fill(self, lo: int, hi: int, pattern: np.ndarray) -> None:
         """Set bytes [lo, hi) to repetitions of `pattern` (one element's bytes; `lo` is element-aligned)."""
+        self._constant = None
+        if self._boxes:
+            self._write_boxes()
         pattern = np.ascontiguousarray(pattern).view(np.uint8).reshape(-1)
         zero = not pattern.any()
         if self._bytes is None and zero and not self._pending:
@@ -92,6 +108,47 @@ class Storage:
                 self._pending.pop(chunk, None)
             else:
                 self._pending[chunk] = pattern
+
+    def fill_box(self, shape: tuple[int, ...], index: tuple[slice, ...], lo: int, hi: int, value: np.ndarray) -> None:
+        """Set the box `index` of the storage seen as a row-major array of `shape` to `value` (one element of the
+        storage's dtype); the box's bytes lie in [lo, hi) but are not all of them (`fill` takes a box that is).
+
+        The box is one of a partition's (two boxes given are equal or
+        disjoint: a placement's shards). It waits, as a fill's whole chunks
+        do; once the waiting boxes of one value cover `shape` they are one
+        `fill` of it all. A box of another value, a `fill`, and any read or
+        write (`typed`) first write the waiting boxes out. A box of the value
+        the whole storage holds since such a fill changes nothing: another
+        replica's copy of a shard of the same fill.
+        """
+        value = np.asarray(value)
+        if self.nbytes < MAPPED_FROM_BYTES:
+            self._write_box(shape, index, lo, hi, value)
+            return
+        if self._constant == (value.dtype, value.tobytes()):
+            return
+        if self._boxes and (self._box_fill[0] != shape or self._box_fill[1].tobytes() != value.tobytes()
+                            or self._box_fill[1].dtype != value.dtype):
+            self._write_boxes()
+        key = tuple((s.start, s.stop) for s in index)
+        if key not in self._boxes:
+            self._box_elements += prod(s.stop - s.start for s in index)
+        self._boxes[key] = (index, lo, hi)
+        self._box_fill = (shape, value)
+        if self._box_elements == prod(shape):  # the shards of one fill, all landed: one fill of the whole
+            self._boxes, self._box_fill, self._box_elements = {}, None, 0
+            self.fill(0, prod(shape) * value.itemsize, value)
+            self._constant = (value.dtype, value.tobytes())
+
+    def _write_boxes(self) -> None:
+        boxes, (shape, value) = self._boxes, self._box_fill
+        self._boxes, self._box_fill, self._box_elements = {}, None, 0
+        for index, lo, hi in boxes.values():
+            self._write_box(shape, index, lo, hi, value)
+
+    def _write_box(self, shape, index, lo: int, hi: int, value: np.ndarray) -> None:
+        self.typed(value.dtype, slice(lo // value.itemsize, -(-hi // value.itemsize)))[:prod(shape)] \
+            .reshape(shape)[index] = value
 
     def _create(self) -> np.ndarray:
         if self.nbytes < MAPPED_FROM_BYTES:

@@ -110,8 +110,11 @@ def check_in_place(tensor, name: str, others) -> None:
 
 
 def backward(root, gradient=None, retain_graph=None) -> None:
-    """Accumulate d(root)/d(leaf) into every leaf's `.grad`, running the backward ops as device work; the nodes
-    run are freed unless `retain_graph` (`FreedGraphError` at the next backward through one)."""
+    """Accumulate d(root)/d(leaf) into every leaf's `.grad`, running the backward ops as device work.
+
+    The nodes it runs are freed unless `retain_graph`: a later backward
+    through one is `FreedGraphError`, as in PyTorch.
+    """
     if not root.requires_grad:
         raise TensorError(f"backward: tensor {root.name!r} does not require grad and has no grad_fn")
     if gradient is None:

@@ -511,13 +511,13 @@ class Tensor(TensorOps):
         self._allocation.storage.typed(self.dtype.numpy, indices)[indices] = values
 
     def _device_fill(self, index, value) -> None:
-        """`value` into every element of the box `index`; kept as a value by the storage where the box is contiguous."""
-        first, stop, contiguous = box_span(self.placement.shape, index)
-        if not contiguous:
-            self._device_write(index, value)
-            return
-        itemsize = self.dtype.itemsize
-        self._allocation.storage.fill(first * itemsize, stop * itemsize, np.asarray(value, dtype=self.dtype.numpy))
+        """`value` into every element of the shard box `index`, kept as a value by the storage whatever the box."""
+        shape, itemsize, value = self.placement.shape, self.dtype.itemsize, np.asarray(value, dtype=self.dtype.numpy)
+        first, stop, contiguous = box_span(shape, index)
+        if contiguous:
+            self._allocation.storage.fill(first * itemsize, stop * itemsize, value)
+        else:
+            self._allocation.storage.fill_box(shape, index, first * itemsize, stop * itemsize, value)
 
     def _nearest_replica(self, cube: int):
         """The shards of the replica whose cube is nearest `cube` on the mesh."""
