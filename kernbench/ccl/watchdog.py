@@ -118,9 +118,10 @@ class _Watchdog:
             if runner is None or not runner.name.startswith(f"{watch.label} rank ") \
                     or now - self._quiet_since <= (0 if watch.tripped else watch.timeout_s / STALL_FRACTION):
                 continue
+            member, limit = runner.name[len(watch.label) + 1:], watch.timeout_s / STALL_FRACTION
             error = CollectiveTimeout(
-                f"{watch.describe()}: {runner.name[len(watch.label) + 1:]} has run {watch.timeout_s / STALL_FRACTION:g} "
-                f"s of host time without an op, a twentieth of its process group's timeout; is it looping? ({ADVICE})")
+                f"{watch.describe()}: {member} has run {limit:g} s of host time without an op, a twentieth of its "
+                f"process group's timeout; is it looping? ({ADVICE})")
             if runner is engine._current:
                 self._close([w for w in self.open if w.engine is engine])
                 raise_in_driver(error, engine)

@@ -2,10 +2,11 @@
 
 Two `kernbench sweep` runs into one `--out` would each run every point not
 yet in the journal, the same work twice. The first run holds an exclusive
-`flock` on `OUT/.kernbench-sweep.lock` and writes who it is into it (process
-id, host, start time); a second is one `SweepError` naming that holder. The operating system drops the lock when its process ends, however
-it ends, so a crashed or killed sweep never leaves a folder locked; the file
-itself stays, holding the last holder's line.
+`flock` on `OUT/.kernbench-sweep.lock` and writes who it is into it
+(process id, host, start time); a second is one `SweepError` naming that
+holder. The operating system drops the lock when its process ends, however
+it ends, so a crashed or killed sweep never leaves a folder locked; the
+file itself stays, holding the last holder's line.
 """
 
 from __future__ import annotations

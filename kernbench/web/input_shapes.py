@@ -99,8 +99,10 @@ def _check_row(row: dict, keys: dict, source: str, where: str) -> None:
             raise _wrong(source, f"{where}.{key}", row[key], kind.what)
 
 
+def shortened(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters: a value from a file is quoted in one line, whatever its size."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
 def _wrong(source: str, field: str, value: Any, expected: str) -> WebInputError:
-    found = describe(value)
-    if len(found) > FOUND_WIDTH:
-        found = found[:FOUND_WIDTH - 3] + "..."
-    return WebInputError(f"{source}: {field}: found {found}; expected {expected}")
+    return WebInputError(f"{source}: {field}: found {shortened(describe(value), FOUND_WIDTH)}; expected {expected}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernbench.report.natural_sort import natural_key
-from kernbench.web.input_shapes import WebInputError, check_report, check_trace
+from kernbench.web.input_shapes import WebInputError, check_report, check_trace, shortened
 from kernbench.web.utilization_scale import colour, ink, legend
 from kernbench.web.machine_model import machine_model
 
@@ -81,13 +81,9 @@ def topology_for(files: RunFiles, topology_arg: str | None):
     # A shipped file as any checkout or install has it: .../configs/topology/NAME.yaml of a shipped NAME.
     if source.stem in shipped_topology_names() and source.parent.parts[-2:] == SHIPPED_DIR.parts[-2:]:
         return load_topology(source.stem)
-    raise WebInputError(f"{files.report_source}: topology: the run was on {_shortened(repr(named))}, not a shipped "
+    raise WebInputError(f"{files.report_source}: topology: the run was on {shortened(repr(named), 200)}, not a shipped "
                         "topology, and kernbench web reads only the files named on its command line; name the "
                         "machine with --topology FILE")
-
-
-def _shortened(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def page_data(topology, report: dict | None = None, trace: dict | None = None) -> dict:

@@ -50,9 +50,10 @@ def _launch(grid, *scalars, max_programs: int | None = None):
     return session.run(bench, session.torch)
 
 
-@pytest.mark.parametrize("scalars, got", [((), "got 3 positional and BLOCK by keyword: missing a required argument: 'n'"),
-                                          ((64, 5), "got 5 positional and BLOCK by keyword: multiple values for "
-                                                    "argument 'BLOCK'")])
+@pytest.mark.parametrize("scalars, got", [
+    ((), "got 3 positional and BLOCK by keyword: missing a required argument: 'n'"),
+    ((64, 5), "got 5 positional and BLOCK by keyword: multiple values for argument 'BLOCK'"),
+])
 def test_adr0014_t38_kernel_arguments_that_do_not_bind_are_one_line_naming_kernel_and_parameters(tmp_path, scalars,
                                                                                                   got):
     expected = f"kernel 'add_kernel' takes 5 arguments (x_ptr, y_ptr, out_ptr, n, BLOCK), {got}"

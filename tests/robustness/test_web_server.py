@@ -8,7 +8,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 
@@ -17,7 +16,7 @@ import pytest
 from kernbench.report import run_report
 from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
-from tests.robustness.harness import _child_setup, _environment, assert_one_error_line, kernbench
+from tests.robustness.harness import assert_one_error_line, kernbench, started
 
 
 def _bench(torch):
@@ -101,13 +100,11 @@ def test_adr0019_t41_a_report_naming_a_file_makes_the_server_read_nothing_it_was
     assert err == "kernbench: stopped\n"
 
 
-def _serve(*args: str, cwd) -> tuple[subprocess.Popen, int]:
-    child = subprocess.Popen([sys.executable, "-m", "kernbench", "web", *args, "--port", "0"], cwd=cwd, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(),
-                             preexec_fn=_child_setup())
-    line = child.stdout.readline()
-    assert line.startswith("kernbench: serving http://127.0.0.1:"), (line, child.stderr.read())
-    child.port = int(line.split(":")[3].split("/")[0])
+def _serve(*args: str, cwd) -> subprocess.Popen:
+    """`kernbench web ARGS --port 0`, once it serves; its port is `child.port`."""
+    child = started("web", *args, "--port", "0", cwd=cwd)
+    assert child.first_line.startswith("kernbench: serving http://127.0.0.1:"), child.first_line
+    child.port = int(child.first_line.split(":")[3].split("/")[0])
     return child
 
 

@@ -78,8 +78,9 @@ def launch(prepared) -> None:
     if programs > ctx.max_programs:
         raise KernelLaunchError(
             f"kernel '{prepared.kernel_name}' grid {grid} is {programs:,} programs, above the limit of "
-            f"{ctx.max_programs:,} (each is simulated one by one, a few hundred microseconds of host time each); launch fewer, "
-            "larger programs, or raise the limit with kernbench run --max-programs N (Session(max_programs=N))")
+            f"{ctx.max_programs:,} (each is simulated one by one, a few hundred microseconds of host time each); "
+            "launch fewer, larger programs, or raise the limit with kernbench run --max-programs N "
+            "(Session(max_programs=N))")
     prepared.timing_only = ctx.timing_only
     prepared.memcheck = ctx.memcheck
     plans = AccessPlans(ctx.access_plan_pool)
