@@ -94,3 +94,11 @@ def test_adr0014_t39_the_limit_is_the_runs_and_a_grid_within_it_runs(tmp_path):
 def test_adr0014_t39_a_grid_that_is_not_one_to_three_non_negative_integers_is_refused_not_truncated(grid):
     with pytest.raises(KernelLaunchError, match=r"^kernel 'add_kernel' grid .* is not 1 to 3 non-negative integers$"):
         _launch(grid, 64)
+
+
+@pytest.mark.parametrize("value, shown", [("abc", "'abc' (str)"), ([1, 2], "[1, 2] (list)"),
+                                          (2**70, "1180591620717411303424, beyond what 64 bits hold")])
+def test_adr0014_t38_a_kernel_argument_no_launch_can_pass_is_one_line_naming_it(value, shown):
+    with pytest.raises(KernelLaunchError) as caught:
+        _launch((1,), value)
+    assert str(caught.value).startswith(f"kernel 'add_kernel' argument 'n' is {shown}")

@@ -286,13 +286,16 @@ def _scalar_type(value: int | float | bool) -> tl.dtype:
 
 
 def _kernel_value(kernel_name: str, name: str, value: Any, pointers: list) -> Any:
-    """The value a kernel parameter holds inside the kernel body."""
+    """The value a kernel parameter holds inside the kernel body; a value no launch can pass (a string, a list, an
+    array, a number beyond 64 bits) is one `KernelLaunchError` naming kernel and argument, as Triton refuses it."""
     if is_kernbench_tensor(value):
         address, dtype_name = value.__kernbench_pointer__()
         pointer = tl.pointer_type(triton_dtype(dtype_name))
         pointers.append(PointerArg(name, value, int(address), dtype_name))
         return tl.tensor(Value(np.array([address], dtype=np.int64), pointer, False, _origin(name, value)), pointer)
     if isinstance(value, (bool, int, float)):
+        if isinstance(value, int) and not -(2**63) <= value < 2**64:
+            raise KernelLaunchError(f"kernel '{kernel_name}' argument '{name}' is {value}, beyond what 64 bits hold")
         scalar = _scalar_type(value)
         return tl.tensor(Value(np.array([value]).astype(numpy_dtype(scalar)), scalar), scalar)
     if isinstance(value, TensorDescriptor) and is_kernbench_tensor(value.base):
@@ -304,6 +307,11 @@ def _kernel_value(kernel_name: str, name: str, value: Any, pointers: list) -> An
             f"kernel '{kernel_name}' argument '{name}' is another framework's tensor; "
             "a launch on kernbench tensors takes kernbench tensors only"
         )
+    if value is not None:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+        raise KernelLaunchError(f"kernel '{kernel_name}' argument '{name}' is {shown} ({type(value).__name__}); "
+                                "expected a kernbench tensor, a Python number or bool, or None (other values go to "
+                                "tl.constexpr parameters)")
     return value
 
 
