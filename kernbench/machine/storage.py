@@ -118,15 +118,16 @@ class Storage:
         do; once the waiting boxes of one value cover `shape` they are one
         `fill` of it all. A box of another value, a `fill`, and any read or
         write (`typed`) first write the waiting boxes out. A box of the value
-        the whole storage holds since such a fill changes nothing: another
-        replica's copy of a shard of the same fill.
+        the whole storage holds changes nothing: another replica's copy of a
+        shard of the same fill, or zeros in a storage never touched.
         """
         value = np.asarray(value)
         if self.nbytes < MAPPED_FROM_BYTES:
             self._write_box(shape, index, lo, hi, value)
             return
-        if self._constant == (value.dtype, value.tobytes()):
-            return
+        if self._constant == (value.dtype, value.tobytes()) or (
+                self._bytes is None and not self._pending and not self._boxes and not any(value.tobytes())):
+            return  # the storage holds the value already (untouched, it reads as zeros)
         if self._boxes and (self._box_fill[0] != shape or self._box_fill[1].tobytes() != value.tobytes()
                             or self._box_fill[1].dtype != value.dtype):
             self._write_boxes()

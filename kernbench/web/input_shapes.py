@@ -27,18 +27,21 @@ class WebInputError(KernbenchError):
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of value the page data needs: what to call it in a message, and the test a value must pass."""
+    """A kind of value the page data needs: what to call it in a message, the test a value must pass, and whether
+    a row may leave it out."""
 
     what: str
     holds: Callable[[Any], bool]
+    optional: bool = False
 
 
 # A finite number (not a bool): what the page data adds, divides and rounds; an id keys its tables.
 NUMBER = Kind("a finite number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
 TEXT = Kind("a string", lambda v: isinstance(v, str))
+OPTIONAL_TEXT = Kind("a string", lambda v: v is None or isinstance(v, str), optional=True)
 ID = Kind("a number or a string", lambda v: isinstance(v, (int, float, str)) and not isinstance(v, bool))
 _BUSY = {f"{unit}_busy_ps": NUMBER for unit in ("matrix", "vector", "dma", "tcm")}
-_RESOURCE_ROW = {"resource": TEXT, "utilization": NUMBER, "bytes": NUMBER}
+_RESOURCE_ROW = {"resource": TEXT, "kind": OPTIONAL_TEXT, "utilization": NUMBER, "bytes": NUMBER}
 # A report's fields the page data reads: a kind of value, or the keys of each row of a list of rows.
 REPORT_FIELDS = {
     "total_time_ps": NUMBER,
@@ -93,6 +96,8 @@ def _check_rows(rows: Any, keys: dict, source: str, field: str) -> None:
 
 def _check_row(row: dict, keys: dict, source: str, where: str) -> None:
     for key, kind in keys.items():
+        if key not in row and kind.optional:
+            continue
         if key not in row:
             raise WebInputError(f"{source}: {where}: missing {key!r}; expected {kind.what}")
         if not kind.holds(row[key]):

@@ -48,6 +48,7 @@ BAD_REPORTS = [
     (lambda r: r.update(kernels={"k": 1}), "kernels: found a mapping; expected a list of rows"),
     (lambda r: r["kernels"][0].pop("start_ps"), "kernels[0]: missing 'start_ps'; expected a finite number"),
     (lambda r: r["resources"].insert(0, 7), "resources[0]: found 7; expected a row (a mapping)"),
+    (lambda r: r["resources"][0].update(kind=["hbm"]), "resources[0].kind: found a list; expected a string"),
     (lambda r: r.update(topology=["default"]), "topology: found a list; expected a topology's name or path"),
 ]
 BAD_TRACES = [

@@ -65,16 +65,7 @@ def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
 
 def reduce(row, x, dim=None, keepdim: bool = False, *, dtype=None):
     """Reduction row `row` over `x`'s `dim` (an int, a tuple, or None for every dimension)."""
-    if dim is None:
-        dims = tuple(range(x.ndim))
-    else:
-        listed = [wrap_dim(d, x.ndim, row.name) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
-        repeated = next((d for d in listed if listed.count(d) > 1), None)
-        if repeated is not None:
-            raise TensorError(f"dim {repeated} appears multiple times in the list of dims")
-        dims = tuple(sorted(listed))
-    if x.ndim == 0:
-        dims = ()
+    dims = _dims(x, dim, row.name)
     result, compute = _dtypes(row.name, x, dtype)
     out = device_ops.reduce(row.name, row.numpy, x, dims, keepdim, result, compute, result_maker((x,)))
     if row.grad is None:
@@ -141,10 +132,16 @@ def welford_reduction(correction) -> Reduction:
     return Reduction(chunk, merge, finish, parts=(None, None, None))
 
 
-def _dims(x, dim) -> tuple[int, ...]:
-    if dim is None or x.ndim == 0:
+def _dims(x, dim, call: str) -> tuple[int, ...]:
+    """The dims a reduction over `dim` (an int, a tuple, or None for every dimension) reduces, in order: each
+    checked as torch checks it (`wrap_dim`), and none listed twice."""
+    if dim is None:
         return tuple(range(x.ndim))
-    return tuple(sorted({operator.index(d) % x.ndim for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+    listed = [wrap_dim(d, x.ndim, call) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    repeated = next((d for d in listed if listed.count(d) > 1), None)
+    if repeated is not None:
+        raise TensorError(f"dim {repeated} appears multiple times in the list of dims")
+    return () if x.ndim == 0 else tuple(sorted(listed))
 
 
 def var(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
@@ -152,7 +149,7 @@ def var(x, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
     backward is grad · 2(x − mean) / (count − correction), written with tensor methods."""
     if unbiased is not None:
         correction = 1 if unbiased else 0
-    dims = _dims(x, dim)
+    dims = _dims(x, dim, "var")
     compute = wide_type(float_type(x.dtype))
     out = device_ops.reduce("var", welford_reduction(correction), x, dims, keepdim, float_type(x.dtype), compute,
                             result_maker((x,)))
@@ -177,7 +174,7 @@ def norm(x, p="fro", dim=None, keepdim: bool = False):
     root at the end; its backward is grad · x / norm."""
     if p not in (2, 2.0, "fro"):
         raise TensorError(f"norm: p={p!r} is not supported by kernbench; it computes the 2-norm (p=2 or 'fro')")
-    dims = _dims(x, dim)
+    dims = _dims(x, dim, "norm")
     squares = Reduction(lambda values, _: np.square(values).sum(axis=1), np.add, lambda partial, _: np.sqrt(partial))
     out = device_ops.reduce("norm", squares, x, dims, keepdim, float_type(x.dtype), wide_type(float_type(x.dtype)),
                             result_maker((x,)))
