@@ -384,22 +384,21 @@ def test_adr0016_t104_a_matmul_tile_is_the_largest_that_fits_a_tcm_share_and_giv
 
 @pytest.mark.parametrize("dtype", ["f16", "f32"])
 def test_adr0016_t105_a_matmul_in_library_tiles_gives_numpys_values_and_each_tile_is_its_flops(dtype):
-    """(2, 500, 200) @ (200, 520) on the default machine (32 PEs): the library plan's tiles cover the output
-    with masked row and column tails, one program each (K unsplit: the grid already fills the PEs); each
-    program's one gemm op is its tile's 2·m·n·K flops over the matrix unit."""
+    """(2, 500, 200) @ (200, 520) on the default machine (32 PEs): folded, as torch folds a tensor times a matrix,
+    into one GEMM of 1000 rows; the library plan's tiles cover it with masked row and column tails, one program
+    each (K unsplit: the grid already fills the PEs); each program's one gemm op is its tile's 2·m·n·K flops over
+    the matrix unit."""
     rng = np.random.default_rng(105)
     # Scaled by a power of two (exact) so that sums of 200 products stay near 1, where f32's tolerance is set.
     a, b = _values(rng, (2, 500, 200), dtype) / 16, _values(rng, (200, 520), dtype) / 16
     session, got = _run(lambda torch: (torch.tensor(a) @ torch.tensor(b)).numpy())
     assert_close(got, a.astype(np.float32) @ b.astype(np.float32), dtype)
-    plan = library_gemm.library_plan(session.ctx, 2, 500, 520, 200, resolve_dtype(dtype))
-    assert plan.splits == 1 and 2 * -(-500 // plan.block_m) * -(-520 // plan.block_n) >= 32
+    plan = library_gemm.library_plan(session.ctx, 1, 1000, 520, 200, resolve_dtype(dtype))
+    assert plan.splits == 1 and -(-1000 // plan.block_m) * -(-520 // plan.block_n) >= 32
     gemms = [op for op in session.ctx.machine.oplog.select(label="matmul") if op.kind == "gemm"]
-    extents = [(min(block, size - start)) for size, block in ((500, plan.block_m), (520, plan.block_n))
-               for start in range(0, size, block)]
-    rows, cols = extents[:-(-500 // plan.block_m)], extents[-(-500 // plan.block_m):]
-    tiles = [(m, n) for _ in range(2) for m in rows for n in cols]
-    assert sorted(op.flops for op in gemms) == sorted(2 * m * n * 200 for m, n in tiles)
+    rows = [min(plan.block_m, 1000 - start) for start in range(0, 1000, plan.block_m)]
+    cols = [min(plan.block_n, 520 - start) for start in range(0, 520, plan.block_n)]
+    assert sorted(op.flops for op in gemms) == sorted(2 * m * n * 200 for m in rows for n in cols)
     for op in gemms:
         assert op.end - op.start == gemm_ps(session.ctx.topology, dtype, op.flops)
 

@@ -126,3 +126,42 @@ def test_adr0016_t133_a_split_matmul_sums_its_partials_in_a_second_launch_and_is
     sums = [op for op in ops if op.kind == "vector"]
     assert sums and {op.args["op"] for op in sums} == {"sum_partials"}
     assert sum(op.args["elements"] for op in sums) == plan.splits * 64 * 64
+
+
+def test_adr0016_t134_a_tensor_times_a_matrix_is_one_gemm_and_linear_adds_its_bias_in_the_epilogue():
+    """x (4, 3, 96) @ w.T (96 -> 80) with a bias, on the default machine: F.linear is one GEMM over x's 12 rows with
+    the bias added as its tiles are stored — no add of its own — and its backward is two GEMMs and a column sum:
+    numpy's values and gradients. Split over K (64 x 4096 by 4096 -> 64), the bias is added in the sum of the
+    partials."""
+    rng = np.random.default_rng(134)
+    x, w, b = (rng.integers(-2, 3, shape).astype(np.float32) for shape in ((4, 3, 96), (80, 96), (80,)))
+    session = Session("default")
+    got = {}
+
+    def bench(torch):
+        tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+        torch.ahbm.synchronize()
+        first = len(session.ctx.machine.oplog)
+        y = torch.nn.functional.linear(tx, tw, tb)
+        torch.ahbm.synchronize()
+        got["forward"] = list(session.ctx.machine.oplog)[first:]
+        (y * torch.tensor(x[..., :80])).sum().backward()
+        got.update(y=y.numpy(), gx=tx.grad.numpy(), gw=tw.grad.numpy(), gb=tb.grad.numpy())
+
+    session.run(bench, session.torch)
+    g = x[..., :80]
+    np.testing.assert_array_equal(got["y"], x @ w.T + b)
+    np.testing.assert_array_equal(got["gx"], g @ w)
+    np.testing.assert_array_equal(got["gw"], g.reshape(-1, 80).T @ x.reshape(-1, 96))
+    np.testing.assert_array_equal(got["gb"], g.reshape(-1, 80).sum(0))
+    assert {op.label for op in got["forward"]} == {"linear"} and not any(op.kind == "vector" for op in got["forward"])
+    plan = library_plan(session.ctx, 1, 12, 80, 96, float16)
+    gemms = [op for op in got["forward"] if op.kind == "gemm"]
+    assert len(gemms) == -(-12 // plan.block_m) * -(-80 // plan.block_n) * plan.splits
+
+    a, wide, bias = (rng.integers(-2, 3, shape).astype(np.float16) for shape in ((64, 4096), (64, 4096), (64,)))
+    session = Session("default")
+    split = session.run(lambda torch: torch.nn.functional.linear(
+        torch.tensor(a), torch.tensor(wide), torch.tensor(bias)).numpy(), session.torch)
+    assert library_plan(session.ctx, 1, 64, 64, 4096, float16).splits > 1
+    np.testing.assert_array_equal(split, (a.astype(np.float32) @ wide.T.astype(np.float32) + bias).astype(np.float16))

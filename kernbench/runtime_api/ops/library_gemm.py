@@ -80,9 +80,9 @@ def library_plan(ctx, batches: int, m: int, n: int, k: int, dtype: DType) -> Gem
     return best[1]
 
 
-def matmul(a, b, out, name: str = "matmul") -> None:
-    """`out[..., M, N] = a[..., M, K] @ b[..., K, N]` (batch dims already broadcast), as `library_plan` says: one
-    program per output tile and part of K, placed over every PE of the SIP in waves.
+def matmul(a, b, out, name: str = "matmul", bias=None) -> None:
+    """`out[..., M, N] = a[..., M, K] @ b[..., K, N]` (+ `bias[N]`; batch dims already broadcast), as
+    `library_plan` says: one program per output tile and part of K, placed over every PE of the SIP in waves.
 
     A program loads the first stage of its A and B panels (K up to
     `PIPELINE_K`), then runs one matrix-unit op of 2·m·n·K flops over its
@@ -95,9 +95,11 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     index array), so a program costs a handful of events whatever K is. The
     programs of a wave that share a panel read it in step, so an L2 holds
     one stage of it at a time (`l2_window`), not the whole panel. It
-    accumulates in fp32 (int32 for integers), as the library does. Split,
-    each program stores its partial tile to a workspace, and a second launch
-    sums each output's partials in split order into `out`.
+    accumulates in fp32 (int32 for integers), as the library does. A bias is
+    added in the epilogue, as cuBLASLt's bias epilogue adds it (each program
+    loads its columns' slice; no pass of its own). Split, each program
+    stores its partial tile to a workspace, and a second launch sums each
+    output's partials in split order (and the bias) into `out`.
     """
     batch, (m_size, k_size), n_size = out.shape[:-2], a.shape[-2:], out.shape[-1]
     batches = prod(batch)
@@ -105,8 +107,10 @@ def matmul(a, b, out, name: str = "matmul") -> None:
     accumulator = wide.numpy
     if out.device.is_host:
         with device_arithmetic():
-            out._host_array[...] = np.matmul(a._host_array.astype(accumulator),
-                                             b._host_array.astype(accumulator)).astype(out.dtype.numpy)
+            product = np.matmul(a._host_array.astype(accumulator), b._host_array.astype(accumulator))
+            if bias is not None:
+                product += bias._host_array.astype(accumulator)
+            out._host_array[...] = product.astype(out.dtype.numpy)
         return
     ctx = out._ctx
     plan = library_plan(ctx, batches, m_size, n_size, k_size, a.dtype)
@@ -151,35 +155,43 @@ def matmul(a, b, out, name: str = "matmul") -> None:
         p.gemm(len(rows), len(cols), k1 - k0, a.dtype)
         if loader is not None:
             ctx.engine.wait(loader)
+        if bias is not None and splits == 1:
+            columns = p.load(bias, slice(bias.storage_offset() + cols.start, bias.storage_offset() + cols.stop))
+            if p.data:
+                values += columns.astype(accumulator)
         where = (split, *coords) if splits > 1 else coords
         p.store(target, _block(target, where, rows, cols)[0], values.reshape(-1))
 
+    operands = [a, b] if bias is None else [a, b, bias]
     if splits == 1:
-        run_tiles(ctx, [a, b], out, tiles * splits, name, program, finished=plans.release)
+        run_tiles(ctx, operands, out, tiles * splits, name, program, finished=plans.release)
         return
     run_tiles(ctx, [a, b], target, tiles * splits, name, program, finished=plans.release)
-    _sum_partials(ctx, target, out, name)
+    _sum_partials(ctx, target, out, name, bias)
 
 
-def _sum_partials(ctx, partials, out, name: str) -> None:
-    """`out` = the sum over the first axis of `partials` (a split GEMM's, one plane per part of K), in plane order:
-    the library's second kernel, one program per tile of output elements loading that tile of every plane."""
+def _sum_partials(ctx, partials, out, name: str, bias) -> None:
+    """`out` = the sum over the first axis of `partials` (a split GEMM's, one plane per part of K), in plane order,
+    plus `bias` (None: none) along the rows: the library's second kernel, one program per tile of output elements
+    loading that tile of every plane."""
     splits, numel = partials.shape[0], out.numel()
     per_tile = max(1, tile_elements(ctx, partials.dtype.itemsize) // splits)
 
     def program(p: Program) -> None:
         start, stop = p.number * per_tile, min(numel, (p.number + 1) * per_tile)
         planes = [p.load(partials, slice(s * numel + start, s * numel + stop)) for s in range(splits)]
-        p.vector("sum_partials", splits * (stop - start), out.dtype)
+        if bias is not None:
+            planes.append(p.load(bias, storage_indices(bias._layout, out.shape, start, stop)))
+        p.vector("sum_partials", len(planes) * (stop - start), out.dtype)
         result = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             total = planes[0].copy()
             for plane in planes[1:]:
-                total += plane
+                total += plane.astype(total.dtype, copy=False)
             result = total.astype(out.dtype.numpy)
         p.store(out, storage_indices(out._layout, out.shape, start, stop), result)
 
-    run_tiles(ctx, [partials], out, -(-numel // per_tile), name, program)
+    run_tiles(ctx, [partials] if bias is None else [partials, bias], out, -(-numel // per_tile), name, program)
 
 
 def _load_block(p: Program, plans: KeptValues, tensor, key: tuple, batch_coords, rows: range, cols: range,

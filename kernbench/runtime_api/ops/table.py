@@ -305,7 +305,7 @@ _ROWS = [
     _op("matmul", Cost.GEMM, linalg.matmul, operator="matmul", operands=2, records_backward=True),
     _op("mm", Cost.GEMM, linalg.mm, records_backward=True),
     _op("bmm", Cost.GEMM, linalg.bmm, records_backward=True),
-    _op("linear", Cost.COMPOSITE, linalg.linear, "functional"),
+    _op("linear", Cost.GEMM, linalg.linear, "functional", records_backward=True),
     # joining tensors
     _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",), records_backward=True),
     _op("stack", Cost.COPY, shapes.stack, "torch", records_backward=True),
