@@ -40,7 +40,15 @@ class LayerBenchError(KernbenchError):
 
 
 def run(torch, argv=()):
-    options = _options(torch, argv)
+    options = options_of(torch, argv)
+    rows = steps(torch, options)
+    _print_table(torch, options, rows)
+    if options.plot:
+        _plot(options.plot, rows)
+
+
+def steps(torch, options) -> list[tuple]:
+    """(tp, dp, sp, overlap, {"compute": ps, "communication": ps}) of each configuration `options` names, rank 0's."""
     rows = []
     for tp in options.tp:
         for sp in options.sp:
@@ -52,9 +60,7 @@ def run(torch, argv=()):
                 torch.multiprocessing.spawn(_worker, args=(torch, options, tp, sp, overlap, measured),
                                             nprocs=tp * dp)
                 rows.append((tp, dp, sp, overlap, measured))
-    _print_table(torch, options, rows)
-    if options.plot:
-        _plot(options.plot, rows)
+    return rows
 
 
 def add_arguments(parser) -> None:
@@ -71,7 +77,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw the breakdown per configuration")
 
 
-def _options(torch, argv):
+def options_of(torch, argv):
+    """The bench's options from `argv` (its command line), checked against the machine."""
     options = parse_bench_options("tp_layer", add_arguments, argv, error_type=LayerBenchError)
     world = torch.ahbm.device_count()
     options.tp = [d for d in range(1, world + 1) if world % d == 0] if options.tp is None else \

@@ -25,8 +25,11 @@ weight is drawn on the host (numpy, from `seed`) and each rank keeps its
 partition, so a layer's weights are the same whatever the tensor-parallel
 size; biases start at zero. `load_full_weight` partitions given arrays the
 same way. Activations are contiguous device tensors of any number of dims,
-the last being the features (Megatron's [sequence, batch, hidden]); the
-matmul, bias and GELU are the Triton kernels of `kernbench.tp.kernels`.
+the last being the features (Megatron's [sequence, batch, hidden]). The
+matmul is the GEMM library's device op (cuBLAS's, as Megatron's layers run
+it: `F.linear`, the bias in its epilogue) unless `linear_kernel` sets
+another (the Triton linear of `kernbench.tp.kernels`, `triton_linear`, or a
+user's own); the bias add and GELU are Triton kernels of `kernbench.tp.kernels`.
 
 Weights and biases are parameters (leaves that require grad). The matmul
 and the bias add are `torch.autograd.Function`s over those kernels, with
@@ -38,6 +41,7 @@ backward pass — GEMMs and collectives — simulated work (adr/0017-autograd.md
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -290,7 +294,7 @@ class RowParallelLinear(_ParallelLinear):
 
 
 class LinearFunction(Function):
-    """`input @ weight.T (+ bias)` by the Triton linear kernel; backward as Megatron's linear with grad accumulation."""
+    """`input @ weight.T (+ bias)` (`_linear`); backward as Megatron's linear with grad accumulation."""
 
     @staticmethod
     def forward(ctx, input_, weight, bias, name: str):
@@ -311,7 +315,7 @@ class LinearWithAsyncCommunication(Function):
     tensor-parallel communication, so the backward overlaps it with a GEMM.
 
     Forward: with sequence parallelism, all-gather this rank's slice of the sequence (kept for the backward;
-    Megatron re-gathers it there instead), then the Triton linear. Backward: the input-gradient GEMM, then its
+    Megatron re-gathers it there instead), then the linear (`_linear`). Backward: the input-gradient GEMM, then its
     all-reduce over the group — its reduce-scatter back to the sequence slice with sequence parallelism —
     started with `async_op=True`, so it runs on the group's stream while the weight-gradient GEMM and the bias
     sum run on the current one, and waited for last. The values are those of the mapping + `LinearFunction`
@@ -395,12 +399,38 @@ def linear_with_frozen_weight(input, weight, bias, gradient_accumulation_fusion,
 
 
 def _linear(input_, weight, bias, name: str):
-    """`input_ @ weight.T (+ bias)` into a new tensor on the input's device, by the Triton linear kernel."""
+    """`input_ @ weight.T (+ bias)` into a new tensor on the input's device: by the kernel `linear_kernel` set, else
+    by the GEMM library's device op (`torch.nn.functional.linear`, the bias in its epilogue), as Megatron's layers
+    run cuBLAS."""
     torch = parallel_state.get_torch_namespace()
-    output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
+    if _LINEAR_KERNEL:
+        output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
+        return _LINEAR_KERNEL[-1](input_.contiguous(), weight, bias, output)
+    output = torch.nn.functional.linear(input_, weight, bias)
+    output.name = name  # the layer's name for its output, as the kernel path gives it
+    return output
+
+
+_LINEAR_KERNEL: list = []  # the kernels `linear_kernel` set, innermost last
+
+
+@contextlib.contextmanager
+def linear_kernel(kernel):
+    """Within the block, the parallel linears' forward GEMM is `kernel(input, weight, bias, output) -> output` (input
+    contiguous, weight (N, K), bias (N,) or None, output new): a user's own kernel, or the Triton one of
+    `kernbench.tp.kernels` (`triton_linear`). Outside, the GEMM library's (cuBLAS's, as Megatron runs it)."""
+    _LINEAR_KERNEL.append(kernel)
+    try:
+        yield
+    finally:
+        _LINEAR_KERNEL.pop()
+
+
+def triton_linear(input_, weight, bias, output):
+    """The Triton linear of `kernbench.tp.kernels` in the tile a GEMM library would pick (`gemm_tile`)."""
     tile = gemm_tile(input_._ctx, 1, input_.numel() // input_.shape[-1], weight.shape[0], input_.dtype,
-                     smallest=kernels.LINEAR_TILE)  # a GEMM library's pick for a large problem
-    return kernels.linear(input_.contiguous(), weight, bias, output, *tile)
+                     smallest=kernels.LINEAR_TILE)
+    return kernels.linear(input_, weight, bias, output, *tile)
 
 
 def _rows(grad_output):

@@ -8,6 +8,7 @@ import pytest
 from kernbench.numerics import assert_close
 from kernbench.tp import (ColumnParallelLinear, ModelParallelConfig, ModelParallelError, RowParallelLinear,
                           bias_gelu_impl, init_method_normal)
+from kernbench.tp.layers import linear_kernel, triton_linear
 from tests.tp.harness import TP_SIZES, gelu_tanh, mlp_reference, random_f16, run_tensor_parallel
 
 TOKENS, IN, OUT = 40, 96, 384  # no size equals another, so a transposed or wrong partition cannot pass
@@ -246,8 +247,9 @@ def test_adr0011_t51_linear_with_frozen_weight_refuses_what_has_no_weight_gradie
 
 def test_adr0011_t106_a_large_linear_runs_in_the_tile_a_gemm_library_picks_with_the_same_values():
     """1024 tokens x 256 -> 1024 on one SIP of 32 PEs: 8 x 8 = 64 tiles of 128 fill it, and 128² · (2·2 + 4 + 2)
-    bytes = 160 KiB fit a quarter of its 1 MiB TCM (`device_ops.gemm_tile`), so the Triton linear runs in
-    128 x 128 tiles with K in blocks of 64 instead of its smallest (64, 128, 64)."""
+    bytes = 160 KiB fit a quarter of its 1 MiB TCM (`device_ops.gemm_tile`), so the Triton linear (a layer's
+    kernel within `linear_kernel(triton_linear)`) runs in 128 x 128 tiles with K in blocks of 64 instead of its
+    smallest (64, 128, 64)."""
     tokens, features, out_features = 1024, 256, 1024
     x = random_f16(np.random.default_rng(106), tokens, features)
     w, b = weights(107, out_features, features)
@@ -255,7 +257,8 @@ def test_adr0011_t106_a_large_linear_runs_in_the_tile_a_gemm_library_picks_with_
     def column_parallel(torch, rank):
         layer = ColumnParallelLinear(features, out_features)
         layer.load_full_weight(w, b)
-        out, _ = layer(torch.tensor(x, dtype="f16"))
+        with linear_kernel(triton_linear):
+            out, _ = layer(torch.tensor(x, dtype="f16"))
         values = out.numpy()
         return values, [op.flops for op in out._ctx.machine.oplog.select(label="linear_kernel") if op.kind == "gemm"]
 
@@ -281,3 +284,29 @@ def test_adr0011_t107_a_large_bias_kernel_runs_in_the_block_a_library_picks_with
     assert_close(out, gelu_tanh(x + b), "f16")
     assert programs == 32
     assert 32768 * 2 in dma_bytes  # a whole block of x loaded, or of the output stored, in one DMA
+
+
+def test_adr0011_t110_the_layers_gemm_is_the_librarys_unless_a_kernel_is_brought_for_a_block():
+    x = random_f16(np.random.default_rng(110), TOKENS, IN)
+    w, b = weights(111, OUT, IN)
+
+    def column_parallel(torch, rank):
+        layer = ColumnParallelLinear(IN, OUT)
+        layer.load_full_weight(w, b)
+        labels, values = [], []
+        for kernel in (None, triton_linear, None):
+            oplog = layer.weight._ctx.machine.oplog
+            first = len(oplog)
+            if kernel is None:
+                out, _ = layer(torch.tensor(x, dtype="f16"))
+            else:
+                with linear_kernel(kernel):
+                    out, _ = layer(torch.tensor(x, dtype="f16"))
+            values.append(out.numpy())
+            labels.append({op.label for op in list(oplog)[first:] if op.kind == "gemm"})
+        return values, labels
+
+    (values, labels), = run_tensor_parallel(1, column_parallel).values()
+    for got in values:
+        assert_close(got, x @ w.T + b, "f16")
+    assert labels == [{"linear"}, {"linear_kernel"}, {"linear"}]
