@@ -508,3 +508,30 @@ def test_adr0016_t132_var_and_norm_are_one_reduction_pass_each_and_exact(shape, 
         np.testing.assert_allclose(got[0], total.reshape(got[0].shape), rtol=1e-5)
         expected = wide / total
     np.testing.assert_allclose(grad, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_adr0016_t135_a_large_op_streams_runs_of_tiles_in_four_programs_a_slot():
+    """On the default machine (32 PEs, 2 resident programs: 64 slots) 2^22 f32 elements are 1024 tiles of 4096
+    for x + y: 256 programs of 4 tiles each (four a slot); a softmax over their rows streams alike; values are
+    numpy's."""
+    rng = np.random.default_rng(135)
+    x, y = rng.standard_normal((1 << 12, 1 << 10)).astype(np.float32), rng.standard_normal(1 << 22).astype(np.float32)
+    got = {}
+
+    def bench(torch):
+        tx, ty = torch.tensor(x), torch.tensor(y).view(1 << 12, 1 << 10)
+        got["sum"] = (tx + ty).numpy()
+        got["soft"] = torch.softmax(tx, -1).numpy()
+
+    session = Session("default")
+    session.run(bench, session.torch)
+    ctx = session.ctx
+    slots = device_ops.STREAMED_PER_SLOT * ctx.topology.pes_per_sip * ctx.topology.pe.resident_programs
+    for label in ("add", "softmax"):
+        programs = {op.program for op in ctx.machine.oplog.select(label=label) if op.kind == "vector"}
+        assert 0 < len(programs) <= slots, label
+    tile = device_ops.tile_elements(ctx, 12)
+    assert device_ops.streamed(ctx, 1 << 22, tile) == tile * -(-((1 << 22) // tile) // slots)
+    np.testing.assert_array_equal(got["sum"], x + y.reshape(x.shape))
+    np.testing.assert_allclose(got["soft"], np.exp(x - x.max(-1, keepdims=True))
+                               / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True), rtol=1e-5)

@@ -77,6 +77,27 @@ def tile_elements(ctx, bytes_per_element: int) -> int:
     return 1 << (count.bit_length() - 1)
 
 
+def streamed(ctx, count: int, per_tile: int) -> int:
+    """Units (elements, rows) per program of an op over `count` of them whose tile holds `per_tile`: one tile, or
+    as many tiles as spread the op over four programs per program slot of the SIP (its PEs'
+    `resident_programs` each), no more.
+
+    A GPU library's elementwise, fill and row kernels stream a large
+    tensor through every SM; a program here streams its run through TCM
+    tile by tile, timed as one load per operand (one DMA per cube holding
+    it), one vector pass and one store. That keeps an op's cost O(slots)
+    simulated events whatever its size, where a program per tile was
+    O(tiles) (a 2^28-element add was 65 536 programs). Four programs a slot
+    rather than one keep the loads of some beside the stores of others and
+    the last wave's tail short, as finer tiles do.
+    """
+    slots = STREAMED_PER_SLOT * ctx.topology.pes_per_sip * ctx.topology.pe.resident_programs
+    return per_tile * max(1, -(-(-(-count // per_tile)) // slots))
+
+
+STREAMED_PER_SLOT = 4
+
+
 def elementwise_block(ctx, n_elements: int, bytes_per_element: int, smallest: int) -> int:
     """BLOCK_SIZE of a library's elementwise Triton kernel over `n_elements`: `smallest`, or a larger power of
     two, as a library picks for a large tensor (`gemm_tile`'s rule in one dimension, adr/0016-device-ops.md,
@@ -169,7 +190,7 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
         return out
     ctx = out._ctx
     widest = sum(t.dtype.itemsize for t in tensors) + out.dtype.itemsize
-    per_tile = tile_elements(ctx, widest)
+    per_tile = streamed(ctx, numel, tile_elements(ctx, widest))
     numbers = {i: np.asarray(op, dtype=compute_dtype.numpy) for i, op in enumerate(operands) if not is_tensor(op)}
 
     def program(p: Program) -> None:
@@ -215,7 +236,7 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
     if x.numel() == 0:
         return out
     ctx = out._ctx
-    per_program = max(1, tile_elements(ctx, 2 * x.dtype.itemsize) // max(1, row))
+    per_program = streamed(ctx, n_rows, max(1, tile_elements(ctx, 2 * x.dtype.itemsize) // max(1, row)))
 
     def program(p: Program) -> None:
         first, last = p.number * per_program, min(n_rows, (p.number + 1) * per_program)
@@ -254,7 +275,7 @@ def generate(name: str, make: Callable[[int], np.ndarray], out) -> None:
     if numel == 0:
         return
     ctx = out._ctx
-    per_tile = tile_elements(ctx, out.dtype.itemsize)
+    per_tile = streamed(ctx, numel, tile_elements(ctx, out.dtype.itemsize))
     layout = out._layout
 
     def program(p: Program) -> None:
