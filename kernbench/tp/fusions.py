@@ -1,20 +1,23 @@
-"""Megatron's fused elementwise ops (`megatron.core.fusions`) over the Triton kernels of `kernbench.tp.kernels`.
+"""Megatron's fused elementwise ops (`megatron.core.fusions`) as fused elementwise device ops.
 
 What Megatron's MLP calls between its two linears: `bias_gelu_impl(input,
 bias)` is `gelu(input + bias)` with the tanh approximation, bias broadcast
 over the last dim, into a new tensor (Megatron's `fused_bias_gelu`), a
-`torch.autograd.Function` whose backward is the tanh-GELU's derivative as
-device ops. The
-output is allocated with the `torch` namespace `parallel_state` holds, so
-these, like the layers, need `initialize_model_parallel` first.
+`torch.autograd.Function` whose backward is the tanh-GELU's derivative.
+Megatron compiles both with `torch.jit.script`, so each is one fused
+elementwise kernel on the GPU; here each is one elementwise device op
+(ADR 0016), computing in float32. The Triton bias kernels of
+`kernbench.tp.kernels` are for benches that launch them themselves
+(`tp_mlp`), in the block a library would pick (`elementwise_block_of`).
 """
 
 from __future__ import annotations
 
 from kernbench.runtime_api.autograd import Function
-from kernbench.runtime_api.ops.device_ops import elementwise_block
-from kernbench.runtime_api.ops.functional import gelu_tanh_slope
-from kernbench.tp import kernels, parallel_state
+from kernbench.runtime_api.ops.device_ops import elementwise_block, float_type, wide_type
+from kernbench.runtime_api.ops.elementwise import elementwise_op
+from kernbench.runtime_api.ops.functional import gelu_tanh, gelu_tanh_slope
+from kernbench.tp import kernels
 from kernbench.tp.errors import ModelParallelError
 
 
@@ -33,17 +36,18 @@ def elementwise_block_of(input, bias) -> int:
 
 
 class BiasGeluFunction(Function):
-    """Forward: the Triton bias_gelu kernel. Backward: grad · gelu_tanh'(input + bias), and its column sums."""
+    """Forward: gelu_tanh(input + bias), one fused elementwise op. Backward: grad · gelu_tanh'(input + bias), one
+    fused elementwise op, and its column sums."""
 
     @staticmethod
     def forward(ctx, input, bias):
         ctx.save_for_backward(input, bias)
-        torch = parallel_state.get_torch_namespace()
-        output = torch.empty(*input.shape, dtype=input.dtype, device=input.device, name=f"{input.name}.bias_gelu")
-        return kernels.bias_gelu(input.contiguous(), bias, output, block_size=elementwise_block_of(input, bias))
+        return elementwise_op("bias_gelu", lambda x, b: gelu_tanh(x + b), (input, bias), input.dtype,
+                              wide_type(float_type(input.dtype)))
 
     @staticmethod
     def backward(ctx, grad_output):
         input, bias = ctx.saved_tensors
-        grad = grad_output * gelu_tanh_slope(input + bias)
+        grad = elementwise_op("bias_gelu_back", lambda g, x, b: g * gelu_tanh_slope(x + b),
+                              (grad_output, input, bias), input.dtype, wide_type(float_type(input.dtype)))
         return grad, grad.reshape(-1, grad.shape[-1]).sum(0)

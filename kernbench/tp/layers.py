@@ -52,7 +52,6 @@ from kernbench.runtime_api.ops.device_ops import gemm_tile
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
-from kernbench.tp.fusions import elementwise_block_of
 from kernbench.tp.init_methods import InitMethod, init_method_normal
 from kernbench.tp.mappings import (
     copy_to_tensor_model_parallel_region,
@@ -288,7 +287,7 @@ class RowParallelLinear(_ParallelLinear):
             output = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)
         if self.skip_bias_add or self.bias is None:
             return output, (self.bias if self.skip_bias_add else None)
-        return AddBiasFunction.apply(output, self.bias), None
+        return output + self.bias, None
 
     __call__ = forward
 
@@ -442,20 +441,6 @@ def _weight_and_bias_grads(rows, input_, has_bias: bool) -> tuple:
     """Megatron's weight gradient `gradᵀ @ X` and bias gradient `Σ grad` (None without a bias)."""
     grad_weight = rows.mT @ input_.contiguous().reshape(-1, input_.shape[-1])
     return grad_weight, rows.sum(0) if has_bias else None
-
-
-class AddBiasFunction(Function):
-    """`input + bias` over the last dim by the Triton add_bias kernel; backward: the gradient, and its column sums."""
-
-    @staticmethod
-    def forward(ctx, input_, bias):
-        torch = parallel_state.get_torch_namespace()
-        output = torch.empty(*input_.shape, dtype=input_.dtype, device=input_.device, name=f"{input_.name}.bias")
-        return kernels.add_bias(input_.contiguous(), bias, output, block_size=elementwise_block_of(input_, bias))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return grad_output, grad_output.contiguous().reshape(-1, grad_output.shape[-1]).sum(0)
 
 
 def _divide(size: int, world_size: int, what: str) -> int:

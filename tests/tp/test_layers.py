@@ -8,6 +8,8 @@ import pytest
 from kernbench.numerics import assert_close
 from kernbench.tp import (ColumnParallelLinear, ModelParallelConfig, ModelParallelError, RowParallelLinear,
                           bias_gelu_impl, init_method_normal)
+from kernbench.tp import kernels
+from kernbench.tp.fusions import elementwise_block_of
 from kernbench.tp.layers import linear_kernel, triton_linear
 from tests.tp.harness import TP_SIZES, gelu_tanh, mlp_reference, random_f16, run_tensor_parallel
 
@@ -270,13 +272,19 @@ def test_adr0011_t106_a_large_linear_runs_in_the_tile_a_gemm_library_picks_with_
 def test_adr0011_t107_a_large_bias_kernel_runs_in_the_block_a_library_picks_with_the_same_values():
     """gelu(x + b) over 1024 x 1024 f16 on one SIP of 32 PEs: x, b and the output take 6 bytes an element, so a
     quarter of the 1 MiB TCM holds 43 690 and the block is 2^15 = 32 768 elements, which still gives the 32 PEs
-    a program each (`device_ops.elementwise_block`): 32 programs instead of 1024 of Triton's 1024."""
+    a program each (`device_ops.elementwise_block`): 32 programs instead of 1024 of Triton's 1024. The layers'
+    own bias-GELU (`bias_gelu_impl`) is one fused elementwise device op, as Megatron's scripted function is."""
     x = random_f16(np.random.default_rng(107), 1024, 1024)
     b = random_f16(np.random.default_rng(108), 1024)
 
     def fused(torch, rank):
-        out = bias_gelu_impl(torch.tensor(x, dtype="f16"), torch.tensor(b, dtype="f16"))
+        inputs, bias = torch.tensor(x, dtype="f16"), torch.tensor(b, dtype="f16")
+        out = kernels.bias_gelu(inputs, bias, torch.empty(1024, 1024, dtype="f16"),
+                                block_size=elementwise_block_of(inputs, bias))
         values = out.numpy()
+        layers = bias_gelu_impl(inputs, bias).numpy()
+        assert {op.label for op in out._ctx.machine.oplog if op.kind == "vector"} >= {"bias_gelu"}
+        assert_close(layers, values, "f16")
         ops = out._ctx.machine.oplog.select(label="bias_gelu_kernel")
         return values, len({op.program for op in ops}), {op.nbytes for op in ops if op.kind == "dma"}
 

@@ -8,7 +8,7 @@ from kernbench.ccl import install
 from kernbench.runtime_api import current_run
 from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.session import Session
-from kernbench.tp import (ColumnParallelLinear, ModelParallelError, RowParallelLinear, bias_gelu_impl, mappings,
+from kernbench.tp import (ColumnParallelLinear, ModelParallelError, RowParallelLinear, mappings,
                           parallel_state)
 from kernbench.tp.parallel_state import rank_groups
 from tests.tp.harness import run_tensor_parallel
@@ -85,8 +85,7 @@ def test_adr0011_t4_lookups_before_initialization_are_a_clear_error():
         x = torch.zeros(4, 8, dtype="f16")
         for use in (lambda: ColumnParallelLinear(8, 8), lambda: RowParallelLinear(8, 8),
                     lambda: mappings.reduce_from_tensor_model_parallel_region(x),
-                    lambda: mappings.gather_from_sequence_parallel_region(x),
-                    lambda: bias_gelu_impl(x, torch.zeros(8, dtype="f16"))):
+                    lambda: mappings.gather_from_sequence_parallel_region(x)):
             with pytest.raises(ModelParallelError, match="not initialized on this rank"):
                 use()
 

@@ -164,14 +164,20 @@ def gelu(x, approximate: str = "none"):
     if approximate == "none":
         return x.gelu()
     dtype = float_type(x.dtype)
-    return elementwise_op("gelu_tanh", gelu_tanh, (x,), dtype, dtype, lambda g: (g * gelu_tanh_slope(x),))
+    return elementwise_op("gelu_tanh", gelu_tanh, (x,), dtype, dtype, lambda g: (gelu_tanh_backward(g, x),))
 
 
 def gelu_tanh_slope(x):
-    """d/dx of the tanh-approximated GELU, as device ops (also the backward of fused bias-GELU kernels)."""
+    """d/dx of the tanh-approximated GELU, over numpy values."""
     k = math.sqrt(2.0 / math.pi)
-    t = ((x + x * x * x * 0.044715) * k).tanh()
-    return (t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k)
+    t = np.tanh(k * (x + 0.044715 * x * x * x))
+    return 0.5 * (1.0 + t) + 0.5 * k * x * (1.0 - t * t) * (1.0 + 3 * 0.044715 * x * x)
+
+
+def gelu_tanh_backward(grad, x):
+    """grad · gelu_tanh'(x) as one elementwise device op, as torch's GELU backward kernel computes it."""
+    dtype = float_type(x.dtype)
+    return elementwise_op("gelu_tanh_backward", lambda g, v: g * gelu_tanh_slope(v), (grad, x), dtype, wide_type(dtype))
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
