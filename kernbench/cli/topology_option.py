@@ -19,6 +19,7 @@ SHIPPED = {
     "large": "32 SIPs on a switch, 4x4 HBM3E cubes",
     "h100": "one NVIDIA H100 SXM5, its 132 SMs as PEs",
     "h200x4": "4 NVIDIA H200 SXM GPUs behind NVSwitch",
+    "h200x8": "8 NVIDIA H200 SXM GPUs behind NVSwitch",
 }
 
 

@@ -19,7 +19,7 @@ def with_rule(tmp_path, line: str):
 
 
 @pytest.mark.parametrize("name, rule", [("default", "first_pe"), ("single_sip", "first_pe"), ("large", "first_pe"),
-                                        ("h100", "interleaved"), ("h200x4", "interleaved")])
+                                        ("h100", "interleaved"), ("h200x4", "interleaved"), ("h200x8", "interleaved")])
 def test_adr0004_t12_each_shipped_file_states_its_default_placement(name, rule):
     topology = load_topology(name)
     assert "default_placement" in topology.spec["sip"], f"{name}.yaml leaves its rule to the schema's default"

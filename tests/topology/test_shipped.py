@@ -14,7 +14,7 @@ SHIPPED = shipped_topology_names()
 
 @pytest.mark.quick
 def test_adr0002_t1_shipped_names_are_the_documented_machines():
-    assert set(SHIPPED) == {"default", "single_sip", "large", "h100", "h200x4"}
+    assert set(SHIPPED) == {"default", "single_sip", "large", "h100", "h200x4", "h200x8"}
 
 
 @pytest.mark.parametrize("name", SHIPPED)

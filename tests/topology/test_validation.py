@@ -237,7 +237,7 @@ def test_adr0002_t17_whole_file_problems_name_the_file(tmp_path, content, fragme
 
 def test_adr0002_t18_missing_file_names_it_and_the_shipped_names(tmp_path):
     path = tmp_path / "nowhere.yaml"
-    with pytest.raises(TopologyError, match="no such topology file.*default, h100, h200x4, large, single_sip") as caught:
+    with pytest.raises(TopologyError, match="no such topology file.*default, h100, h200x4, h200x8, large, single_sip") as caught:
         load_topology(path)
     assert str(path) in str(caught.value)
 
