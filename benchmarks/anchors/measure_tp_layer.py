@@ -12,7 +12,9 @@ column-parallel (h -> 3h/tp with bias, Megatron's per-head [q k v] layout),
 unfused causal attention per local head (q @ k^T / sqrt(d), the upper triangle
 masked to -inf, softmax, @ v), output projection row-parallel (h/tp -> h,
 its bias added after the all-reduce), a residual, the pre-MLP LayerNorm, fc1
-column-parallel (h -> 4h/tp) with its bias fused into tanh-GELU, fc2
+column-parallel (h -> 4h/tp) with its bias fused into tanh-GELU (Megatron's
+`bias_gelu_impl`: forward and backward each one kernel, compiled by
+`torch.compile` as Megatron's `jit_fuser` compiles them), fc2
 row-parallel (4h/tp -> h, bias after the all-reduce), a residual. Every
 parameter and activation is fp16; the step is forward, the loss
 `out.float().square().mean()` and `loss.backward()` (the column-parallel
@@ -75,6 +77,38 @@ class _ReduceFromGroup(torch.autograd.Function):
         return grad
 
 
+def _bias_gelu(bias, y):
+    """tanh-GELU of y + bias (Megatron's fused_bias_gelu forward)."""
+    x = y + bias
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def _bias_gelu_back(grad, bias, y):
+    """grad times the tanh-GELU's slope at y + bias (Megatron's fused backward)."""
+    x = y + bias
+    t = torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x))
+    return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608 * (1.0 + 3 * 0.044715 * x * x))
+
+
+class _BiasGelu(torch.autograd.Function):
+    """Megatron's bias_gelu_impl: forward and backward each one fused kernel (compiled, as Megatron's jit_fuser
+    compiles them)."""
+
+    forward_kernel = torch.compile(_bias_gelu)
+    backward_kernel = torch.compile(_bias_gelu_back)
+
+    @staticmethod
+    def forward(ctx, y, bias):
+        ctx.save_for_backward(y, bias)
+        return _BiasGelu.forward_kernel(bias, y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, bias = ctx.saved_tensors
+        grad_y = _BiasGelu.backward_kernel(grad, bias, y)
+        return grad_y, grad_y.reshape(-1, grad_y.shape[-1]).sum(0)
+
+
 def _parameter(*shape, scale=0.02):
     return torch.nn.Parameter(torch.randn(*shape, device="cuda", dtype=torch.float16) * scale)
 
@@ -110,8 +144,7 @@ class Layer(torch.nn.Module):
 
     def mlp(self, x):
         intermediate = F.linear(_CopyToGroup.apply(x), self.fc1_w)
-        return _ReduceFromGroup.apply(F.linear(F.gelu(intermediate + self.fc1_b, approximate="tanh"),
-                                               self.fc2_w)) + self.fc2_b
+        return _ReduceFromGroup.apply(F.linear(_BiasGelu.apply(intermediate, self.fc1_b), self.fc2_w)) + self.fc2_b
 
     def forward(self, hidden):
         hidden = hidden + self.attention(F.layer_norm(hidden, (self.hidden,), self.ln1_w, self.ln1_b))
