@@ -2,8 +2,9 @@
 
 A collective's algorithm is code of the user's own (ADR 0010), and a loop
 in it that never ends would run until Ctrl-C. While `run_collective` runs a
-request it is `watching` it; a timer (SIGALRM, every `CHECK_S`) then stops
-it with `CollectiveTimeout`:
+request it is `watching` it; a timer (SIGALRM, every `CHECK_S`, or twice
+within a member's limit where that is shorter) then stops it with
+`CollectiveTimeout`:
 
 - when the collective has run for longer than its process group's
   `timeout` of host time (`init_process_group(timeout=...)`, PyTorch's own
@@ -14,10 +15,11 @@ it with `CollectiveTimeout`:
   event scheduled since): a loop in the algorithm's own Python code.
 
 The error is raised where the engine loops (`raise_in_driver`), as Ctrl-C
-is, so the run stops at once, whatever runs at that moment. A member
-written as a generator runs inside the engine's loop, so there it is raised
-in the member, which fails its collective; the timer then looks again at
-once (`RECHECK_S`), since the collective's other members may loop too.
+is, so the run stops at once, whatever runs at that moment, even a member's
+step that never returns. A member written as a generator runs inside the
+engine's loop, so a stall of its own is raised in the member, which fails
+its collective; the timer then looks again at once (`RECHECK_S`), since the
+collective's other members may loop too.
 
 The timer runs only in the main thread, and only where SIGALRM is nobody
 else's (a handler of a test runner's or a bench's own is left alone).
@@ -68,6 +70,7 @@ class _Watchdog:
         self._previous = None  # SIGALRM's handler before ours, while ours is installed
         self._seen: tuple | None = None  # (engine, events scheduled, running process or task) at the last tick
         self._quiet_since = 0.0
+        self._period: float | None = None  # the timer's interval while installed
 
     @contextlib.contextmanager
     def watching(self, engine, label: str, algorithm: str, module: str, timeout_s: float):
@@ -76,6 +79,7 @@ class _Watchdog:
             return
         watch = _Watch(engine, label, algorithm, module, timeout_s)
         self.open.append(watch)
+        self._arm()
         try:
             yield
         finally:
@@ -87,8 +91,15 @@ class _Watchdog:
             return False
         self._previous = signal.signal(signal.SIGALRM, self._tick)
         self._seen = None
-        signal.setitimer(signal.ITIMER_REAL, CHECK_S, CHECK_S)
+        self._period = None
         return True
+
+    def _arm(self) -> None:
+        # Two ticks within a member's limit, so a short timeout's stall is seen in about that limit.
+        period = max(RECHECK_S, min([CHECK_S] + [watch.timeout_s / STALL_FRACTION / 2 for watch in self.open]))
+        if period != self._period:
+            self._period = period
+            signal.setitimer(signal.ITIMER_REAL, period, period)
 
     def _close(self, watches) -> None:
         self.open = [watch for watch in self.open if watch not in watches]
@@ -127,7 +138,7 @@ class _Watchdog:
                 raise_in_driver(error, engine)
                 return
             watch.tripped = True
-            signal.setitimer(signal.ITIMER_REAL, RECHECK_S, CHECK_S)
+            signal.setitimer(signal.ITIMER_REAL, RECHECK_S, self._period)
             raise error
 
 

@@ -61,6 +61,7 @@ class Engine:
         self._live: dict[Process, None] = {}
         self._waiting_tasks: dict[Task, None] = {}  # tasks waiting on an event, for Deadlock reports
         self._running = False
+        self._interrupting: BaseException | None = None  # raised through a task's step by `raise_in_driver`
         # One bound object, so the stop entry can be found by identity.
         self._stop = self._stop_run
 
@@ -346,6 +347,7 @@ class Engine:
             if frozen:
                 gc.unfreeze()
             self._running = False
+            self._interrupting = None
             self._unschedule(self._stop)
             if isinstance(until, Event) and until._callbacks and self._stop in until._callbacks:
                 until._callbacks.remove(self._stop)

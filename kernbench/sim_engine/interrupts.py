@@ -13,6 +13,10 @@ failing of it. `raise_in_driver` raises it where the engine loops instead:
 - from the driver inside `Engine.run`, by putting an entry before every other
   on the schedule that raises it, so it leaves the loop as soon as the
   current step returns;
+- from the driver inside a task's step, at once: the step is the user's
+  code (a collective member written as a generator) and may never return.
+  The task lets it pass (`Engine._interrupting`) instead of failing with it;
+  its generator has unwound, so it never goes on;
 - anywhere else (no run under way), at once.
 
 Either way it leaves `Engine.run` as itself.
@@ -40,6 +44,9 @@ def raise_in_driver(exc: BaseException, engine=None) -> None:
         root = root.parent
     if root is not current:
         root.throw(exc)
+    elif engine is not None and engine._running and engine._task is not None:
+        engine._interrupting = exc
+        raise exc
     elif engine is not None and engine._running:
         heappush(engine._heap, (engine.now, next(_FIRST), _raise, exc))
     else:

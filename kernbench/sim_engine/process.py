@@ -248,6 +248,8 @@ class Task(_Runner):
             self.succeed(stop.value)
         except BaseException as failure:
             self._generator = self._step = self._resume = None
+            if failure is engine._interrupting:  # a signal's, for the driver: not this task's failure
+                raise
             self._failed(failure)
         finally:
             engine._task = outer

@@ -64,11 +64,12 @@ def kernbench(*args: str, cwd: Path, env: dict | None = None, file_size_limit: i
                           preexec_fn=_child_setup(file_size_limit, memory_limit))
 
 
-def started(*args: str, cwd: Path) -> subprocess.Popen:
+def started(*args: str, cwd: Path, python_path: Path | None = None) -> subprocess.Popen:
     """`python -m kernbench ARGS`, returned once the bench (or server) has printed its first line, which the
     process keeps as `first_line`."""
     child = subprocess.Popen([sys.executable, "-m", "kernbench", *args], cwd=cwd, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=_environment(), preexec_fn=_child_setup())
+                             stderr=subprocess.PIPE, text=True, env=_environment(python_path),
+                             preexec_fn=_child_setup())
     child.first_line = child.stdout.readline()
     assert child.first_line, f"the bench ended before printing: {child.communicate(timeout=PROBE_TIMEOUT_S)}"
     return child

@@ -3,11 +3,13 @@ in one line naming the collective, the algorithm and how to give it longer."""
 
 from __future__ import annotations
 
+import re
+import signal
 import time
 
 import pytest
 
-from tests.robustness.harness import assert_one_error_line, kernbench, write
+from tests.robustness.harness import PROBE_TIMEOUT_S, assert_one_error_line, kernbench, started, write
 
 # Every rank all-reduces once under a process group whose timeout (seconds) is the bench's argument.
 BENCH = '''
@@ -37,10 +39,14 @@ ALGORITHMS = {
 }
 
 
-def _run_with(tmp_path, algorithm: str, timeout_s: float):
+def _ccl_with(tmp_path, algorithm: str):
     write(tmp_path, f"{algorithm}_algorithm.py", ALGORITHMS[algorithm])
-    ccl = write(tmp_path, "ccl.yaml", f"defaults: {{algorithm: {algorithm}}}\nalgorithms:\n"
-                                      f"  {algorithm}: {{module: {algorithm}_algorithm, wiring: ring_1d}}\n")
+    return write(tmp_path, "ccl.yaml", f"defaults: {{algorithm: {algorithm}}}\nalgorithms:\n"
+                                       f"  {algorithm}: {{module: {algorithm}_algorithm, wiring: ring_1d}}\n")
+
+
+def _run_with(tmp_path, algorithm: str, timeout_s: float):
+    ccl = _ccl_with(tmp_path, algorithm)
     bench = write(tmp_path, "bench.py", BENCH)
     began = time.monotonic()
     result = kernbench("run", str(bench), "--topology", "default", "--ccl", str(ccl), str(timeout_s), cwd=tmp_path,
@@ -48,13 +54,17 @@ def _run_with(tmp_path, algorithm: str, timeout_s: float):
     return result, time.monotonic() - began
 
 
+@pytest.mark.parametrize("timeout_s", [20, 4])
 @pytest.mark.parametrize("algorithm", ["spin", "spin_steps"])
-def test_adr0014_t40_an_algorithm_looping_without_ops_is_stopped_after_a_twentieth_of_the_timeout(tmp_path, algorithm):
-    result, wall = _run_with(tmp_path, algorithm, 20)
+def test_adr0014_t40_an_algorithm_looping_without_ops_is_stopped_after_a_twentieth_of_the_timeout(tmp_path, algorithm,
+                                                                                                  timeout_s):
+    result, wall = _run_with(tmp_path, algorithm, timeout_s)
+    limit = timeout_s / 20
     assert_one_error_line(result, f"all_reduce#0: algorithm '{algorithm}' ({algorithm}_algorithm): rank ",
-                          "without an op, a twentieth of its process group's timeout; is it looping? (a longer "
-                          "timeout is init_process_group(timeout=datetime.timedelta(seconds=N)))\n")
-    assert wall < 15, f"stopped after {wall:.1f} s, where a twentieth of the 20 s timeout is 1 s"
+                          f"has run {limit:g} s of host time without an op, a twentieth of its process group's "
+                          "timeout; is it looping? (a longer timeout is "
+                          "init_process_group(timeout=datetime.timedelta(seconds=N)))\n")
+    assert wall < 15, f"stopped after {wall:.1f} s, where a twentieth of the {timeout_s} s timeout is {limit:g} s"
 
 
 def test_adr0014_t40_an_algorithm_looping_over_ops_is_stopped_at_the_timeout(tmp_path):
@@ -73,3 +83,31 @@ def test_adr0014_t40_a_collective_within_its_timeout_runs_and_a_timeout_must_be_
     bad = write(tmp_path, "bad.py", BENCH.replace("datetime.timedelta(seconds=timeout_s)", "timeout_s"))
     assert_one_error_line(kernbench("run", str(bad), "--topology", "default", "2", cwd=tmp_path),
                           "init_process_group(timeout=2.0): expected a positive datetime.timedelta")
+
+
+# BENCH, saying that the simulation is under way before the collective that spins.
+ANNOUNCED_BENCH = BENCH.replace("    torch.distributed.all_reduce(x)\n",
+                                "    if rank == 0:\n        print('running', flush=True)\n"
+                                "    torch.distributed.all_reduce(x)\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
+def test_adr0014_t44_a_signal_ends_a_member_spinning_inside_the_engines_loop_with_one_line_and_status_130(tmp_path,
+                                                                                                          signum):
+    """A generator member runs in the engine's own loop, whose step never returns while it spins: the signal is
+    raised through it, not left for a next step that never comes."""
+    ccl = _ccl_with(tmp_path, "spin_steps")
+    bench = write(tmp_path, "bench.py", ANNOUNCED_BENCH)
+    child = started("run", str(bench), "--topology", "default", "--ccl", str(ccl), "600", cwd=tmp_path,
+                    python_path=tmp_path)
+    time.sleep(0.5)  # the members spin, far inside the 30 s a twentieth of the timeout gives them
+    began = time.monotonic()
+    child.send_signal(signum)
+    try:
+        _, stderr = child.communicate(timeout=PROBE_TIMEOUT_S)
+    finally:
+        child.kill()
+    assert time.monotonic() - began < 5
+    assert child.returncode == 130, stderr
+    assert re.fullmatch(r"kernbench: interrupted at simulated t=[\d.]+ (ps|ns|us|ms|s) \([\d,]+ events, "
+                        r"wall [\d.]+ s\)\n", stderr), stderr
