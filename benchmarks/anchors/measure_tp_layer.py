@@ -47,8 +47,16 @@ HEAD_DIM = 128
 WARMUP, STEPS = 5, 20
 
 
+def _summed_over_group(x):
+    """x all-reduced (summed) over the tensor-parallel group; x itself on a group of one."""
+    if dist.get_world_size() > 1:
+        x = x.contiguous()
+        dist.all_reduce(x)
+    return x
+
+
 class _CopyToGroup(torch.autograd.Function):
-    """Identity forward; the gradient all-reduced over the group (Megatron's copy_to_tensor_model_parallel_region)."""
+    """Identity forward; the gradient summed over the group (Megatron's copy_to_tensor_model_parallel_region)."""
 
     @staticmethod
     def forward(ctx, x):
@@ -56,21 +64,15 @@ class _CopyToGroup(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if dist.get_world_size() > 1:
-            grad = grad.contiguous()
-            dist.all_reduce(grad)
-        return grad
+        return _summed_over_group(grad)
 
 
 class _ReduceFromGroup(torch.autograd.Function):
-    """All-reduce forward; identity backward (reduce_from_tensor_model_parallel_region)."""
+    """Summed over the group forward; identity backward (reduce_from_tensor_model_parallel_region)."""
 
     @staticmethod
     def forward(ctx, x):
-        if dist.get_world_size() > 1:
-            x = x.contiguous()
-            dist.all_reduce(x)
-        return x
+        return _summed_over_group(x)
 
     @staticmethod
     def backward(ctx, grad):
