@@ -188,7 +188,8 @@ def _worker(rank: int, tp: int, results) -> None:
 def environment() -> dict:
     props = torch.cuda.get_device_properties(0)
     return {"gpu": props.name, "gpus": torch.cuda.device_count(), "sms": props.multi_processor_count,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "python": platform.python_version(),
             "timer": f"CUDA events on rank 0 around one step, median of {STEPS} after {WARMUP} warm-up steps"}
 

@@ -19,7 +19,8 @@ from numpy.lib.stride_tricks import as_strided
 
 
 class StridedRuns(NamedTuple):
-    """Flat elements `start + r·stride + c` for r < count, c < width, in that (row-major) order."""
+    """Flat elements `start + r·stride + c` for r < count, c < width, in that (row-major) order; rows do not
+    overlap (stride >= width >= 1)."""
 
     start: int
     stride: int
@@ -51,7 +52,7 @@ class StridedRuns(NamedTuple):
         most three pieces in order — the partial row the range starts in, the whole rows, the partial row
         it ends in — each piece a slice when it is one run."""
         pieces = []
-        row = max(0, (first - self.start) // self.stride) if self.stride else 0
+        row = max(0, (first - self.start) // self.stride)
         while row < self.count:
             row_start = self.start + row * self.stride
             if row_start >= stop:
@@ -62,8 +63,7 @@ class StridedRuns(NamedTuple):
                 continue
             if lo == row_start and hi == row_start + self.width:
                 # Whole rows from here for as long as every one lies in the range.
-                rows = min(self.count - row, (stop - self.width - row_start) // self.stride + 1
-                           if self.stride else self.count - row)
+                rows = min(self.count - row, (stop - self.width - row_start) // self.stride + 1)
                 lanes = slice(row * self.width, (row + rows) * self.width)
                 pieces.append((lanes, runs_or_slice(row_start, self.stride, rows, self.width)))
                 row += rows

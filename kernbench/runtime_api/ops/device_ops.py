@@ -92,7 +92,8 @@ def streamed(ctx, count: int, per_tile: int) -> int:
     the last wave's tail short, as finer tiles do.
     """
     slots = STREAMED_PER_SLOT * ctx.topology.pes_per_sip * ctx.topology.pe.resident_programs
-    return per_tile * max(1, -(-(-(-count // per_tile)) // slots))
+    tiles = -(-count // per_tile)
+    return per_tile * max(1, -(-tiles // slots))
 
 
 STREAMED_PER_SLOT = 4

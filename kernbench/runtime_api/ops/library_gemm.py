@@ -48,13 +48,13 @@ def library_plan(ctx, batches: int, m: int, n: int, k: int, dtype: DType) -> Gem
     longer of its MMAs (2·bm·bn·K/s flops at one matrix unit's rate) and its
     panel loads ((bm + bn)·K/s elements through one PE's DMA engines); never
     less than the operands and the result once over the SIP's sustained HBM
-    rate, nor than every program's panels over its L2's rate; a split adds its fp32 partials written and read back over HBM and
-    the second launch that sums them. Splits go only as far as filling the
+    rate, nor than every program's panels over its L2's rate; a split adds
+    its fp32 partials written and read back over HBM and the second launch
+    that sums them. Splits go only as far as filling the
     PEs: a library splits K to give idle SMs work, not to shrink a full grid.
     """
     topology = ctx.topology
-    pes, clock = topology.pes_per_sip, topology.pe.clock_hz
-    mma = topology.pe.matrix_unit.rate(dtype.name) * clock
+    pes, mma = topology.pes_per_sip, topology.pe_peak_flops(dtype.name)
     dma = topology.pe.dma.bandwidth_bytes_per_s * topology.pe.dma.engines
     hbm = topology.cube.hbm.sustained_bytes_per_s * topology.cubes_per_sip
     l2 = topology.sip.l2.bandwidth_bytes_per_s if topology.sip.l2 is not None else None

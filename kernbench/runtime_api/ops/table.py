@@ -43,7 +43,8 @@ class Cost(enum.Enum):
 
     ELEMENTWISE = "an elementwise device op: one vector-unit pass over the elements"
     REDUCTION = "a reduction: one vector-unit pass per chunk of the reduced elements"
-    GEMM = "a GEMM: 2·m·n·k flops on the matrix units, operand tiles over DMA (split over K: a vector pass summing the partials)"
+    GEMM = ("a GEMM: 2·m·n·k flops on the matrix units, operand tiles over DMA (split over K: a vector pass summing "
+            "the partials)")
     COPY = "copies: one DMA copy per input into its slice of the result"
     FILL = "a device fill: one vector pass and a store per tile"
     FUSED = "a fused row kernel: each row read once and written once, a few vector passes over it"
