@@ -137,7 +137,8 @@ def _l2_alike(machine: Machine, members) -> bool:
     tags = machine.l2_tags(first.sip)
     if tags is None:
         return True
-    held, origin = tags.held(window_base(first.sip)), window_base(first.sip)
+    origin = window_base(first.sip)
+    held = tags.held(origin)
     return all(m.input.allocation.base - window_base(m.sip) == first.input.allocation.base - origin
                and m.output.allocation.base - window_base(m.sip) == first.output.allocation.base - origin
                and machine.l2_tags(m.sip).held(window_base(m.sip)) == held for m in members[1:])
