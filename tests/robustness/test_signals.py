@@ -184,20 +184,38 @@ def test_adr0014_t33_ctrl_c_while_a_sweep_draws_its_plot_names_the_plot_and_keep
     assert not plot.exists() and not list(out.rglob("*.tmp*"))
 
 # Twenty thousand device ops: a trace of about 13 MB, written for a second or more after the bench's line.
-MANY_OPS = '''
+A_FEW_OPS = '''
 def run(torch):
     x = torch.ones(64)
-    for _ in range(20000):
+    for _ in range(8):
         x = x + 1
     print("ran", x[0].item(), flush=True)
+'''
+
+# Loaded by the child before kernbench (Python imports `sitecustomize` from its path at start-up): the trace writer
+# begins the document and then waits, so the signal lands while the trace is being written, whatever the host's load.
+TRACE_WRITER_THAT_WAITS = f'''
+import time
+
+import kernbench.sim_engine.trace as trace
+
+
+def _write_trace_slowly(oplog, file):
+    file.write('{{"traceEvents": [')
+    time.sleep({PROBE_TIMEOUT_S})
+
+
+trace._write_trace = _write_trace_slowly
 '''
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
 def test_adr0014_t43_a_hangup_while_the_trace_is_written_removes_its_temporary_and_exits_130(tmp_path, signum):
-    path = write(tmp_path, "many_ops.py", MANY_OPS)
+    path = write(tmp_path, "a_few_ops.py", A_FEW_OPS)
+    write(tmp_path, "sitecustomize.py", TRACE_WRITER_THAT_WAITS)
     (tmp_path / "trace.json").write_text(GOOD)
-    child = started("run", str(path), "--trace", "trace.json", cwd=tmp_path)  # the bench has run: outputs come next
+    child = started("run", str(path), "--trace", "trace.json", cwd=tmp_path,
+                    python_path=tmp_path)  # the bench has run: outputs come next
     while not leftovers(tmp_path) and child.poll() is None:
         threading.Event().wait(0.005)
     assert leftovers(tmp_path), "the run ended before its trace was staged"

@@ -424,13 +424,13 @@ def test_adr0016_t129_a_tile_loads_its_first_stage_then_runs_its_mmas_beside_the
 
 
 def _op_times(topology, ops: int) -> tuple[int, int]:
-    """Simulated ps from before `ops` back-to-back adds of 2^22 float32 elements to the end of their device work,
+    """Simulated ps from before `ops` back-to-back adds of 2^21 float32 elements to the end of their device work,
     and of one alone, timing-only."""
     session = Session(topology, timing_only=True)
     spans = []
 
     def bench(torch):
-        x, y = torch.randn(1 << 22, device="cuda"), torch.randn(1 << 22, device="cuda")
+        x, y = torch.randn(1 << 21, device="cuda"), torch.randn(1 << 21, device="cuda")
         for count in (1, ops):
             torch.cuda.synchronize()
             start = session.engine.now
@@ -444,19 +444,19 @@ def _op_times(topology, ops: int) -> tuple[int, int]:
 
 
 def test_adr0016_t128_a_launch_costs_the_host_its_launch_time_which_running_ahead_hides(tmp_path):
-    """On h100 (3.8 us a launch): one op alone takes the launch time plus what it takes with none; eight back to
-    back take one launch time plus eight ops' device time when each op's device time exceeds a launch."""
+    """On h100 (3.8 us a launch): one op alone takes the launch time plus what it takes with none; four back to
+    back take one launch time plus four ops' device time when each op's device time exceeds a launch."""
     from kernbench.topology import load_topology
     from tests.derived_topology import derived_topology
 
     launch = load_topology("h100").system.kernel_launch_ps
     assert launch > 0
     free = derived_topology(tmp_path, "h100", [("kernel_launch_ns: 3800", "kernel_launch_ns: 0")], "free.yaml")
-    alone_free, eight_free = _op_times(str(free), 8)
-    alone, eight = _op_times("h100", 8)
+    alone_free, four_free = _op_times(str(free), 4)
+    alone, four = _op_times("h100", 4)
     assert alone == alone_free + launch
     assert alone_free > launch  # so the host runs ahead of the device from the second op on
-    assert eight == eight_free + launch
+    assert four == four_free + launch
 
 
 def test_adr0016_t130_a_matmul_in_a_dtype_the_matrix_unit_has_no_rate_for_is_one_line_naming_op_dtype_and_topology(
