@@ -21,6 +21,10 @@ from collections import OrderedDict
 from kernbench.machine.data_executor import Region
 from kernbench.machine.strided_runs import StridedRuns
 
+# The `l2_window` of a read the L2 neither serves nor holds (`Machine.issue_dma`): a row a fused kernel reads a
+# second time after the rows in flight on the GPU have pushed it out (ADR 0016, "Row kernels").
+UNCACHED = 0
+
 
 def read_tag(region: Region) -> tuple[int, int, int]:
     """A read's tag: (address of its first byte, of its last element, element count) — O(1), whatever its

@@ -25,7 +25,7 @@ import numpy as np
 
 from kernbench.machine.data_executor import Access, DataHazard, HazardDetector, Region
 from kernbench.machine.endpoints import Endpoint
-from kernbench.machine.l2 import L2Tags, read_tag
+from kernbench.machine.l2 import UNCACHED, L2Tags, read_tag
 from kernbench.machine.memory import DeviceMemory
 from kernbench.machine.pe import PeUnits, build_pe_units
 from kernbench.run_caches import RunCaches
@@ -237,7 +237,7 @@ class Machine:
         builds no `Transfer`): reserve its route now, log it, arrange its read at its start; return
         `(end, effect)`. `l2_window`: for a read streamed in step by the other readers of the same bytes (a
         GEMM's panel), the bytes of it an L2 holds at once — the window between its first and last reader —
-        rather than all of them."""
+        rather than all of them; 0 for a read the L2 does not serve and that holds nothing (`UNCACHED`)."""
         known = self._paths_by_id.get((id(src), id(dst)))
         path = known[0] if known is not None and known[1] is src and known[2] is dst else self._path(src, dst)
         return self.issue_path_dma(path, nbytes, read, write, src_region, dst_region, label, data,
@@ -252,7 +252,7 @@ class Machine:
                        dma_engine: Channel | None, owner, l2_window: int | None = None) -> tuple[int, "_Effect"]:
         """`issue_dma` between the endpoints of `path` (from `dma_path`), its device given."""
         engine = self.engine
-        if path.l2 is not None and src_region is not None:  # a read of HBM on a SIP with an L2
+        if path.l2 is not None and src_region is not None and l2_window != UNCACHED:  # an HBM read an L2 serves
             hit, tags = path.l2
             if tags.read(read_tag(src_region), nbytes if l2_window is None else min(nbytes, l2_window)):
                 path = hit

@@ -535,3 +535,25 @@ def test_adr0016_t135_a_large_op_streams_runs_of_tiles_in_four_programs_a_slot()
     np.testing.assert_array_equal(got["sum"], x + y.reshape(x.shape))
     np.testing.assert_allclose(got["soft"], np.exp(x - x.max(-1, keepdims=True))
                                / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op, reads", [("layer_norm", 2), ("rms_norm", 2), ("softmax", 1)])
+def test_adr0016_t136_norms_read_each_row_twice_the_second_time_from_hbm(op, reads):
+    """On h100 (an L2 of 50 MB) a 1 MiB float32 tensor: a norm's DMAs move its bytes three times (two reads, one
+    write), a softmax's twice; every read misses the L2, though the norm's second read follows its first at once
+    and the whole tensor fits the L2."""
+    rows, row = 256, 1024
+    session = Session("h100", timing_only=True)
+
+    def bench(torch):
+        x = torch.randn(rows, row, device="cuda")
+        torch.cuda.synchronize()
+        getattr(torch.nn.functional, op)(x, **({"dim": -1} if op == "softmax" else {"normalized_shape": (row,)}))
+        torch.cuda.synchronize()
+
+    session.run(bench, session.torch)
+    machine = session.ctx.machine
+    moved = sum(record.nbytes for record in machine.oplog.select(label=op) if record.kind == "dma")
+    assert moved == (reads + 1) * rows * row * 4
+    tags = machine.l2_tags(0)
+    assert tags.hits == 0 and tags.misses > 0

@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import DType, float32, float64, int32, int64
+from kernbench.machine.l2 import UNCACHED
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import load_elements, store_elements
 from kernbench.numerics import device_arithmetic
@@ -47,11 +48,12 @@ class Program:
     def data(self) -> bool:
         return not self.ctx.timing_only
 
-    def load(self, tensor, indices, pieces: tuple | None = None) -> np.ndarray:
+    def load(self, tensor, indices, pieces: tuple | None = None, l2_window: int | None = None) -> np.ndarray:
         """HBM → TCM: `tensor`'s storage elements `indices` (a slice or an array), in order (`pieces`: their
-        `placed_dma.plan_dmas` from this PE, if the caller kept it)."""
+        `placed_dma.plan_dmas` from this PE, if the caller kept it; `l2_window`: `Machine.issue_dma`'s)."""
         return load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, indices,
-                             label=self.label, program=self.number, data=self.data, pieces=pieces)
+                             label=self.label, program=self.number, data=self.data, pieces=pieces,
+                             l2_window=l2_window)
 
     def store(self, tensor, indices, values: np.ndarray) -> None:
         store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
@@ -213,16 +215,19 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
 
 
 def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype: DType, params=(),
-               new_tensor=None):
+               new_tensor=None, reads: int = 1):
     """`fn(rows, *params) -> rows` over `x` seen as rows of its last `row` elements, as one fused kernel runs a
-    norm or a softmax: each program loads a group of whole rows once (and each parameter of `row` elements
-    once), makes `passes` vector passes over them and stores its rows once, into a new tensor of x's shape
-    and dtype.
+    norm or a softmax: each program loads a group of whole rows `reads` times (and each parameter of `row`
+    elements once), makes `passes` vector passes over them and stores its rows once, into a new tensor of x's
+    shape and dtype.
 
     `rows` are the loaded rows in `compute_dtype`, shape (rows, row); a
     parameter is a tensor of `row` elements or None. A group is as many rows
     as fit a tile, at least one: a row wider than a tile is still one
-    program's, streamed through as a fused kernel streams it.
+    program's, streamed through as a fused kernel streams it. A kernel that
+    reads its row again once the row's statistics are known (torch's layer
+    norm) does so from HBM: on a GPU the thousands of rows in flight have
+    pushed the row out of the L2 by then, so the read is `UNCACHED`.
     """
     out = new_tensor(x.shape, x.dtype, x.device, name)
     values_of = [param for param in params if param is not None]
@@ -242,7 +247,10 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
     def program(p: Program) -> None:
         first, last = p.number * per_program, min(n_rows, (p.number + 1) * per_program)
         start, stop = first * row, last * row
-        loaded_rows = p.load(x, storage_indices(x._layout, x.shape, start, stop))
+        indices = storage_indices(x._layout, x.shape, start, stop)
+        loaded_rows = p.load(x, indices)
+        for _ in range(reads - 1):
+            p.load(x, indices, l2_window=UNCACHED)
         loaded = [p.load(param, storage_indices(param._layout, param.shape, 0, row)) for param in values_of]
         p.vector(name, passes * (stop - start), compute_dtype)
         result = np.empty(stop - start, dtype=out.dtype.numpy)

@@ -87,10 +87,11 @@ def _sub_exp(x, m):
     return autograd.record(out, "sub_exp", (x, m), lambda g: (g * out, -(g * out)))
 
 
-def _fused_rows(name: str, forward, x, row: int, passes: int, params=()):
+def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: int = 1):
     """`forward` as one fused row kernel over x, computing in float32 for half types (as torch's kernels do)."""
     compute = float_type(wide_type(x.dtype))
-    return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)))
+    return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)),
+                                 reads=reads)
 
 
 def as_shape(normalized_shape) -> tuple[int, ...]:
@@ -108,7 +109,8 @@ def _normalized(x, normalized_shape) -> tuple[tuple[int, ...], int]:
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """(x − mean) / sqrt(var + eps) · weight + bias over the last dims (biased variance, as torch): one fused
-    pass (mean, variance, normalize) reading each row once and writing it once, as a GPU library's kernel."""
+    kernel, as torch's vectorized layer norm: it reads each row for its mean and variance, reads it again to
+    normalize it, and writes it once."""
     dims, row = _normalized(x, normalized_shape)
 
     def forward(rows, w, b):
@@ -117,7 +119,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
         y = y if w is None else y * w
         return y if b is None else y + b
 
-    out = _fused_rows("layer_norm", forward, x, row, passes=3, params=(weight, bias))
+    out = _fused_rows("layer_norm", forward, x, row, passes=3, params=(weight, bias), reads=2)
     lead = tuple(range(x.ndim - len(dims)))
 
     def backward(g):
@@ -135,7 +137,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
     """x / sqrt(mean(x²) + eps) · weight over the last dims (eps: the dtype's machine epsilon by default): one
-    fused pass (mean square, normalize), as a GPU library's kernel."""
+    fused kernel, torch's layer norm kernel without the mean: a read for the mean square, a second read to
+    normalize, one write."""
     dims, row = _normalized(x, normalized_shape)
     eps = float(np.finfo(x.dtype.numpy).eps) if eps is None else eps
 
@@ -143,7 +146,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
         y = rows / np.sqrt((rows * rows).mean(axis=1, keepdims=True) + eps)
         return y if w is None else y * w
 
-    out = _fused_rows("rms_norm", forward, x, row, passes=2, params=(weight,))
+    out = _fused_rows("rms_norm", forward, x, row, passes=2, params=(weight,), reads=2)
     lead = tuple(range(x.ndim - len(dims)))
 
     def backward(g):
