@@ -12,7 +12,9 @@ within a member's limit where that is shorter) then stops it with
   ops, which simulated time cannot tell from work;
 - sooner, when one of its members has held the host for a twentieth of
   that timeout (30 s by default) without giving the engine a single op (no
-  event scheduled since): a loop in the algorithm's own Python code.
+  event scheduled since): a loop in the algorithm's own Python code. That
+  share is counted in the process's CPU time, not the wall clock's: a host
+  so loaded that the process waits for a core has not been held by it.
 
 The error is raised where the engine loops (`raise_in_driver`), as Ctrl-C
 is, so the run stops at once, whatever runs at that moment, even a member's
@@ -69,7 +71,7 @@ class _Watchdog:
         self.open: list[_Watch] = []
         self._previous = None  # SIGALRM's handler before ours, while ours is installed
         self._seen: tuple | None = None  # (engine, events scheduled, running process or task) at the last tick
-        self._quiet_since = 0.0
+        self._quiet_since = 0.0  # the process's CPU time when the engine last moved
         self._period: float | None = None  # the timer's interval while installed
 
     @contextlib.contextmanager
@@ -111,7 +113,7 @@ class _Watchdog:
     def _tick(self, _signum, _frame) -> None:
         # A run stopped by another error or Ctrl-C never closes its watches: they end with their engine's run.
         self._close([watch for watch in self.open if not watch.engine._running])
-        now = time.monotonic()
+        now, cpu = time.monotonic(), time.process_time()
         for watch in self.open:
             if now - watch.began > watch.timeout_s:
                 self._close([w for w in self.open if w.engine is watch.engine])
@@ -124,10 +126,10 @@ class _Watchdog:
             runner = engine._current or engine._task
             seen = (engine, engine.events_scheduled, runner)
             if seen != self._seen:
-                self._seen, self._quiet_since = seen, now
+                self._seen, self._quiet_since = seen, cpu
                 continue
             if runner is None or not runner.name.startswith(f"{watch.label} rank ") \
-                    or now - self._quiet_since <= (0 if watch.tripped else watch.timeout_s / STALL_FRACTION):
+                    or cpu - self._quiet_since <= (0 if watch.tripped else watch.timeout_s / STALL_FRACTION):
                 continue
             member, limit = runner.name[len(watch.label) + 1:], watch.timeout_s / STALL_FRACTION
             error = CollectiveTimeout(
