@@ -6,8 +6,12 @@ measurements (taken by `anchors/measure_torch_ops.py`; `anchors/README.md`
 says how). This script runs every point as a user writes it — tensors made
 with `device="cuda"`, no `DPPolicy`, then `a @ b`, `x.sum()`,
 `F.layer_norm(x, (n,))`, … — timing-only on the topology that describes the
-GPU (`h100`, and one SIP of `h200x4`), and takes the simulated time from
-just before the op is enqueued to the end of its device work. It prints per
+GPU (`h100`, and one SIP of `h200x4`), and takes the simulated time as
+`do_bench` takes the real one: behind the L2 flush `do_bench` enqueues
+before each call, from the flush's end to the op's (so the host's launch
+of the op, made while the flush runs, is hidden, and the device's start of
+its kernels is not), plus what do_bench's own events add to any kernel's
+span (the anchor's empty kernel less the device's start of one). It prints per
 point the measured and simulated time and the error (simulated − measured)
 / measured, then per GPU and family the geometric mean of |error| (the
 geometric mean of the ratios' distance from 1: exp(mean |ln(sim/real)|) − 1),
@@ -42,10 +46,12 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernbench.session import Session  # noqa: E402
+from kernbench.topology import load_topology  # noqa: E402
 
 ANCHORS = Path(__file__).resolve().parent / "anchors"
 GPUS = {"h100": ("torch_ops_h100.json", "h100"), "h200": ("torch_ops_h200.json", "h200x4")}
 DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+FLUSH_BYTES = 256 * 1024 * 1024  # triton.testing.do_bench's L2 flush
 
 
 def operands(point) -> list[tuple[int, ...]]:
@@ -77,22 +83,36 @@ def the_op(torch, point, tensors):
 
 
 def simulated_us(topology: str, point) -> float:
-    """Simulated microseconds of the point's op on one device of `topology`, timing-only."""
-    session = Session(topology, timing_only=True)
-    got = {}
+    """Simulated microseconds of the point's op on one device of `topology`, timing-only, as `do_bench` times it:
+    the L2 flush (`zero_()` of 256 MB) enqueued, then the op; from the flush's end to the op's (the span of
+    do_bench's two CUDA events, which the host's launch of the op, made while the flush runs, does not enter).
+    The flush's end is the same run without the op."""
+    spans = []
+    for with_op in (False, True):
+        session = Session(topology, timing_only=True)
 
-    def bench(torch):
-        dtype = getattr(torch, DTYPE_NAMES[point["dtype"]])
-        tensors = [torch.randn(*shape, device="cuda", dtype=dtype) for shape in operands(point)]
-        op = the_op(torch, point, tensors)
-        torch.cuda.synchronize()
-        start = session.engine.now
-        op()
-        torch.cuda.synchronize()
-        got["ps"] = session.engine.now - start
+        def bench(torch):
+            dtype = getattr(torch, DTYPE_NAMES[point["dtype"]])
+            tensors = [torch.randn(*shape, device="cuda", dtype=dtype) for shape in operands(point)]
+            op = the_op(torch, point, tensors)
+            cache = torch.empty(FLUSH_BYTES // 4, device="cuda", dtype=torch.int32)
+            torch.cuda.synchronize()
+            start = session.engine.now
+            cache.zero_()
+            if with_op:
+                op()
+            torch.cuda.synchronize()
+            spans.append(session.engine.now - start)
 
-    session.run(bench, session.torch)
-    return got["ps"] / 1e6
+        session.run(bench, session.torch)
+    flushed, both = spans
+    return (both - flushed) / 1e6
+
+
+def timer_events_us(measured, topology: str) -> float:
+    """What do_bench's two CUDA events add to a kernel's span: the anchor's empty Triton kernel as do_bench timed
+    it, less the device's start of a kernel (`sip.kernel_start_ns`), which the simulated span already holds."""
+    return measured["environment"]["empty_triton_kernel_us"] - load_topology(topology).sip.kernel_start_ps / 1e6
 
 
 def label(point) -> str:
@@ -118,7 +138,8 @@ def main(argv=None) -> None:
     skipped = 0
     for gpu in args.gpu or sorted(GPUS):
         anchor, topology = GPUS[gpu]
-        points = json.loads((ANCHORS / anchor).read_text())["points"]
+        measured = json.loads((ANCHORS / anchor).read_text())
+        points, events = measured["points"], timer_events_us(measured, topology)
         print(f"{gpu} ({topology}.yaml): {'point':<42} {'real us':>10} {'sim us':>10} {'error':>8} "
               f"{'wall s':>7} {'cpu s':>7}")
         for point in points:
@@ -128,7 +149,7 @@ def main(argv=None) -> None:
                 skipped += 1
                 continue
             wall, cpu = time.perf_counter(), cpu_seconds()
-            simulated = simulated_us(topology, point)
+            simulated = simulated_us(topology, point) + events
             wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
             ratio = simulated / point["time_us"]
             errors[(gpu, point["family"])].append(ratio)

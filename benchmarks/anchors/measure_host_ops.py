@@ -21,6 +21,10 @@ measures that time per op, as a user's eager code spends it:
   `x + c`) run forward and `backward()` 20 times after 5 warm-ups: the host
   µs per op of each, the backward's being the autograd engine's per node.
 - `triton_empty`: an empty Triton kernel launched in the same loop.
+- `device_back_to_back`: the device's own time per kernel when the host is
+  ahead: `torch.cuda._sleep` holds the stream while the host queues 1000
+  launches (an empty Triton kernel; a one-block `x + x`), and CUDA events
+  around the queued launches time them on the device, in µs per kernel.
 
 The file records the GPU, the host's CPU and the software versions.
 """
@@ -58,6 +62,20 @@ def per_call_us(call) -> list[float]:
     torch.cuda.synchronize()
     ended = time.perf_counter()
     return [round((issued - began) / CALLS * 1e6, 2), round((ended - began) / CALLS * 1e6, 2)]
+
+
+def back_to_back_us(call, kernels: int = 1000) -> float:
+    """Device µs per kernel of `kernels` launches queued behind a sleeping stream, timed by CUDA events."""
+    call()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(100_000_000)  # ~50 ms of the stream: longer than the host takes to queue the launches
+    start.record()
+    for _ in range(kernels):
+        call()
+    end.record()
+    torch.cuda.synchronize()
+    return round(start.elapsed_time(end) * 1000 / kernels, 3)
 
 
 def chain_us(x, n: int) -> dict:
@@ -116,6 +134,9 @@ def main(out: str) -> None:
         result[f"backward_chain_{n}"] = chain_us(leaf, n)
     _empty[(1,)](x)
     result["triton_empty"] = per_call_us(lambda: _empty[(1,)](x))
+    with torch.no_grad():
+        result["device_back_to_back"] = {"triton_empty": back_to_back_us(lambda: _empty[(1,)](x)),
+                                         "add": back_to_back_us(lambda: x + x)}
     with open(out, "w") as file:
         json.dump(result, file, indent=1)
     print(json.dumps(result, indent=1))

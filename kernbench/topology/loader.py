@@ -109,6 +109,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
             ),
             l2=None if values["sip.l2.capacity_kib"] is None else _memory(values, "sip.l2", "capacity_kib"),
             default_placement=values["sip.default_placement"],
+            kernel_start_ps=values["sip.kernel_start_ns"],
         ),
         cube=CubeSpec(
             hbm=replace(_memory(values, "cube.hbm", "capacity_gib"), efficiency=values["cube.hbm.efficiency"]),

@@ -94,8 +94,8 @@ SCHEMA: tuple[Field, ...] = (
     Field("system.host_link.bandwidth_gb_per_s", Quantity(GB_PER_S), "host <-> SIP bandwidth, each direction"),
     Field("system.host_link.latency_ns", Quantity(NANOSECONDS, allow_zero=True), "host <-> SIP latency"),
     Field("system.host_link.kernel_launch_ns", Quantity(NANOSECONDS, allow_zero=True),
-          "the host's time to launch one kernel or device op (driver and framework), during which device work "
-          "already enqueued runs on", default=0),
+          "the host's time to launch one kernel or device op (framework, autograd and driver), during which "
+          "device work already enqueued runs on", default=0),
     Field("sip.cube_mesh.w", Count(maximum=MAX_MESH_SIDE), "cubes across the SIP's mesh"),
     Field("sip.cube_mesh.h", Count(maximum=MAX_MESH_SIDE), "cubes down the SIP's mesh"),
     Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),
@@ -108,6 +108,9 @@ SCHEMA: tuple[Field, ...] = (
     Field("sip.default_placement", Choice(DEFAULT_PLACEMENTS),
           "how a tensor with no DPPolicy is laid out: interleaved over every cube and PE, or whole on cube 0, PE 0",
           default="first_pe"),
+    Field("sip.kernel_start_ns", Quantity(NANOSECONDS, allow_zero=True),
+          "the device's time to start a kernel or device op once its turn on its stream comes (the front end "
+          "launching its grid), however far ahead the host is", default=0),
     *_memory("cube.hbm", Quantity(GIB), "HBM stack"),
     Field("cube.hbm.efficiency", Fraction01(),
           "share of an HBM stack's peak bandwidth a stream of reads and writes sustains (the rest: refresh, bank "

@@ -74,6 +74,7 @@ class SipSpec:
     noc: NocSpec
     l2: "MemorySpec | None" = None  # shared by the SIP's PEs between them and HBM; None: no L2
     default_placement: str = "first_pe"  # the layout of a tensor with no DPPolicy: "interleaved" or "first_pe"
+    kernel_start_ps: int = 0  # the device's time to start a kernel once its turn comes (adr/0016, "Launch cost")
 
 
 @dataclass(frozen=True, slots=True)

@@ -424,13 +424,13 @@ def test_adr0016_t129_a_tile_loads_its_first_stage_then_runs_its_mmas_beside_the
 
 
 def _op_times(topology, ops: int) -> tuple[int, int]:
-    """Simulated ps from before `ops` back-to-back adds of 2^21 float32 elements to the end of their device work,
+    """Simulated ps from before `ops` back-to-back adds of 2^22 float32 elements to the end of their device work,
     and of one alone, timing-only."""
     session = Session(topology, timing_only=True)
     spans = []
 
     def bench(torch):
-        x, y = torch.randn(1 << 21, device="cuda"), torch.randn(1 << 21, device="cuda")
+        x, y = torch.randn(1 << 22, device="cuda"), torch.randn(1 << 22, device="cuda")
         for count in (1, ops):
             torch.cuda.synchronize()
             start = session.engine.now
@@ -444,14 +444,14 @@ def _op_times(topology, ops: int) -> tuple[int, int]:
 
 
 def test_adr0016_t128_a_launch_costs_the_host_its_launch_time_which_running_ahead_hides(tmp_path):
-    """On h100 (3.8 us a launch): one op alone takes the launch time plus what it takes with none; four back to
+    """On h100 (10.2 us a launch): one op alone takes the launch time plus what it takes with none; four back to
     back take one launch time plus four ops' device time when each op's device time exceeds a launch."""
     from kernbench.topology import load_topology
     from tests.derived_topology import derived_topology
 
     launch = load_topology("h100").system.kernel_launch_ps
     assert launch > 0
-    free = derived_topology(tmp_path, "h100", [("kernel_launch_ns: 3800", "kernel_launch_ns: 0")], "free.yaml")
+    free = derived_topology(tmp_path, "h100", [("kernel_launch_ns: 10200", "kernel_launch_ns: 0")], "free.yaml")
     alone_free, four_free = _op_times(str(free), 4)
     alone, four = _op_times("h100", 4)
     assert alone == alone_free + launch
@@ -557,3 +557,33 @@ def test_adr0016_t136_norms_read_each_row_twice_the_second_time_from_hbm(op, rea
     assert moved == (reads + 1) * rows * row * 4
     tags = machine.l2_tags(0)
     assert tags.hits == 0 and tags.misses > 0
+
+
+def test_adr0016_t137_the_device_spends_its_kernel_start_on_every_kernel_however_far_ahead_the_host_is(tmp_path):
+    """On h100 (1.75 us a kernel's start): four small adds the host queued behind a large one end four kernel
+    starts later than on the same machine whose kernels start at once (and the large one one start later)."""
+    from kernbench.topology import load_topology
+    from tests.derived_topology import derived_topology
+
+    start = load_topology("h100").sip.kernel_start_ps
+    assert start > 0
+    at_once = derived_topology(tmp_path, "h100", [("kernel_start_ns: 1750", "kernel_start_ns: 0")], "at_once.yaml")
+
+    def queued(topology, ops: int) -> int:
+        session = Session(topology, timing_only=True)
+        spans = []
+
+        def bench(torch):
+            big, x = torch.randn(1 << 25, device="cuda"), torch.randn(1 << 10, device="cuda")
+            torch.cuda.synchronize()
+            began = session.engine.now
+            big.add_(1.0)
+            for _ in range(ops):
+                x.add_(1.0)
+            torch.cuda.synchronize()
+            spans.append(session.engine.now - began)
+
+        session.run(bench, session.torch)
+        return spans[0]
+
+    assert queued("h100", 4) - queued(str(at_once), 4) == 5 * start

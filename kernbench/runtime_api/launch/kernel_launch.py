@@ -114,10 +114,13 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     to any of `tensors`; the tensors in `written` wait for it in turn.
     `finished()`, if given, is called when the programs have ended, however.
     The calling host first spends the topology's kernel launch time
-    (`system.host_link.kernel_launch_ns`), as a GPU's driver and framework do:
+    (`system.host_link.kernel_launch_ns`), as a GPU's framework and driver do:
     a single op waits it out, a host running ahead of its device hides it.
     A launch from outside any process (a script driving the engine itself)
-    has no host timeline to spend it on and enqueues at once.
+    has no host timeline to spend it on and enqueues at once. Once the
+    launch's turn on its stream comes, the device spends `sip.kernel_start_ns`
+    before its programs run, as a GPU's front end launches a grid: that much
+    the stream is busy per kernel however far ahead the host is.
     """
     sip = tensors[0].device.index
     assignment = _place_programs(ctx, tensors, sip, n_programs)
@@ -135,6 +138,8 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     def run_launch() -> None:
         if waits:
             engine.wait_all(waits)
+        if start_ps:
+            engine.sleep(start_ps)
         resident = ctx.topology.pe.resident_programs
         workers = []
         for pe, programs in assignment:
@@ -153,7 +158,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
             if finished is not None:
                 finished()
 
-    launch_ps = ctx.topology.system.kernel_launch_ps
+    launch_ps, start_ps = ctx.topology.system.kernel_launch_ps, ctx.topology.sip.kernel_start_ps
     if launch_ps and engine.current_process is not None:
         engine.sleep(launch_ps)  # the host's cost of the launch; work already on the device runs on meanwhile
     handle = ctx.current_stream(sip).enqueue(label, run_launch)

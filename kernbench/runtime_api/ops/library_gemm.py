@@ -73,7 +73,7 @@ def library_plan(ctx, batches: int, m: int, n: int, k: int, dtype: DType) -> Gem
             time = max(-(-tiles * splits // pes) * program, once, panels / l2 if l2 else 0)
             if splits > 1:
                 partials = batches * m * n * accumulator_type(dtype).itemsize * splits
-                time += 2 * partials / hbm + topology.system.kernel_launch_ps / 1e12
+                time += 2 * partials / hbm + topology.sip.kernel_start_ps / 1e12
             key = (round(time * 1e12), -block_m * block_n, splits)
             if best is None or key < best[0]:
                 best = (key, GemmPlan(block_m, block_n, splits))
