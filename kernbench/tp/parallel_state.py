@@ -217,6 +217,13 @@ def get_torch_namespace():
     return _state().torch
 
 
+def torch_namespace():
+    """The `torch` namespace given to `initialize_model_parallel` on this rank, else the run's: for code that
+    Megatron runs with or without model parallelism (mappings given a group, the RNG tracker, checkpointing)."""
+    state = _STATE.get()
+    return current_torch() if state is None else state.torch
+
+
 # ---- groups ---------------------------------------------------------------------------------------------------
 # `check_initialized=False` (Megatron's keyword) returns None instead of raising when this rank has no groups.
 

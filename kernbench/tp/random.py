@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 from contextvars import ContextVar
 
-from kernbench.runtime_api.current_run import current_torch
 from kernbench.tp import parallel_state
 from kernbench.tp.errors import ModelParallelError
 
@@ -131,8 +130,7 @@ class CudaRNGStatesTracker:
 
     def _namespace(self):
         if self._torch is None:
-            self._torch = (parallel_state.get_torch_namespace() if parallel_state.model_parallel_is_initialized()
-                           else current_torch())
+            self._torch = parallel_state.torch_namespace()
         return self._torch
 
     def _current_state(self):
