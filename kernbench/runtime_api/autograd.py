@@ -131,6 +131,9 @@ def backward(root, gradient=None, retain_graph=None) -> None:
             grad = grads.pop(tensor, None)
             if grad is None:
                 continue
+            for hook in list(getattr(tensor, "_grad_hooks", {}).values()):
+                changed = hook(grad)
+                grad = grad if changed is None else changed
             node = tensor.grad_fn
             if node is None or getattr(tensor, "_retains_grad", False):
                 _accumulate(tensor, grad)
