@@ -238,6 +238,13 @@ class Function:
             return cls.forward(ctx, *args, **kwargs)
         with GradMode(run, False):
             outputs = cls.forward(ctx, *args, **kwargs)
+            # An input returned as it is comes out as a view of it (as in PyTorch), so the node goes on the view and
+            # the input keeps its own history (a leaf stays a leaf).
+            inputs = {id(a) for a in tensors}
+            if isinstance(outputs, tuple):
+                outputs = tuple(o.view(o.shape) if id(o) in inputs else o for o in outputs)
+            elif id(outputs) in inputs:
+                outputs = outputs.view(outputs.shape)
         results = outputs if isinstance(outputs, tuple) else (outputs,)
         skip = {id(t) for t in getattr(ctx, "non_differentiable", ())}
         for position, out in enumerate(results):

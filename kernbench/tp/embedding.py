@@ -38,8 +38,8 @@ from kernbench.runtime_api.nn.module import Module
 from kernbench.tp import parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError, NotDivisibleError
-from kernbench.tp.layers import set_tensor_model_parallel_attributes
 from kernbench.tp.mappings import reduce_from_tensor_model_parallel_region, reduce_scatter_to_sequence_parallel_region
+from kernbench.tp.param_attributes import set_tensor_model_parallel_attributes
 from kernbench.tp.random import default_generator_rng, get_cuda_rng_tracker
 from kernbench.tp.utils import VocabUtility
 

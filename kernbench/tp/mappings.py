@@ -178,12 +178,6 @@ def _reduce_scatter_along_first_dim(input_, group, input_split_sizes=None, use_g
 
 
 # ---- Megatron's autograd functions ----------------------------------------------------------------------
-def _output(result, input_):
-    """A forward's result as a tensor of its own: an in-place or identity result is a view of the input, so
-    autograd records the output, not the input."""
-    return result.view(result.shape) if result is input_ else result
-
-
 class _CopyToModelParallelRegion(Function):
     """Forward: identity. Backward: all-reduce."""
 
@@ -194,7 +188,7 @@ class _CopyToModelParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group):
         ctx.group = group
-        return input_.view(input_.shape)
+        return input_
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -210,7 +204,7 @@ class _ReduceFromModelParallelRegion(Function):
 
     @staticmethod
     def forward(ctx, input_, group):
-        return _output(_reduce(input_, group), input_)
+        return _reduce(input_, group)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -227,7 +221,7 @@ class _ScatterToModelParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group):
         ctx.group = group
-        return _output(_split_along_last_dim(input_, group), input_)
+        return _split_along_last_dim(input_, group)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -244,7 +238,7 @@ class _GatherFromModelParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group):
         ctx.group = group
-        return _output(_gather_along_last_dim(input_, group), input_)
+        return _gather_along_last_dim(input_, group)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -261,7 +255,7 @@ class _ScatterToSequenceParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group):
         ctx.group = group
-        return _output(_split_along_first_dim(input_, group), input_)
+        return _split_along_first_dim(input_, group)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -282,7 +276,7 @@ class _GatherFromSequenceParallelRegion(Function):
                 use_global_buffer=False):
         ctx.tensor_parallel_output_grad = tensor_parallel_output_grad
         ctx.group, ctx.output_split_sizes, ctx.use_global_buffer = group, output_split_sizes, use_global_buffer
-        return _output(_gather_along_first_dim(input_, group, output_split_sizes, use_global_buffer), input_)
+        return _gather_along_first_dim(input_, group, output_split_sizes, use_global_buffer)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -304,7 +298,7 @@ class _ReduceScatterToSequenceParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group, input_split_sizes=None, use_global_buffer=False):
         ctx.group, ctx.input_split_sizes, ctx.use_global_buffer = group, input_split_sizes, use_global_buffer
-        return _output(_reduce_scatter_along_first_dim(input_, group, input_split_sizes, use_global_buffer), input_)
+        return _reduce_scatter_along_first_dim(input_, group, input_split_sizes, use_global_buffer)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -322,7 +316,7 @@ class _AllGatherFromTensorParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group):
         ctx.group = group
-        return _output(_gather_along_last_dim(input_, group), input_)
+        return _gather_along_last_dim(input_, group)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -339,7 +333,7 @@ class _ReduceScatterToTensorParallelRegion(Function):
     @staticmethod
     def forward(ctx, input_, group):
         ctx.group = group
-        return _output(_reduce_scatter_along_last_dim(input_, group), input_)
+        return _reduce_scatter_along_last_dim(input_, group)
 
     @staticmethod
     def backward(ctx, grad_output):

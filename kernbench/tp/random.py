@@ -344,11 +344,20 @@ def _recompute(run_function, inputs, rng_states) -> tuple:
     return outputs if isinstance(outputs, tuple) else (outputs,)
 
 
-def _backward_through(outputs, grads) -> None:
-    """The recomputed outputs' graph run backward with the gradients that reached the checkpoint."""
+def _input_grads(outputs, grads, inputs) -> tuple:
+    """The gradients of the recomputed graph's `inputs`, back-propagating `grads` from its `outputs`.
+
+    The graph is retained: a function of several outputs is back-propagated
+    once per output (autograd.Function's rule), each time from fresh input
+    gradients.
+    """
+    for value in inputs:
+        if isinstance(value, Tensor):
+            value.grad = None
     for output, grad in zip(outputs, grads):
         if isinstance(output, Tensor) and output.requires_grad and grad is not None:
-            output.backward(grad)
+            output.backward(grad, retain_graph=True)
+    return tuple(value.grad if isinstance(value, Tensor) else None for value in inputs)
 
 
 class CheckpointFunction(Function):
@@ -375,12 +384,13 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        inputs = ctx.saved_tensors
-        if ctx.distribute_saved_activations:
-            inputs[0].data = gather_split_1d_tensor(inputs[0].data).view(ctx.input_0_shape)
-        detached = detach_variable(inputs)
-        _backward_through(_recompute(ctx.run_function, detached, ctx.rng_states), grads)
-        return (None, None) + tuple(value.grad if isinstance(value, Tensor) else None for value in detached)
+        if not hasattr(ctx, "recomputed"):  # once, however many outputs are back-propagated
+            inputs = ctx.saved_tensors
+            if ctx.distribute_saved_activations:
+                inputs[0].data = gather_split_1d_tensor(inputs[0].data).view(ctx.input_0_shape)
+            ctx.detached = detach_variable(inputs)
+            ctx.recomputed = _recompute(ctx.run_function, ctx.detached, ctx.rng_states)
+        return (None, None) + _input_grads(ctx.recomputed, grads, ctx.detached)
 
 
 def checkpoint(function, distribute_saved_activations: bool, *args):
@@ -403,10 +413,7 @@ class CheckpointWithoutOutputFunction(Function):
     def backward(ctx, *grads):
         if ctx.outputs is None:  # no hook ran the recomputation (its tensor took no gradient): run it now
             ctx.checkpoint._recompute(None)
-        inputs, outputs = ctx.inputs, ctx.outputs
-        _backward_through(outputs, grads)
-        ctx.outputs = ctx.inputs = None
-        return (None, None) + tuple(value.grad if isinstance(value, Tensor) else None for value in inputs)
+        return (None, None) + _input_grads(ctx.outputs, grads, ctx.inputs)
 
 
 class CheckpointWithoutOutput:
