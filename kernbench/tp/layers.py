@@ -68,7 +68,9 @@ from kernbench.tp.mappings import (
     scatter_to_tensor_model_parallel_region,
 )
 from kernbench.tp.param_attributes import (  # noqa: F401 (Megatron's layers holds them)
+    copy_gtp_attributes,
     copy_tensor_model_parallel_attributes,
+    param_is_not_gtp_duplicate,
     param_is_not_tensor_parallel_duplicate,
     set_defaults_if_not_set_tensor_model_parallel_attributes,
     set_tensor_model_parallel_attributes,

@@ -51,3 +51,20 @@ def param_is_not_tensor_parallel_duplicate(param, tp_group=None, expert_tp_group
     if tp_group is not None:
         return tp_group.rank() == 0
     return parallel_state.get_tensor_model_parallel_rank() == 0
+
+
+# Megatron's generalized-tensor-parallel (GTP) marks of a parameter; kernbench has no GTP, so they only travel.
+_GTP_ATTRIBUTES = ("is_gtp_weight_remat", "allreduce", "gtp_replica_group", "pad_length")
+
+
+def copy_gtp_attributes(destination, source) -> None:
+    """Copy the GTP marks `source` has onto `destination` (a copy of a parameter keeps how it is counted)."""
+    for attribute in _GTP_ATTRIBUTES:
+        if hasattr(source, attribute):
+            setattr(destination, attribute, getattr(source, attribute))
+
+
+def param_is_not_gtp_duplicate(param) -> bool:
+    """Whether `param`'s gradient counts once across the GTP axis: always here, where every GTP group is one rank
+    (Megatron's answer with GTP off)."""
+    return True
