@@ -178,88 +178,64 @@ def _reduce_scatter_along_first_dim(input_, group, input_split_sizes=None, use_g
 
 
 # ---- Megatron's autograd functions ----------------------------------------------------------------------
-class _CopyToModelParallelRegion(Function):
+def _identity(input_, group):
+    return input_
+
+
+class _RegionMapping(Function):
+    """Megatron's shape of a mapping: `forward(ctx, input_, group)` runs `forward_op` and keeps the group for
+    `backward(ctx, grad_output)`, which runs `backward_op` on it; `symbolic(graph, input_, group)` is the forward.
+    Each mapping below is its pair of collectives."""
+
+    forward_op = backward_op = staticmethod(_identity)
+
+    @classmethod
+    def symbolic(cls, graph, input_, group):
+        return cls.forward_op(input_, group)
+
+    @classmethod
+    def forward(cls, ctx, input_, group):
+        ctx.group = group
+        return cls.forward_op(input_, group)
+
+    @classmethod
+    def backward(cls, ctx, grad_output):
+        return cls.backward_op(grad_output, ctx.group), None
+
+
+class _CopyToModelParallelRegion(_RegionMapping):
     """Forward: identity. Backward: all-reduce."""
-
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return input_
-
-    @staticmethod
-    def forward(ctx, input_, group):
-        ctx.group = group
-        return input_
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return _reduce(grad_output, ctx.group), None
+    backward_op = staticmethod(_reduce)
 
 
-class _ReduceFromModelParallelRegion(Function):
+class _ReduceFromModelParallelRegion(_RegionMapping):
     """Forward: all-reduce, in place. Backward: identity."""
-
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return _reduce(input_, group)
-
-    @staticmethod
-    def forward(ctx, input_, group):
-        return _reduce(input_, group)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return grad_output, None
+    forward_op = staticmethod(_reduce)
 
 
-class _ScatterToModelParallelRegion(Function):
+class _ScatterToModelParallelRegion(_RegionMapping):
     """Forward: split the last dim. Backward: all-gather along the last dim."""
-
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return _split_along_last_dim(input_, group)
-
-    @staticmethod
-    def forward(ctx, input_, group):
-        ctx.group = group
-        return _split_along_last_dim(input_, group)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return _gather_along_last_dim(grad_output, ctx.group), None
+    forward_op, backward_op = staticmethod(_split_along_last_dim), staticmethod(_gather_along_last_dim)
 
 
-class _GatherFromModelParallelRegion(Function):
+class _GatherFromModelParallelRegion(_RegionMapping):
     """Forward: all-gather along the last dim. Backward: split the last dim."""
-
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return _gather_along_last_dim(input_, group)
-
-    @staticmethod
-    def forward(ctx, input_, group):
-        ctx.group = group
-        return _gather_along_last_dim(input_, group)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return _split_along_last_dim(grad_output, ctx.group), None
+    forward_op, backward_op = staticmethod(_gather_along_last_dim), staticmethod(_split_along_last_dim)
 
 
-class _ScatterToSequenceParallelRegion(Function):
+class _ScatterToSequenceParallelRegion(_RegionMapping):
     """Forward: split the first dim. Backward: all-gather along the first dim."""
+    forward_op, backward_op = staticmethod(_split_along_first_dim), staticmethod(_gather_along_first_dim)
 
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return _split_along_first_dim(input_, group)
 
-    @staticmethod
-    def forward(ctx, input_, group):
-        ctx.group = group
-        return _split_along_first_dim(input_, group)
+class _AllGatherFromTensorParallelRegion(_RegionMapping):
+    """Forward: all-gather along the last dim. Backward: reduce-scatter along the last dim."""
+    forward_op, backward_op = staticmethod(_gather_along_last_dim), staticmethod(_reduce_scatter_along_last_dim)
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        return _gather_along_first_dim(grad_output, ctx.group), None
+
+class _ReduceScatterToTensorParallelRegion(_RegionMapping):
+    """Forward: reduce-scatter along the last dim. Backward: all-gather along the last dim."""
+    forward_op, backward_op = staticmethod(_reduce_scatter_along_last_dim), staticmethod(_gather_along_last_dim)
 
 
 class _GatherFromSequenceParallelRegion(Function):
@@ -304,40 +280,6 @@ class _ReduceScatterToSequenceParallelRegion(Function):
     def backward(ctx, grad_output):
         return _gather_along_first_dim(grad_output, ctx.group, ctx.input_split_sizes, ctx.use_global_buffer), \
             None, None, None
-
-
-class _AllGatherFromTensorParallelRegion(Function):
-    """Forward: all-gather along the last dim. Backward: reduce-scatter along the last dim."""
-
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return _gather_along_last_dim(input_, group)
-
-    @staticmethod
-    def forward(ctx, input_, group):
-        ctx.group = group
-        return _gather_along_last_dim(input_, group)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return _reduce_scatter_along_last_dim(grad_output, ctx.group), None
-
-
-class _ReduceScatterToTensorParallelRegion(Function):
-    """Forward: reduce-scatter along the last dim. Backward: all-gather along the last dim."""
-
-    @staticmethod
-    def symbolic(graph, input_, group):
-        return _reduce_scatter_along_last_dim(input_, group)
-
-    @staticmethod
-    def forward(ctx, input_, group):
-        ctx.group = group
-        return _reduce_scatter_along_last_dim(input_, group)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return _gather_along_last_dim(grad_output, ctx.group), None
 
 
 # ---- helpers ------------------------------------------------------------------------------------------

@@ -35,13 +35,13 @@ from types import ModuleType
 
 import pytest
 
-from kernbench.runtime_api.current_run import current_torch
 from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.runtime_api.namespace.torch_imports import torch_imports
 from kernbench.session import Session, lookup_before_a_run
-from kernbench.tp import parallel_state as ps
+from megatron_utils import WORLD_SIZE
+from megatron_utils import Utils as KernbenchUtils  # tests/tp, on the path beside this folder
 
-WORLD_SIZE, TOPOLOGY = 8, "h200x8"  # Megatron's CI: one node of 8 GPUs
+TOPOLOGY = "h200x8"  # Megatron's CI: one node of 8 GPUs
 
 ALIASES = {
     "megatron.core.tensor_parallel": "kernbench.tp.tensor_parallel",
@@ -151,28 +151,9 @@ class _PerRank(type):
         return _RANK.get()
 
 
-class Utils(metaclass=_PerRank):
-    """Megatron's `tests.unit_tests.test_utilities.Utils`, its methods as the tensor_parallel tests call them."""
-
-    world_size = WORLD_SIZE
-
-    @staticmethod
-    def initialize_distributed():
-        torch = current_torch()
-        if not torch.distributed.is_initialized():
-            torch.distributed.init_process_group(backend="nccl")
-
-    @staticmethod
-    def destroy_model_parallel():
-        ps.destroy_model_parallel()
-
-    @staticmethod
-    def initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                                  virtual_pipeline_model_parallel_size=None, **kwargs):
-        ps.destroy_model_parallel()
-        Utils.initialize_distributed()
-        ps.initialize_model_parallel(tensor_model_parallel_size, pipeline_model_parallel_size,
-                                     virtual_pipeline_model_parallel_size, **kwargs)
+class Utils(KernbenchUtils, metaclass=_PerRank):
+    """Megatron's `tests.unit_tests.test_utilities.Utils` as kernbench's ported tests have it, with `Utils.rank`
+    the calling rank (Megatron's LOCAL_RANK)."""
 
 
 # ---- the plugin's hooks ---------------------------------------------------------------------------------------
