@@ -15,8 +15,8 @@ Megatron's world:
   None), and any other Megatron name (Transformer Engine layers, models) is
   a placeholder that skips the test using it. `import torch` is kernbench's
   (`torch_imports`).
-- **torchrun's 8 processes.** Each test runs on 8 ranks spawned on the
-  h200x8 topology; every rank imports its own copy of the test module, as
+- **torchrun's 8 processes.** Each test runs on 8 ranks (`on_every_rank`,
+  Megatron's world of 8); every rank imports its own copy of the test module, as
   each process would, so module-level `rank = Utils.rank` is per rank.
 - **`Utils`** (`tests.unit_tests.test_utilities`): Megatron's methods, with
   `Utils.rank` the calling rank.
@@ -35,13 +35,10 @@ from types import ModuleType
 
 import pytest
 
-from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.runtime_api.namespace.torch_imports import torch_imports
-from kernbench.session import Session, lookup_before_a_run
-from megatron_utils import WORLD_SIZE
+from kernbench.session import lookup_before_a_run
 from megatron_utils import Utils as KernbenchUtils  # tests/tp, on the path beside this folder
-
-TOPOLOGY = "h200x8"  # Megatron's CI: one node of 8 GPUs
+from megatron_utils import on_every_rank
 
 ALIASES = {
     "megatron.core.tensor_parallel": "kernbench.tp.tensor_parallel",
@@ -179,10 +176,9 @@ def pytest_pyfunc_call(pyfuncitem):
     path, cls = pyfuncitem.module.__file__, pyfuncitem.cls
     name = pyfuncitem.originalname or pyfuncitem.name
 
-    def worker(rank, torch):
+    def worker(torch, rank, world_size):
         token = _RANK.set(rank)
         try:
-            torch.cuda.set_device(rank)
             module = _module_copy(path, rank)
             if cls is None:
                 getattr(module, name)(**kwargs)
@@ -196,12 +192,7 @@ def pytest_pyfunc_call(pyfuncitem):
         finally:
             _RANK.reset(token)
 
-    session = Session(TOPOLOGY)
-    try:
-        session.run(lambda torch: torch.multiprocessing.spawn(worker, args=(torch,), nprocs=WORLD_SIZE),
-                    session.torch)
-    except SpawnException as failure:
-        raise failure.failures[failure.error_index] from failure
+    on_every_rank(worker)
     return True
 
 
