@@ -19,6 +19,7 @@ rows (ops/) and the views (tensor/core.py) can both record into it.
 from __future__ import annotations
 
 import functools
+import itertools
 
 from kernbench.runtime_api.errors import FreedGraphError, TensorError
 
@@ -27,6 +28,24 @@ FREED_GRAPH = ("Trying to backward through the graph a second time (or directly 
                "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
                "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
                "if you need to access saved tensors after calling backward.")
+
+
+class RemovableHandle:
+    """What `register_forward_hook` and `Tensor.register_hook` return: `remove()` takes the hook out."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict):
+        self._hooks, self.id = hooks, next(self._ids)
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
 
 class Node:

@@ -9,3 +9,8 @@ class ModelParallelError(KernbenchError):
 
 class NotDivisibleError(ModelParallelError, AssertionError):
     """A size the group cannot split evenly: an `AssertionError` too, as Megatron's `divide` and mappings assert."""
+
+
+class NotInitializedError(ModelParallelError, AssertionError):
+    """Model-parallel state used before `initialize_model_parallel`: an `AssertionError` too, as Megatron's
+    getters assert their group is initialized."""

@@ -57,7 +57,8 @@ from kernbench.tp.utils import gather_split_1d_tensor, split_tensor_along_last_d
 __all__ = [
     "CheckpointWithoutOutput", "ColumnParallelLinear", "CudaRNGStatesTracker", "RowParallelLinear",
     "VocabParallelEmbedding", "all_gather_last_dim_from_tensor_parallel_region", "broadcast_data", "checkpoint",
-    "convert_cuda_rng_state", "copy_gtp_attributes", "copy_tensor_model_parallel_attributes", "copy_to_tensor_model_parallel_region",
+    "convert_cuda_rng_state", "copy_gtp_attributes", "copy_tensor_model_parallel_attributes",
+    "copy_to_tensor_model_parallel_region",
     "gather_from_sequence_parallel_region", "gather_from_tensor_model_parallel_region", "gather_split_1d_tensor",
     "get_cuda_rng_tracker", "get_data_parallel_rng_tracker_name", "get_expert_parallel_rng_tracker_name",
     "is_graph_safe_cuda_rng_tracker", "linear_with_grad_accumulation_and_async_allreduce",

@@ -601,12 +601,11 @@ class Tensor(TensorOps):
     def register_hook(self, hook):
         """`hook(grad)` when a backward has this tensor's whole gradient, before it flows on (or into `.grad`); a
         tensor it returns replaces the gradient. Returns a handle whose `remove()` takes the hook out."""
-        from kernbench.runtime_api.nn.module import RemovableHandle  # nn builds on tensors: imported at use
         if not self.requires_grad:
             raise TensorError("cannot register a hook on a tensor that doesn't require gradient")
         if "_grad_hooks" not in self.__dict__:
             self._grad_hooks = {}
-        handle = RemovableHandle(self._grad_hooks)
+        handle = autograd.RemovableHandle(self._grad_hooks)
         self._grad_hooks[handle.id] = hook
         return handle
 

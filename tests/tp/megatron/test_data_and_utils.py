@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernbench.tp import ModelParallelError, parallel_state
+from kernbench.tp import ModelParallelError
 from kernbench.tp import utils as tp_utils
 from kernbench.tp.data import broadcast_data
 from tests.tp.megatron_utils import Utils, on_every_rank

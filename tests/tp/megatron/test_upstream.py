@@ -45,8 +45,9 @@ def test_adr0011_t127_megatrons_own_tensor_parallel_tests_run_unchanged_on_8_ran
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
            "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "--tb=line", "-p", "upstream_plugin",
-                           "-p", "no:randomly", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestUnknownMarkWarning",
-                           "."], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+                           "-p", "no:randomly", "-p", "no:cacheprovider",
+                           "-W", "ignore::pytest.PytestUnknownMarkWarning", "."],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     outcomes = dict((node, kind) for kind, node in re.findall(r"^(PASSED|FAILED|ERROR|SKIPPED) (\S+)", done.stdout,
                                                             re.MULTILINE))
     failed = {node.split("[")[0] for node, kind in outcomes.items() if kind in ("FAILED", "ERROR")}
