@@ -27,7 +27,9 @@ the tensor-parallel size; otherwise each rank draws its own rows inside the
 RNG tracker's "model-parallel-rng" fork (`model_parallel_cuda_manual_seed`
 first). `init_method(array, rng)` fills a float32 numpy array in place from
 the numpy generator it is given, as `kernbench.tp.layers`' initializers do
-(`config.init_method` of a `TransformerConfig` is one).
+(`config.init_method` of a `TransformerConfig` is one); Megatron's kind,
+`init_method(tensor)` (`torch.nn.init.normal_` and the like), fills a
+float32 tensor from the same generator (`random.initial_values`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError, NotDivisibleError
 from kernbench.tp.mappings import reduce_from_tensor_model_parallel_region, reduce_scatter_to_sequence_parallel_region
 from kernbench.tp.param_attributes import set_tensor_model_parallel_attributes
-from kernbench.tp.random import default_generator_rng, get_cuda_rng_tracker
+from kernbench.tp.random import get_cuda_rng_tracker, initial_values
 from kernbench.tp.utils import VocabUtility
 
 
@@ -94,19 +96,16 @@ class VocabParallelEmbedding(Module):
     def _initial_rows(self, init_method, on_host: bool) -> np.ndarray:
         """This rank's rows, float32: of the whole master table (host initialization) or drawn alone (device's)."""
         if on_host:
-            master = np.empty((self.num_embeddings, self.embedding_dim), dtype=np.float32)
-            with default_generator_rng(self._torch) as rng:
-                init_method(master, rng)
+            master = initial_values(self._torch, init_method, (self.num_embeddings, self.embedding_dim))
             return master[self.vocab_start_index:self.vocab_end_index]
         tracker = get_cuda_rng_tracker()
         if "model-parallel-rng" not in tracker.get_states():
             raise ModelParallelError("VocabParallelEmbedding: initializing on the device draws from the RNG tracker's "
                                      "model-parallel-rng state; call model_parallel_cuda_manual_seed(seed) first, or "
                                      "set use_cpu_initialization=True in the config")
-        rows = np.empty((self.num_embeddings_per_partition, self.embedding_dim), dtype=np.float32)
-        with tracker.fork(), default_generator_rng(self._torch, device="ahbm") as rng:
-            init_method(rows, rng)
-        return rows
+        with tracker.fork():
+            return initial_values(self._torch, init_method, (self.num_embeddings_per_partition, self.embedding_dim),
+                                  device="ahbm")
 
     def forward(self, input_):
         """The embeddings of token ids `input_`: this rank's rows looked up, then summed (or reduce-scattered)."""

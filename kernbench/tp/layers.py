@@ -21,9 +21,11 @@ its output along it instead of all-reducing.
 The layers compose `kernbench.tp.mappings` and ask `parallel_state` for their
 rank and group. Weights are device tensors on the rank's current device.
 They are initialized as Megatron's CPU initialization does: the full master
-weight is drawn on the host (numpy, from `seed`) and each rank keeps its
-partition, so a layer's weights are the same whatever the tensor-parallel
-size; biases start at zero. `load_full_weight` partitions given arrays the
+weight is drawn on the host (numpy, from `seed`; or, for an `init_method`
+of Megatron's kind that fills a tensor, from the host's torch generator, as
+Megatron's CPU initialization after `torch.manual_seed`) and each rank keeps
+its partition, so a layer's weights are the same whatever the
+tensor-parallel size; biases start at zero. `load_full_weight` partitions given arrays the
 same way. Activations are contiguous device tensors of any number of dims,
 the last being the features (Megatron's [sequence, batch, hidden]). The
 matmul is the GEMM library's device op (cuBLAS's, as Megatron's layers run
@@ -75,6 +77,7 @@ from kernbench.tp.param_attributes import (  # noqa: F401 (Megatron's layers hol
     set_defaults_if_not_set_tensor_model_parallel_attributes,
     set_tensor_model_parallel_attributes,
 )
+from kernbench.tp.random import initial_values
 
 class _ParallelLinear(Module):
     """What both layers share: the master weight's partition along one axis, and its loading.
@@ -143,8 +146,8 @@ class _ParallelLinear(Module):
         # Timing only, no value is computed: drawing the master weight on the host (a GPT-3-width layer's
         # is 2.4 GB per rank) would cost the run minutes for numbers nobody reads.
         if config_value(config, "perform_initialization") and allocate_weight and not self._torch.is_timing_only():
-            master = np.empty(full_shape, dtype=np.float32)
-            (init_method or init_method_normal(0.02))(master, np.random.default_rng(seed))
+            master = initial_values(self._torch, init_method or init_method_normal(0.02), full_shape,
+                                    numpy_rng=np.random.default_rng(seed))
             self.load_full_weight(master, np.zeros(output_size, dtype=np.float32) if bias else None)
             if keep_master_weight_for_test:
                 # Megatron returns the master weight in the parameters' dtype: the values the ranks hold.

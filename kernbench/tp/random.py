@@ -34,11 +34,14 @@ from __future__ import annotations
 import contextlib
 from contextvars import ContextVar
 
+import numpy as np
+
 from kernbench.runtime_api.autograd import Function
 from kernbench.runtime_api.generators import Generator
 from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.tp import parallel_state
 from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.init_methods import takes_a_tensor
 from kernbench.tp.utils import gather_split_1d_tensor, split_tensor_into_1d_equal_chunks
 
 _MODEL_PARALLEL_RNG_TRACKER_NAME = "model-parallel-rng"
@@ -232,6 +235,24 @@ def model_parallel_cuda_manual_seed(seed: int, te_rng_tracker: bool = False, inf
     # Megatron's offset: any positive value keeps the tensor-parallel seeds apart from the data-parallel one.
     tracker.add(_MODEL_PARALLEL_RNG_TRACKER_NAME, seed + 2718 + tp_rank)
     tracker.add(_EXPERT_PARALLEL_RNG_TRACKER_NAME, seed + 1024 + 100 * ep_rank + etp_rank)
+
+
+def initial_values(torch, init_method, shape: tuple[int, ...], device: str = "cpu", numpy_rng=None) -> np.ndarray:
+    """kernbench's, for the layers: float32 values of `shape` drawn by `init_method`. Megatron's kind (`init_methods.takes_a_tensor`) fills a
+    float32 tensor on `device` from that device's default generator (inside a `fork()`, the tracker's state);
+    kernbench's kind fills an array from `numpy_rng`, else from that same generator (`default_generator_rng`)."""
+    if takes_a_tensor(init_method):
+        tensor = torch.empty(*shape, dtype=torch.float32, device=device)
+        with torch.no_grad():
+            init_method(tensor)
+        return tensor.cpu().numpy()
+    values = np.empty(shape, dtype=np.float32)
+    if numpy_rng is not None:
+        init_method(values, numpy_rng)
+        return values
+    with default_generator_rng(torch, device) as rng:
+        init_method(values, rng)
+    return values
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ checks mirror what `test_tp_attrs_without_init.py` reads off the layers.
 
 from __future__ import annotations
 
+import functools
 import re
 import textwrap
 
@@ -136,3 +137,33 @@ def test_adr0011_t125_megatrons_errors_are_one_line_and_exit_2_from_kernbench_ru
     assert re.search(said, err.splitlines()[-1]), err
     # Megatron asserts both, so code catching AssertionError around them catches kernbench's too.
     assert issubclass(NotInitializedError, AssertionError) and issubclass(NotDivisibleError, AssertionError)
+
+
+def test_adr0011_t128_megatrons_tensor_init_methods_give_partitions_of_one_master_weight():
+    """Mirrors test_initialization.py's test_col_init / test_row_init / test_embedding_init with init methods of
+    Megatron's kind (one argument, a tensor filled in place): tp 1 and tp 4 hold partitions of the same master."""
+
+    def weights(torch, rank, world_size):
+        normal = functools.partial(torch.nn.init.normal_, mean=0.0, std=0.02)
+        seen = {}
+        for tp in (1, 4):
+            Utils.initialize_model_parallel(tp, 1)
+            config = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True,
+                                         params_dtype=torch.float32)
+            torch.manual_seed(42)
+            column = ColumnParallelLinear(16, 16, init_method=normal, config=config).weight
+            torch.manual_seed(42)
+            row = RowParallelLinear(16, 16, init_method=torch.nn.init.xavier_normal_, config=config).weight
+            torch.manual_seed(42)
+            embedding = VocabParallelEmbedding(16, 4, init_method=normal, config=config).weight
+            seen[tp] = [w.detach().cpu().numpy() for w in (column, row, embedding)]
+            Utils.destroy_model_parallel()
+        return seen
+
+    for rank, seen in on_every_rank(weights).items():
+        (column, row, embedding), (column4, row4, embedding4) = seen[1], seen[4]
+        index = rank % 4
+        assert column.std() > 0.01 and row.std() > 0.01  # drawn, not left empty
+        np.testing.assert_array_equal(column4, column[4 * index:4 * index + 4])
+        np.testing.assert_array_equal(row4, row[:, 4 * index:4 * index + 4])
+        np.testing.assert_array_equal(embedding4, embedding[4 * index:4 * index + 4])
