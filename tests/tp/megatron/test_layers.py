@@ -18,7 +18,8 @@ import pytest
 
 from kernbench.numerics import assert_close
 from kernbench.tp.errors import NotDivisibleError, NotInitializedError
-from kernbench.tp import ColumnParallelLinear, ModelParallelConfig, RowParallelLinear, VocabParallelEmbedding
+from kernbench.tp import (ColumnParallelLinear, ModelParallelConfig, RowParallelLinear, VocabParallelEmbedding,
+                          parallel_state)
 from kernbench.tp.layers import (linear_with_grad_accumulation_and_async_allreduce,
                                  param_is_not_tensor_parallel_duplicate,
                                  set_defaults_if_not_set_tensor_model_parallel_attributes,
@@ -167,3 +168,32 @@ def test_adr0011_t128_megatrons_tensor_init_methods_give_partitions_of_one_maste
         np.testing.assert_array_equal(column4, column[4 * index:4 * index + 4])
         np.testing.assert_array_equal(row4, row[:, 4 * index:4 * index + 4])
         np.testing.assert_array_equal(embedding4, embedding[4 * index:4 * index + 4])
+
+
+def test_adr0011_t129_collectives_write_into_parameters_as_c10d_does_list_forms_too():
+    """`all_gather`, `gather` and `all_to_all` into a list of parameters (and a parameter's own collectives) with
+    grad mode on: c10d writes outside autograd, so PyTorch takes them; the parameters show the values."""
+
+    def received(torch, rank, world_size):
+        Utils.initialize_model_parallel(4, 2)
+        group = parallel_state.get_tensor_model_parallel_group()
+        own = torch.ones(3).cuda() * rank
+        gathered = [torch.nn.Parameter(torch.zeros(3).cuda()) for _ in range(4)]
+        torch.distributed.all_gather(gathered, own, group=group)
+        exchanged = [torch.nn.Parameter(torch.zeros(3).cuda()) for _ in range(4)]
+        torch.distributed.all_to_all(exchanged, [own + 10 * k for k in range(4)], group=group)
+        first = parallel_state.get_tensor_model_parallel_src_rank()
+        collected = [torch.nn.Parameter(torch.zeros(3).cuda()) for _ in range(4)] if rank == first else None
+        torch.distributed.gather(own, collected, dst=first, group=group)
+        whole = torch.nn.Parameter(own.clone())
+        torch.distributed.all_reduce(whole, group=group)
+        Utils.destroy_model_parallel()
+        values = lambda tensors: [t.detach().cpu().numpy()[0] for t in tensors]  # noqa: E731
+        return values(gathered), values(exchanged), None if collected is None else values(collected), \
+            whole.detach().cpu().numpy()[0], [t.requires_grad and t.is_leaf for t in gathered]
+
+    for rank, (gathered, exchanged, collected, whole, leaves) in on_every_rank(received).items():
+        group = [rank - rank % 4 + k for k in range(4)]
+        assert gathered == group and whole == sum(group) and all(leaves)
+        assert exchanged == [member + 10 * (rank % 4) for member in group]
+        assert collected == (group if rank % 4 == 0 else None)
