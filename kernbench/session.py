@@ -49,8 +49,8 @@ from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver
 from kernbench.topology import Topology, load_topology
 
-_FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "linspace", "eye", "randn", "rand", "tensor", "from_numpy",
-                  "empty_like", "zeros_like", "ones_like", "full_like")
+_FACTORY_NAMES = ("empty", "zeros", "ones", "full", "arange", "range", "linspace", "eye", "randn", "rand", "tensor",
+                  "from_numpy", "empty_like", "zeros_like", "ones_like", "full_like")
 _RANDOM_FACTORY_NAMES = ("randint", "randperm", "normal", "randn_like", "rand_like", "randint_like")
 _SEED_NAMES = ("manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state")
 # The run's grad modes a bench may make at module level, as a decorator (`@torch.no_grad()` on a model's method).
@@ -246,4 +246,7 @@ RUN_INDEPENDENT_NAMES = {
     "torch.optim.lr_scheduler": _public(lr_scheduler),
     "torch.autograd": {"Function": autograd.Function, "backward": autograd.backward},
     "torch.testing": TESTING,
+    # A test's module-level `skipif(not torch.cuda.is_available())`: the simulated device is in every run.
+    "torch.ahbm": {"is_available": AhbmModule.is_available},
+    "torch.cuda": {"is_available": AhbmModule.is_available},
 }

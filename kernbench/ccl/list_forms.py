@@ -44,7 +44,8 @@ class FlatLists:
         for tensor in tensors:
             count = tensor.numel()
             if count:
-                tensor.copy_(flat[offset:offset + count].view(tuple(tensor.shape)), non_blocking=True)
+                # A collective writes its outputs outside autograd, as c10d does: a parameter may receive one.
+                tensor.detach().copy_(flat[offset:offset + count].view(tuple(tensor.shape)), non_blocking=True)
                 handles.append(tensor._pending_writes[-1])
             offset += count
         return handles

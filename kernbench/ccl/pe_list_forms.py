@@ -80,7 +80,7 @@ class PeFlatLists(FlatLists):
     def _copy(target, source) -> bool:
         if not target.numel():
             return False
-        target.copy_(source, non_blocking=True)
+        target.detach().copy_(source, non_blocking=True)  # outside autograd, as c10d writes: a parameter may receive
         return True
 
 

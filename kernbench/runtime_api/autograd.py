@@ -19,6 +19,7 @@ rows (ops/) and the views (tensor/core.py) can both record into it.
 from __future__ import annotations
 
 import functools
+import itertools
 
 from kernbench.runtime_api.errors import FreedGraphError, TensorError
 
@@ -27,6 +28,24 @@ FREED_GRAPH = ("Trying to backward through the graph a second time (or directly 
                "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
                "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
                "if you need to access saved tensors after calling backward.")
+
+
+class RemovableHandle:
+    """What `register_forward_hook` and `Tensor.register_hook` return: `remove()` takes the hook out."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict):
+        self._hooks, self.id = hooks, next(self._ids)
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
 
 class Node:
@@ -131,6 +150,9 @@ def backward(root, gradient=None, retain_graph=None) -> None:
             grad = grads.pop(tensor, None)
             if grad is None:
                 continue
+            for hook in list(getattr(tensor, "_grad_hooks", {}).values()):
+                changed = hook(grad)
+                grad = grad if changed is None else changed
             node = tensor.grad_fn
             if node is None or getattr(tensor, "_retains_grad", False):
                 _accumulate(tensor, grad)
@@ -235,6 +257,13 @@ class Function:
             return cls.forward(ctx, *args, **kwargs)
         with GradMode(run, False):
             outputs = cls.forward(ctx, *args, **kwargs)
+            # An input returned as it is comes out as a view of it (as in PyTorch), so the node goes on the view and
+            # the input keeps its own history (a leaf stays a leaf).
+            inputs = {id(a) for a in tensors}
+            if isinstance(outputs, tuple):
+                outputs = tuple(o.view(o.shape) if id(o) in inputs else o for o in outputs)
+            elif id(outputs) in inputs:
+                outputs = outputs.view(outputs.shape)
         results = outputs if isinstance(outputs, tuple) else (outputs,)
         skip = {id(t) for t in getattr(ctx, "non_differentiable", ())}
         for position, out in enumerate(results):

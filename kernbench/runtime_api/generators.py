@@ -92,6 +92,12 @@ class Generator:
         self._initial_seed = int.from_bytes(raw[37:45], "little")
         return self
 
+    def clone_state(self) -> "Generator":
+        """A new generator on the same device continuing from this one's state (torch's graph-safe copy)."""
+        clone = Generator(self._ctx, self.device)
+        clone.__class__ = type(self)
+        return clone.set_state(self.get_state())
+
 
 def generator_class(ctx) -> type:
     """`torch.Generator` of one run: `Generator` with the run bound, so `torch.Generator(device)` reads as torch's."""

@@ -27,30 +27,26 @@ the tensor-parallel size; otherwise each rank draws its own rows inside the
 RNG tracker's "model-parallel-rng" fork (`model_parallel_cuda_manual_seed`
 first). `init_method(array, rng)` fills a float32 numpy array in place from
 the numpy generator it is given, as `kernbench.tp.layers`' initializers do
-(`config.init_method` of a `TransformerConfig` is one).
+(`config.init_method` of a `TransformerConfig` is one); Megatron's kind,
+`init_method(tensor)` (`torch.nn.init.normal_` and the like), fills a
+float32 tensor from the same generator (`random.initial_values`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from kernbench.runtime_api.nn.module import Module
 from kernbench.tp import parallel_state
 from kernbench.tp.config import config_value
-from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.errors import ModelParallelError, NotDivisibleError
 from kernbench.tp.mappings import reduce_from_tensor_model_parallel_region, reduce_scatter_to_sequence_parallel_region
-from kernbench.tp.random import default_generator_rng, get_cuda_rng_tracker
+from kernbench.tp.param_attributes import set_tensor_model_parallel_attributes
+from kernbench.tp.random import get_cuda_rng_tracker, initial_values
+from kernbench.tp.utils import VocabUtility
 
 
-def vocab_range_from_global_vocab_size(global_vocab_size: int, rank: int, world_size: int) -> tuple[int, int]:
-    """The rows [first, last) of the table that `rank` of `world_size` holds (Megatron's `VocabUtility`)."""
-    if global_vocab_size % world_size:
-        raise ModelParallelError(f"VocabParallelEmbedding: num_embeddings ({global_vocab_size}) is not divisible by "
-                                 f"the tensor-parallel size ({world_size})")
-    per_partition = global_vocab_size // world_size
-    return rank * per_partition, (rank + 1) * per_partition
-
-
-class VocabParallelEmbedding:
+class VocabParallelEmbedding(Module):
     """Embedding parallelized in the vocabulary dimension: `forward(ids)` is `table[ids]`, summed over the group.
 
     Megatron's signature. `tp_group` is the group to split over (default: the
@@ -58,7 +54,8 @@ class VocabParallelEmbedding:
     (Megatron reads only its generalized-tensor-parallel group, which does
     not exist here). The weight is a parameter of shape
     (num_embeddings / tp, embedding_dim) in `config.params_dtype` on the
-    rank's current device; `forward` (also `__call__`) takes integer ids of
+    rank's current device, marked as Megatron marks it (`tensor_model_parallel`,
+    partition dim 0); the layer is a `torch.nn.Module`. `forward` takes integer ids of
     any shape and returns (*ids.shape, embedding_dim) in the weight's dtype,
     or [s, b, h] from [b, s] ids with `reduce_scatter_embeddings`, this
     rank's s / tp rows.
@@ -66,6 +63,7 @@ class VocabParallelEmbedding:
 
     def __init__(self, num_embeddings: int, embedding_dim: int, *, init_method, reduce_scatter_embeddings: bool = False,
                  config, tp_group=None, pg_collection=None):
+        super().__init__()
         self._torch = torch = parallel_state.get_torch_namespace()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.reduce_scatter_embeddings = reduce_scatter_embeddings
@@ -80,12 +78,16 @@ class VocabParallelEmbedding:
             if rank < 0:
                 raise ModelParallelError(f"VocabParallelEmbedding: tp_group {tp_group.name} (ranks "
                                          f"{list(tp_group.ranks)}) does not hold the calling rank")
-        self.vocab_start_index, self.vocab_end_index = vocab_range_from_global_vocab_size(num_embeddings, rank,
-                                                                                          self.tp_size)
+        if num_embeddings % self.tp_size:
+            raise NotDivisibleError(f"VocabParallelEmbedding: num_embeddings ({num_embeddings}) is not divisible by "
+                                    f"the tensor-parallel size ({self.tp_size})")
+        self.vocab_start_index, self.vocab_end_index = VocabUtility.vocab_range_from_global_vocab_size(
+            num_embeddings, rank, self.tp_size)
         self.num_embeddings_per_partition = self.vocab_end_index - self.vocab_start_index
         params_dtype = config_value(config, "params_dtype")
         self.weight = torch.nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim,
                                                      dtype=params_dtype, name="VocabParallelEmbedding.weight"))
+        set_tensor_model_parallel_attributes(self.weight, True, 0, 1)
         if config_value(config, "perform_initialization") and not torch.is_timing_only():  # no values: no draw
             rows = self._initial_rows(init_method, config_value(config, "use_cpu_initialization"))
             with torch.no_grad():
@@ -94,19 +96,16 @@ class VocabParallelEmbedding:
     def _initial_rows(self, init_method, on_host: bool) -> np.ndarray:
         """This rank's rows, float32: of the whole master table (host initialization) or drawn alone (device's)."""
         if on_host:
-            master = np.empty((self.num_embeddings, self.embedding_dim), dtype=np.float32)
-            with default_generator_rng(self._torch) as rng:
-                init_method(master, rng)
+            master = initial_values(self._torch, init_method, (self.num_embeddings, self.embedding_dim))
             return master[self.vocab_start_index:self.vocab_end_index]
         tracker = get_cuda_rng_tracker()
         if "model-parallel-rng" not in tracker.get_states():
             raise ModelParallelError("VocabParallelEmbedding: initializing on the device draws from the RNG tracker's "
                                      "model-parallel-rng state; call model_parallel_cuda_manual_seed(seed) first, or "
                                      "set use_cpu_initialization=True in the config")
-        rows = np.empty((self.num_embeddings_per_partition, self.embedding_dim), dtype=np.float32)
-        with tracker.fork(), default_generator_rng(self._torch, device="ahbm") as rng:
-            init_method(rows, rng)
-        return rows
+        with tracker.fork():
+            return initial_values(self._torch, init_method, (self.num_embeddings_per_partition, self.embedding_dim),
+                                  device="ahbm")
 
     def forward(self, input_):
         """The embeddings of token ids `input_`: this rank's rows looked up, then summed (or reduce-scattered)."""
@@ -125,8 +124,6 @@ class VocabParallelEmbedding:
         if self.tp_size > 1:
             return reduce_from_tensor_model_parallel_region(output_parallel, group=self._mapping_group())
         return output_parallel
-
-    __call__ = forward
 
     def _mapping_group(self):
         """The group for the mappings: None (their default, the tensor-parallel group) unless `tp_group` was given."""

@@ -1,7 +1,16 @@
-"""The error tensor parallelism raises for a user's mistake."""
+"""The errors tensor parallelism raises for a user's mistake."""
 
 from kernbench.errors import KernbenchError
 
 
 class ModelParallelError(KernbenchError):
     """Sizes that cannot be partitioned, or model-parallel state used before it was initialized."""
+
+
+class NotDivisibleError(ModelParallelError, AssertionError):
+    """A size the group cannot split evenly: an `AssertionError` too, as Megatron's `divide` and mappings assert."""
+
+
+class NotInitializedError(ModelParallelError, AssertionError):
+    """Model-parallel state used before `initialize_model_parallel`: an `AssertionError` too, as Megatron's
+    getters assert their group is initialized."""

@@ -159,9 +159,10 @@ def columns_to_chunks(src, dst, n_chunks: int, first_chunk: int = 0, block_rows:
 def chunks_to_columns(src, dst, n_chunks: int, block_rows: int = 32, block_cols: int = 64):
     """dst[:, c*C:(c+1)*C] = src[c*R:(c+1)*R, :] for c < n_chunks: the inverse of `columns_to_chunks`.
 
-    src is (n_chunks*R, C); dst is (R, n_chunks*C).
+    src is (n_chunks*R, C); dst is (R, n_chunks*C). C is read from dst: a 1-D src (R = 1) is (n_chunks*C,), whose
+    last dim is not C.
     """
-    n_cols = src.shape[-1]
+    n_cols = dst.shape[-1] // n_chunks
     n_rows = src.numel() // (n_chunks * n_cols)
     _copy_chunks(src, dst, n_rows, n_cols, 0, n_chunks,
                  src_chunk_stride=n_rows * n_cols, src_row_stride=n_cols,

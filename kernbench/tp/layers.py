@@ -21,9 +21,11 @@ its output along it instead of all-reducing.
 The layers compose `kernbench.tp.mappings` and ask `parallel_state` for their
 rank and group. Weights are device tensors on the rank's current device.
 They are initialized as Megatron's CPU initialization does: the full master
-weight is drawn on the host (numpy, from `seed`) and each rank keeps its
-partition, so a layer's weights are the same whatever the tensor-parallel
-size; biases start at zero. `load_full_weight` partitions given arrays the
+weight is drawn on the host (numpy, from `seed`; or, for an `init_method`
+of Megatron's kind that fills a tensor, from the host's torch generator, as
+Megatron's CPU initialization after `torch.manual_seed`) and each rank keeps
+its partition, so a layer's weights are the same whatever the
+tensor-parallel size; biases start at zero. `load_full_weight` partitions given arrays the
 same way. Activations are contiguous device tensors of any number of dims,
 the last being the features (Megatron's [sequence, batch, hidden]). The
 matmul is the GEMM library's device op (cuBLAS's, as Megatron's layers run
@@ -48,25 +50,42 @@ import numpy as np
 
 from kernbench.dtypes import resolve_dtype
 from kernbench.runtime_api.autograd import Function
+from kernbench.runtime_api.nn.module import Module
 from kernbench.runtime_api.ops.device_ops import gemm_tile
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
 from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.embedding import VocabParallelEmbedding  # noqa: F401 (in Megatron's layers)
 from kernbench.tp.init_methods import InitMethod, init_method_normal
 from kernbench.tp.mappings import (
+    _gather_along_first_dim,
+    _size_and_rank,
     copy_to_tensor_model_parallel_region,
-    gather_along_first_dim,
     gather_from_sequence_parallel_region,
     gather_from_tensor_model_parallel_region,
+    get_tensor_model_parallel_group_if_none,
     new_like,
     reduce_from_tensor_model_parallel_region,
     reduce_scatter_to_sequence_parallel_region,
-    resolve_group,
     scatter_to_tensor_model_parallel_region,
 )
+from kernbench.tp.param_attributes import (  # noqa: F401 (Megatron's layers holds them)
+    copy_gtp_attributes,
+    copy_tensor_model_parallel_attributes,
+    param_is_not_gtp_duplicate,
+    param_is_not_tensor_parallel_duplicate,
+    set_defaults_if_not_set_tensor_model_parallel_attributes,
+    set_tensor_model_parallel_attributes,
+)
+from kernbench.tp.random import initial_values
 
-class _ParallelLinear:
-    """What both layers share: the master weight's partition along one axis, and its loading."""
+class _ParallelLinear(Module):
+    """What both layers share: the master weight's partition along one axis, and its loading.
+
+    A `torch.nn.Module` as Megatron's layers are: `weight` and `bias` are
+    registered parameters (`parameters()`, `state_dict()`), the weight marked
+    with Megatron's tensor-parallel attributes.
+    """
 
     partition_axis: int  # 0: output features (column parallel); 1: input features (row parallel)
 
@@ -74,6 +93,7 @@ class _ParallelLinear:
                  skip_bias_add: bool, stride: int, keep_master_weight_for_test: bool, is_expert: bool,
                  params_dtype, seed: int, tp_group=None, pg_collection=None, name: str | None = None,
                  allocate_weight: bool = True):
+        super().__init__()
         self.name = name or type(self).__name__
         name = self.name
         if stride != 1:
@@ -99,7 +119,7 @@ class _ParallelLinear:
             self.sequence_parallel = False
         # Megatron's overlap of the tensor-parallel communication with the GEMMs (`tp_comm_overlap`): here the
         # column-parallel layer's backward runs its input-gradient all-reduce (reduce-scatter with sequence
-        # parallelism) beside the weight-gradient GEMM (`LinearWithAsyncCommunication`).
+        # parallelism) beside the weight-gradient GEMM (`LinearWithGradAccumulationAndAsyncCommunication`).
         self.overlap_communication = bool(config_value(config, "tp_comm_overlap")) and \
             self.tensor_model_parallel_size > 1
         if params_dtype is None:
@@ -114,16 +134,20 @@ class _ParallelLinear:
         parameter = self._torch.nn.Parameter
         self.weight = parameter(self._torch.empty(*shape, dtype=self.params_dtype, name=f"{name}.weight")) \
             if allocate_weight else None
+        if self.weight is not None:
+            set_tensor_model_parallel_attributes(self.weight, True, self.partition_axis, stride)
         bias_size = split if self.partition_axis == 0 else output_size
         self.bias = parameter(self._torch.empty(bias_size, dtype=self.params_dtype, name=f"{name}.bias")) \
             if bias else None
+        if self.bias is not None and self.partition_axis == 0:
+            set_tensor_model_parallel_attributes(self.bias, True, 0, stride)
 
         self.master_weight = None
         # Timing only, no value is computed: drawing the master weight on the host (a GPT-3-width layer's
         # is 2.4 GB per rank) would cost the run minutes for numbers nobody reads.
         if config_value(config, "perform_initialization") and allocate_weight and not self._torch.is_timing_only():
-            master = np.empty(full_shape, dtype=np.float32)
-            (init_method or init_method_normal(0.02))(master, np.random.default_rng(seed))
+            master = initial_values(self._torch, init_method or init_method_normal(0.02), full_shape,
+                                    numpy_rng=np.random.default_rng(seed))
             self.load_full_weight(master, np.zeros(output_size, dtype=np.float32) if bias else None)
             if keep_master_weight_for_test:
                 # Megatron returns the master weight in the parameters' dtype: the values the ranks hold.
@@ -158,9 +182,14 @@ class _ParallelLinear:
             raise ModelParallelError(f"{type(self).__name__}: input {input_.name!r} has shape {input_.shape}, "
                                      f"expected (..., {features}): features last")
 
-    def _matmul(self, input_, bias, weight=None):
-        """This rank's `input_ @ weight.T (+ bias)` into a new tensor on the input's device."""
-        return LinearFunction.apply(input_, self._weight_for(weight), bias, f"{input_.name}.{self.name}")
+    def _matmul(self, input_, bias, weight=None, allreduce_dgrad: bool = False, sequence_parallel: bool = False):
+        """This rank's `input_ @ weight.T (+ bias)` into a new tensor on the input's device, named for the layer;
+        with `allreduce_dgrad` / `sequence_parallel` the linear owns its communication (Megatron's async path)."""
+        output = LinearWithGradAccumulationAndAsyncCommunication.apply(
+            input_, self._weight_for(weight), bias, False, allreduce_dgrad, sequence_parallel, None, 0,
+            get_tensor_model_parallel_group_if_none(self.tp_group), 1, None)
+        output.name = f"{input_.name}.{self.name}"
+        return output
 
     def _weight_for(self, weight):
         """The weight a forward uses: its own, or the one given (required with skip_weight_param_allocation)."""
@@ -219,9 +248,8 @@ class ColumnParallelLinear(_ParallelLinear):
         self._check_input(input_, self.input_size)
         bias = None if self.skip_bias_add else self.bias
         if self.overlap_communication and not self.disable_grad_reduce:
-            output_parallel = LinearWithAsyncCommunication.apply(
-                input_, self._weight_for(weight), bias, f"{input_.name}.{self.name}", resolve_group(self.tp_group),
-                self.sequence_parallel)
+            output_parallel = self._matmul(input_, bias, weight, allreduce_dgrad=not self.sequence_parallel,
+                                           sequence_parallel=self.sequence_parallel)
         else:
             if self.sequence_parallel:
                 input_parallel = gather_from_sequence_parallel_region(input_, group=self.tp_group)
@@ -236,8 +264,6 @@ class ColumnParallelLinear(_ParallelLinear):
         if self.output_dtype is not None:
             output = output.to(self.output_dtype)
         return output, (self.bias if self.skip_bias_add else None)
-
-    __call__ = forward
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -289,61 +315,94 @@ class RowParallelLinear(_ParallelLinear):
             return output, (self.bias if self.skip_bias_add else None)
         return output + self.bias, None
 
-    __call__ = forward
 
+class LinearWithGradAccumulationAndAsyncCommunication(Function):
+    """Megatron's linear that owns its tensor-parallel communication: `input @ weight.T (+ bias)`.
 
-class LinearFunction(Function):
-    """`input @ weight.T (+ bias)` (`_linear`); backward as Megatron's linear with grad accumulation."""
-
-    @staticmethod
-    def forward(ctx, input_, weight, bias, name: str):
-        ctx.save_for_backward(input_, weight)
-        ctx.has_bias = bias is not None
-        return _linear(input_, weight, bias, name)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input_, weight = ctx.saved_tensors
-        rows = _rows(grad_output)
-        grad_input = (rows @ weight).reshape(*input_.shape)
-        return grad_input, *_weight_and_bias_grads(rows, input_, ctx.has_bias), None
-
-
-class LinearWithAsyncCommunication(Function):
-    """Megatron's `LinearWithGradAccumulationAndAsyncCommunication`: a column-parallel linear that owns its
-    tensor-parallel communication, so the backward overlaps it with a GEMM.
-
-    Forward: with sequence parallelism, all-gather this rank's slice of the sequence (kept for the backward;
-    Megatron re-gathers it there instead), then the linear (`_linear`). Backward: the input-gradient GEMM, then its
-    all-reduce over the group — its reduce-scatter back to the sequence slice with sequence parallelism —
-    started with `async_op=True`, so it runs on the group's stream while the weight-gradient GEMM and the bias
-    sum run on the current one, and waited for last. The values are those of the mapping + `LinearFunction`
-    path; only the order on the streams differs.
+    Forward: with `sequence_parallel`, all-gather this rank's slice of the
+    sequence first (kept for the backward; Megatron re-gathers it there
+    instead), then the linear (`_linear`), cast to `output_dtype` when given.
+    Backward: the input gradient `grad @ W`; with `allreduce_dgrad` its
+    all-reduce over `tp_group`, with `sequence_parallel` its reduce-scatter back
+    to the sequence slice, started with `async_op=True` so it runs on the
+    group's stream while the weight gradient `gradᵀ @ X` and the bias gradient
+    `Σ grad` run on the current one, and waited for last. With
+    `gradient_accumulation_fusion` the weight gradient is added into
+    `weight.main_grad` (Megatron's fused accumulation) and none is returned.
+    Without communication this is the plain linear and its backward.
     """
 
     @staticmethod
-    def forward(ctx, input_, weight, bias, name: str, resolved, sequence_parallel: bool):
-        total = gather_along_first_dim(input_.contiguous(), resolved) if sequence_parallel else input_
+    def forward(ctx, input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
+                grad_output_buffer=None, wgrad_deferral_limit=0, tp_group=None, gtp_remat_size=1, output_dtype=None):
+        _refuse_deferred_wgrad("linear_with_grad_accumulation_and_async_allreduce", grad_output_buffer,
+                               wgrad_deferral_limit)
+        if gradient_accumulation_fusion and not hasattr(weight, "main_grad"):
+            raise ModelParallelError(f"linear_with_grad_accumulation_and_async_allreduce: gradient_accumulation_fusion"
+                                     f" accumulates into weight.main_grad, which {weight.name!r} does not have")
+        total = _gather_along_first_dim(input, tp_group) if sequence_parallel else input
         ctx.save_for_backward(total, weight)
-        ctx.has_bias, ctx.resolved, ctx.sequence_parallel = bias is not None, resolved, sequence_parallel
-        return _linear(total, weight, bias, name)
+        ctx.has_bias, ctx.group = bias is not None, tp_group
+        ctx.fuse, ctx.allreduce_dgrad, ctx.sequence_parallel = gradient_accumulation_fusion, allreduce_dgrad, \
+            sequence_parallel
+        output = _linear(total, weight, bias, f"{input.name}.linear")
+        return output if output_dtype is None or output_dtype == output.dtype else output.to(output_dtype)
 
     @staticmethod
     def backward(ctx, grad_output):
         total, weight = ctx.saved_tensors
-        group, world_size, _ = ctx.resolved
-        distributed = parallel_state.get_torch_namespace().distributed
-        rows = _rows(grad_output)
+        world_size, _ = _size_and_rank(ctx.group)
+        distributed = parallel_state.torch_namespace().distributed
+        rows = _rows(grad_output if grad_output.dtype == weight.dtype else grad_output.to(weight.dtype))
         grad_total = (rows @ weight).reshape(*total.shape)
-        if ctx.sequence_parallel:
+        work = None
+        if ctx.sequence_parallel and world_size > 1:
             grad_input = new_like(total, (total.shape[0] // world_size, *total.shape[1:]), "reduce_scattered")
-            work = distributed.reduce_scatter_tensor(grad_input, grad_total, group=group, async_op=True)
+            work = distributed.reduce_scatter_tensor(grad_input, grad_total, group=ctx.group, async_op=True)
         else:
             grad_input = grad_total
-            work = distributed.all_reduce(grad_input, group=group, async_op=True)
-        grads = _weight_and_bias_grads(rows, total, ctx.has_bias)
-        work.wait()
-        return grad_input, *grads, None, None, None
+            if ctx.allreduce_dgrad and world_size > 1:
+                work = distributed.all_reduce(grad_input, group=ctx.group, async_op=True)
+        grad_weight, grad_bias = _weight_and_bias_grads(rows, total, ctx.has_bias)
+        if ctx.fuse:
+            weight.main_grad.add_(grad_weight)
+            grad_weight = None
+        if work is not None:
+            work.wait()
+        return (grad_input, grad_weight, grad_bias) + (None,) * 8
+
+
+def linear_with_grad_accumulation_and_async_allreduce(input, weight, bias, gradient_accumulation_fusion: bool,
+                                                      allreduce_dgrad: bool, sequence_parallel: bool,
+                                                      grad_output_buffer=None, wgrad_deferral_limit=0, tp_group=None,
+                                                      gtp_remat_size: int = 1, output_dtype=None):
+    """Megatron's `linear_with_grad_accumulation_and_async_allreduce`, its signature and meaning: a linear
+    whose backward all-reduces (`allreduce_dgrad`) or reduce-scatters (`sequence_parallel`, which also
+    all-gathers the input first) the input gradient over `tp_group` (default: this rank's tensor-parallel
+    group) beside the weight-gradient GEMM (`LinearWithGradAccumulationAndAsyncCommunication`).
+
+    Megatron asserts that `allreduce_dgrad` and `sequence_parallel` are not
+    both set, and so does kernbench; a deferred weight gradient
+    (`grad_output_buffer`, `wgrad_deferral_limit`) and generalized tensor
+    parallelism (`gtp_remat_size` > 1) are not implemented and are refused
+    in one line.
+    """
+    if allreduce_dgrad and sequence_parallel:
+        raise ModelParallelError("linear_with_grad_accumulation_and_async_allreduce: allreduce_dgrad and "
+                                 "sequence_parallel both reduce the input gradient over the group; pass one of them")
+    if gtp_remat_size != 1:
+        raise ModelParallelError(f"linear_with_grad_accumulation_and_async_allreduce(gtp_remat_size="
+                                 f"{gtp_remat_size!r}): generalized tensor parallelism is not implemented in "
+                                 "kernbench.tp")
+    return LinearWithGradAccumulationAndAsyncCommunication.apply(
+        input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel, grad_output_buffer,
+        wgrad_deferral_limit, get_tensor_model_parallel_group_if_none(tp_group), gtp_remat_size, output_dtype)
+
+
+def _refuse_deferred_wgrad(what: str, grad_output_buffer, wgrad_deferral_limit) -> None:
+    if grad_output_buffer is not None or wgrad_deferral_limit not in (None, 0):
+        raise ModelParallelError(f"{what}: a deferred weight gradient (grad_output_buffer, wgrad_deferral_limit) is "
+                                 "not implemented in kernbench.tp; pass None and 0")
 
 
 class LinearWithFrozenWeight(Function):
@@ -352,18 +411,17 @@ class LinearWithFrozenWeight(Function):
     column-parallel layer, whose input every rank used whole)."""
 
     @staticmethod
-    def forward(ctx, input_, weight, bias, allreduce_dgrad: bool, resolved):
+    def forward(ctx, input_, weight, bias, allreduce_dgrad: bool, tp_group):
         ctx.save_for_backward(weight)
-        ctx.input_shape, ctx.allreduce_dgrad, ctx.resolved = input_.shape, allreduce_dgrad, resolved
+        ctx.input_shape, ctx.allreduce_dgrad, ctx.group = input_.shape, allreduce_dgrad, tp_group
         return _linear(input_, weight, bias, f"{input_.name}.frozen_linear")
 
     @staticmethod
     def backward(ctx, grad_output):
         (weight,) = ctx.saved_tensors
         grad_input = (_rows(grad_output) @ weight).reshape(*ctx.input_shape)
-        group, world_size, _ = ctx.resolved
-        if ctx.allreduce_dgrad and world_size > 1:
-            parallel_state.get_torch_namespace().distributed.all_reduce(grad_input, group=group)
+        if ctx.allreduce_dgrad and _size_and_rank(ctx.group)[0] > 1:
+            parallel_state.torch_namespace().distributed.all_reduce(grad_input, group=ctx.group)
         return grad_input, None, None, None, None
 
 
@@ -394,14 +452,15 @@ def linear_with_frozen_weight(input, weight, bias, gradient_accumulation_fusion,
                                  "weight gradient, which a frozen weight does not have; pass None")
     if sequence_parallel:
         input = gather_from_sequence_parallel_region(input, tensor_parallel_output_grad=True, group=tp_group)
-    return LinearWithFrozenWeight.apply(input, weight, bias, bool(allreduce_dgrad), resolve_group(tp_group))
+    return LinearWithFrozenWeight.apply(input, weight, bias, bool(allreduce_dgrad),
+                                        get_tensor_model_parallel_group_if_none(tp_group))
 
 
 def _linear(input_, weight, bias, name: str):
     """`input_ @ weight.T (+ bias)` into a new tensor on the input's device: by the kernel `linear_kernel` set, else
     by the GEMM library's device op (`torch.nn.functional.linear`, the bias in its epilogue), as Megatron's layers
     run cuBLAS."""
-    torch = parallel_state.get_torch_namespace()
+    torch = parallel_state.torch_namespace()
     if _LINEAR_KERNEL:
         output = torch.empty(*input_.shape[:-1], weight.shape[0], dtype=input_.dtype, device=input_.device, name=name)
         return _LINEAR_KERNEL[-1](input_.contiguous(), weight, bias, output)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from kernbench.runtime_api.current_run import current_torch
-from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.errors import ModelParallelError, NotInitializedError
 # RankGenerator and the default embedding ranks are Megatron's parallel_state names too.
 from kernbench.tp.rank_layout import (DEFAULT_ORDER, ParallelSizeError, RankGenerator, RankGroups,  # noqa: F401
                                       default_embedding_ranks, default_position_embedding_ranks, positive_int,
@@ -215,6 +215,13 @@ def destroy_model_parallel() -> None:
 def get_torch_namespace():
     """The `torch` namespace given to `initialize_model_parallel` on this rank."""
     return _state().torch
+
+
+def torch_namespace():
+    """The `torch` namespace given to `initialize_model_parallel` on this rank, else the run's: for code that
+    Megatron runs with or without model parallelism (mappings given a group, the RNG tracker, checkpointing)."""
+    state = _STATE.get()
+    return current_torch() if state is None else state.torch
 
 
 # ---- groups ---------------------------------------------------------------------------------------------------
@@ -532,7 +539,7 @@ def get_all_ranks() -> str:
 def _state() -> _ModelParallelState:
     state = _STATE.get()
     if state is None:
-        raise ModelParallelError("model parallel state is not initialized on this rank: call kernbench.tp."
+        raise NotInitializedError("model parallel state is not initialized on this rank: call kernbench.tp."
                                  "parallel_state.initialize_model_parallel(tensor_model_parallel_size=...) first")
     return state
 

@@ -34,9 +34,15 @@ from __future__ import annotations
 import contextlib
 from contextvars import ContextVar
 
-from kernbench.runtime_api.current_run import current_torch
+import numpy as np
+
+from kernbench.runtime_api.autograd import Function
+from kernbench.runtime_api.generators import Generator
+from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.tp import parallel_state
 from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.init_methods import takes_a_tensor
+from kernbench.tp.utils import gather_split_1d_tensor, split_tensor_into_1d_equal_chunks
 
 _MODEL_PARALLEL_RNG_TRACKER_NAME = "model-parallel-rng"
 _EXPERT_PARALLEL_RNG_TRACKER_NAME = "expert-parallel-rng"
@@ -131,8 +137,7 @@ class CudaRNGStatesTracker:
 
     def _namespace(self):
         if self._torch is None:
-            self._torch = (parallel_state.get_torch_namespace() if parallel_state.model_parallel_is_initialized()
-                           else current_torch())
+            self._torch = parallel_state.torch_namespace()
         return self._torch
 
     def _current_state(self):
@@ -232,6 +237,24 @@ def model_parallel_cuda_manual_seed(seed: int, te_rng_tracker: bool = False, inf
     tracker.add(_EXPERT_PARALLEL_RNG_TRACKER_NAME, seed + 1024 + 100 * ep_rank + etp_rank)
 
 
+def initial_values(torch, init_method, shape: tuple[int, ...], device: str = "cpu", numpy_rng=None) -> np.ndarray:
+    """kernbench's, for the layers: float32 values of `shape` drawn by `init_method`. Megatron's kind (`init_methods.takes_a_tensor`) fills a
+    float32 tensor on `device` from that device's default generator (inside a `fork()`, the tracker's state);
+    kernbench's kind fills an array from `numpy_rng`, else from that same generator (`default_generator_rng`)."""
+    if takes_a_tensor(init_method):
+        tensor = torch.empty(*shape, dtype=torch.float32, device=device)
+        with torch.no_grad():
+            init_method(tensor)
+        return tensor.cpu().numpy()
+    values = np.empty(shape, dtype=np.float32)
+    if numpy_rng is not None:
+        init_method(values, numpy_rng)
+        return values
+    with default_generator_rng(torch, device) as rng:
+        init_method(values, rng)
+    return values
+
+
 @contextlib.contextmanager
 def default_generator_rng(torch, device: str = "cpu"):
     """The calling rank's default generator for `device` as a numpy generator, advanced by what the block draws.
@@ -246,3 +269,244 @@ def default_generator_rng(torch, device: str = "cpu"):
     generator.set_state(module.get_rng_state())
     yield generator.numpy_rng
     module.set_rng_state(generator.get_state())
+
+
+# ---- the device generator's state, as Megatron reads and sets it ---------------------------------------------
+def _get_cuda_rng_state(device="ahbm", clone: bool = False, graph_safe: bool = False):
+    """The device's default generator state: a state tensor, or (`graph_safe`) a `torch.Generator` holding it."""
+    torch = parallel_state.torch_namespace()
+    state = torch.ahbm.get_rng_state("ahbm" if device in ("cuda", "ahbm", -1) else device)
+    return torch.Generator(device="ahbm").set_state(state) if graph_safe else state
+
+
+def _set_cuda_rng_state(new_state, device: int = -1, graph_safe: bool = False) -> None:
+    """Continue the current (or `device`'s) default generator from `new_state`: a state tensor, or a Generator."""
+    torch = parallel_state.torch_namespace()
+    if isinstance(new_state, Generator):
+        new_state = new_state.get_state()
+    torch.ahbm.set_rng_state(new_state, "ahbm" if device in (-1, "cuda", "ahbm") else device)
+
+
+def convert_cuda_rng_state(state, to_graphable: bool = False):
+    """A state tensor as a graph-safe `torch.Generator` (`to_graphable`), or a Generator as its state tensor;
+    a state already of the asked kind is returned as it is."""
+    if isinstance(state, Generator):
+        return state if to_graphable else state.get_state()
+    if isinstance(state, Tensor):
+        return parallel_state.torch_namespace().Generator(device="ahbm").set_state(state) if to_graphable else state
+    raise ValueError(f"Invalid state type: {type(state)}")
+
+
+def is_graph_safe_cuda_rng_tracker(cuda_rng_tracker) -> bool:
+    """Whether the tracker keeps its states as Generators (`use_cudagraphable_rng`)."""
+    return bool(getattr(cuda_rng_tracker, "use_cudagraphable_rng", False))
+
+
+def _get_all_rng_states() -> tuple:
+    """(host state, device state, the tracker's states): what a recomputation restores."""
+    tracker = get_cuda_rng_tracker()
+    return (parallel_state.torch_namespace().get_rng_state(),
+            _get_cuda_rng_state(graph_safe=is_graph_safe_cuda_rng_tracker(tracker)), tracker.get_states())
+
+
+def _set_all_rng_states(cpu_rng_state, cuda_rng_state, cuda_rng_state_tracker) -> None:
+    parallel_state.torch_namespace().set_rng_state(cpu_rng_state)
+    _set_cuda_rng_state(cuda_rng_state)
+    get_cuda_rng_tracker().set_states(cuda_rng_state_tracker)
+
+
+@contextlib.contextmanager
+def _fork_rng():
+    """Within the block the generators may be moved freely; afterwards they are where they were."""
+    states = _get_all_rng_states()
+    try:
+        yield
+    finally:
+        _set_all_rng_states(*states)
+
+
+# ---- activation recomputation -------------------------------------------------------------------------------
+_CHECKPOINTING: ContextVar[bool] = ContextVar("kernbench_is_checkpointing", default=False)
+
+
+def is_checkpointing() -> bool:
+    """Whether this rank is inside a checkpointed forward or its recomputation."""
+    return _CHECKPOINTING.get()
+
+
+@contextlib.contextmanager
+def _checkpointing():
+    token = _CHECKPOINTING.set(True)
+    try:
+        yield
+    finally:
+        _CHECKPOINTING.reset(token)
+
+
+def detach_variable(inputs) -> tuple:
+    """Each tensor of `inputs` detached, requiring grad as it did (a new leaf of the recomputed graph)."""
+    detached = []
+    for value in inputs:
+        if isinstance(value, Tensor):
+            leaf = value.detach()
+            leaf.requires_grad = value.requires_grad
+            value = leaf
+        detached.append(value)
+    return tuple(detached)
+
+
+def _recompute(run_function, inputs, rng_states) -> tuple:
+    """`run_function(*inputs)` again, recording a graph, with the generators as they were at the forward."""
+    torch = parallel_state.torch_namespace()
+    with _fork_rng():
+        _set_all_rng_states(*rng_states)
+        with torch.enable_grad(), _checkpointing():
+            outputs = run_function(*inputs)
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def _input_grads(outputs, grads, inputs) -> tuple:
+    """The gradients of the recomputed graph's `inputs`, back-propagating `grads` from its `outputs`.
+
+    The graph is retained: a function of several outputs is back-propagated
+    once per output (autograd.Function's rule), each time from fresh input
+    gradients.
+    """
+    for value in inputs:
+        if isinstance(value, Tensor):
+            value.grad = None
+    for output, grad in zip(outputs, grads):
+        if isinstance(output, Tensor) and output.requires_grad and grad is not None:
+            output.backward(grad, retain_graph=True)
+    return tuple(value.grad if isinstance(value, Tensor) else None for value in inputs)
+
+
+class CheckpointFunction(Function):
+    """Megatron's activation checkpointing: the forward runs without recording a graph and keeps only the
+    inputs; the backward runs the forward again — the same device work, so it shows in the op log and the
+    step time — with the generators restored, then back-propagates through it.
+
+    With `distribute_saved_activations` the first input is kept as this
+    rank's 1-D chunk over the tensor-parallel group (its `.data` replaced, as
+    Megatron does) and all-gathered back before the recomputation.
+    """
+
+    @staticmethod
+    def forward(ctx, run_function, distribute_saved_activations, *args):
+        with _checkpointing():
+            ctx.run_function, ctx.distribute_saved_activations = run_function, distribute_saved_activations
+            ctx.rng_states = _get_all_rng_states()
+            outputs = run_function(*args)
+            if distribute_saved_activations:
+                ctx.input_0_shape = args[0].data.shape
+                args[0].data = split_tensor_into_1d_equal_chunks(args[0].data, new_buffer=True)
+            ctx.save_for_backward(*args)
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if not hasattr(ctx, "recomputed"):  # once, however many outputs are back-propagated
+            inputs = ctx.saved_tensors
+            if ctx.distribute_saved_activations:
+                inputs[0].data = gather_split_1d_tensor(inputs[0].data).view(ctx.input_0_shape)
+            ctx.detached = detach_variable(inputs)
+            ctx.recomputed = _recompute(ctx.run_function, ctx.detached, ctx.rng_states)
+        return (None, None) + _input_grads(ctx.recomputed, grads, ctx.detached)
+
+
+def checkpoint(function, distribute_saved_activations: bool, *args):
+    """`function(*args)` with its activations recomputed in the backward instead of kept (`CheckpointFunction`)."""
+    return CheckpointFunction.apply(function, distribute_saved_activations, *args)
+
+
+class CheckpointWithoutOutputFunction(Function):
+    """The autograd node of `CheckpointWithoutOutput`: forward without a graph, keeping the inputs; backward
+    through the outputs its recomputation made."""
+
+    @staticmethod
+    def forward(ctx, run_function, checkpoint_without_output_obj, *args):
+        outputs = run_function(*args)
+        ctx.args, ctx.outputs, ctx.inputs = args, None, None
+        checkpoint_without_output_obj.ctx = ctx
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if ctx.outputs is None:  # no hook ran the recomputation (its tensor took no gradient): run it now
+            ctx.checkpoint._recompute(None)
+        return (None, None) + _input_grads(ctx.outputs, grads, ctx.inputs)
+
+
+class CheckpointWithoutOutput:
+    """Megatron's checkpoint that also gives up its outputs: `checkpoint(run_function, *args)` runs the
+    function without a graph; `discard_output_and_register_recompute(hook_tensor)` makes the gradient of
+    `hook_tensor` (a tensor computed from the outputs) run the function again — simulated device work — and
+    hand the recomputed values to the outputs, which later backward ops read.
+
+    The outputs' device memory is not released at the discard: kernbench
+    frees an allocation when its tensor goes away, and the outputs stay
+    referenced by the ops that saved them, so the memory footprint is that
+    of the un-checkpointed run; the recomputation's work and time are
+    simulated. `fp8` is accepted (there is no FP8 here); `ckpt_manager`
+    defers the discard and the recomputation to a
+    `CheckpointWithoutOutputManager`.
+    """
+
+    def __init__(self, fp8=False, ckpt_manager=None, retain_input_tensors: bool = False):
+        self.fp8 = fp8 is not None
+        self.ckpt_manager = ckpt_manager
+        self.retain_input_tensors = retain_input_tensors
+        self.run_function = self.rng_states = self.ctx = self.outputs = None
+
+    def checkpoint(self, run_function, *args):
+        """`run_function(*args)`, its graph not recorded; registered with the manager when there is one."""
+        self.run_function = run_function
+        self.rng_states = _get_all_rng_states()
+        outputs = CheckpointWithoutOutputFunction.apply(run_function, self, *args)
+        self.ctx.checkpoint = self
+        self.outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        if self.ckpt_manager is not None:
+            self.ckpt_manager.add_checkpoint(self)
+        return outputs
+
+    def _recompute(self, _):
+        """The hook: run the function again and give each output the recomputed values (once)."""
+        if self.ctx is None:
+            return
+        inputs = detach_variable(self.ctx.args)
+        outputs = _recompute(self.run_function, inputs, self.rng_states)
+        for output, recomputed in zip(self.outputs, outputs):
+            if isinstance(output, Tensor) and output.data_ptr() != recomputed.data_ptr():
+                output.data = recomputed.detach()
+        self.ctx.outputs, self.ctx.inputs = outputs, inputs
+        self.run_function = self.rng_states = self.outputs = self.ctx = None
+
+    def discard_output_and_register_recompute(self, hook_tensor) -> None:
+        """Recompute when `hook_tensor`'s gradient is ready (a manager, when given, does it for all instead)."""
+        if self.ckpt_manager is not None:
+            return
+        if hook_tensor.requires_grad:
+            hook_tensor.register_hook(self._recompute)
+
+
+class CheckpointWithoutOutputManager:
+    """Several `CheckpointWithoutOutput`s recomputed together, in forward order, from one hook."""
+
+    def __init__(self):
+        self.checkpoints = []
+        self.is_last_layer_in_recompute_block = False
+
+    def add_checkpoint(self, ckpt) -> None:
+        if not isinstance(ckpt, CheckpointWithoutOutput):
+            raise TypeError("Expected CheckpointWithoutOutput object")
+        if ckpt.outputs is None:
+            raise ValueError("CheckpointWithoutOutput must call checkpoint() before adding")
+        self.checkpoints.append(ckpt)
+
+    def discard_all_outputs_and_register_unified_recompute(self, hook_tensor) -> None:
+        if hook_tensor.requires_grad:
+            hook_tensor.register_hook(self._unified_recompute_hook)
+
+    def _unified_recompute_hook(self, grad_output) -> None:
+        for ckpt in self.checkpoints:
+            ckpt._recompute(None)

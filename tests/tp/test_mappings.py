@@ -89,3 +89,24 @@ def test_adr0011_t27_a_mapping_given_a_group_works_in_that_group():
     for rank, gathered in run_tensor_parallel(2, in_data_parallel_group).items():
         data_group = [rank % 2, rank % 2 + 2]
         np.testing.assert_array_equal(gathered, np.concatenate([rank_input(r, rows, cols) for r in data_group]))
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_adr0011_t111_last_dim_gather_and_scatter_of_a_1d_tensor_are_its_concatenation_and_chunks(tp):
+    width = 8
+
+    def one_dimensional(torch, rank):
+        own = torch.tensor(rank_input(rank, 1, width)[0], dtype="f16")
+        gathered = mappings.gather_from_tensor_model_parallel_region(own).numpy()
+        whole = torch.tensor(np.concatenate([rank_input(r, 1, width)[0] for r in tensor_group(rank, tp)]),
+                             dtype="f32", requires_grad=True)
+        scattered = mappings.scatter_to_tensor_model_parallel_region(whole)
+        # The scatter's backward is a last-dim all-gather: each rank's chunk gradient is its rank number.
+        (scattered * float(rank)).sum().backward()
+        return gathered, scattered.detach().numpy(), whole.grad.numpy()
+
+    for rank, (gathered, scattered, grad) in run_tensor_parallel(tp, one_dimensional).items():
+        group = [rank_input(r, 1, width)[0] for r in tensor_group(rank, tp)]
+        np.testing.assert_array_equal(gathered, np.concatenate(group))
+        np.testing.assert_array_equal(scattered, group[rank % tp].astype(np.float32))
+        np.testing.assert_array_equal(grad, np.repeat(np.array(tensor_group(rank, tp), dtype=np.float32), width))

@@ -51,7 +51,8 @@ class AhbmModule:
     def __getattr__(self, name: str):
         return missing_attribute(self, name, "torch.ahbm", "torch.cuda is torch.ahbm; ")
 
-    def is_available(self) -> bool:
+    @staticmethod
+    def is_available() -> bool:
         """Always True: the simulated device is there."""
         return True
 

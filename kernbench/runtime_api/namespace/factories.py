@@ -67,6 +67,18 @@ class Factories:
         return self._generated((count,), dtype, device, dp, name,
                                lambda: np.arange(start, end, step)[:count].astype(dtype.numpy))
 
+    def range(self, start=0, end=None, step=1, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
+        """PyTorch's deprecated `torch.range`: `start` to `end` inclusive by `step`, float32 by default (arange's
+        fill)."""
+        if end is None:
+            start, end = 0, start
+        if step == 0:
+            raise TensorError("range: step must be nonzero")
+        dtype = resolve_dtype(dtype, default=float32)
+        count = max(0, math.floor((end - start) / step) + 1)
+        return self._generated((count,), dtype, device, dp, name,
+                               lambda: (start + step * np.arange(count)).astype(dtype.numpy))
+
     def linspace(self, start, end, steps: int, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         """`steps` values evenly spaced from `start` to `end` inclusive, written by an HBM fill as `arange`'s are."""
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:

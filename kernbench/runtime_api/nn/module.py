@@ -12,35 +12,17 @@ holds them.
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict, namedtuple
 
 from kernbench.dtypes import DType, resolve_dtype
 from kernbench.runtime_api import autograd
+from kernbench.runtime_api.autograd import RemovableHandle
 from kernbench.runtime_api.errors import ModuleError
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.tensor.core import Tensor
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
-
-
-class RemovableHandle:
-    """What `register_forward_hook` returns: `remove()` takes the hook out."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict):
-        self._hooks, self.id = hooks, next(self._ids)
-
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 class Module:

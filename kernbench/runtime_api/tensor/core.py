@@ -598,6 +598,17 @@ class Tensor(TensorOps):
         """Keep this non-leaf tensor's gradient in `.grad` after backward."""
         self._retains_grad = True
 
+    def register_hook(self, hook):
+        """`hook(grad)` when a backward has this tensor's whole gradient, before it flows on (or into `.grad`); a
+        tensor it returns replaces the gradient. Returns a handle whose `remove()` takes the hook out."""
+        if not self.requires_grad:
+            raise TensorError("cannot register a hook on a tensor that doesn't require gradient")
+        if "_grad_hooks" not in self.__dict__:
+            self._grad_hooks = {}
+        handle = autograd.RemovableHandle(self._grad_hooks)
+        self._grad_hooks[handle.id] = hook
+        return handle
+
     def backward(self, gradient: "Tensor | None" = None, retain_graph=None, create_graph: bool = False,
                  inputs=None) -> None:
         """Accumulate the gradient of this tensor into every leaf that requires grad; backward ops are device work."""

@@ -1,0 +1,79 @@
+"""ADR 0011: `vocab_parallel_cross_entropy` is the cross entropy of the whole vocabulary, on 8 ranks.
+
+Written here (not copied) to check what Megatron-LM's
+`tests/unit_tests/tensor_parallel/test_cross_entropy.py` checks
+(`test_vocab_parallel_cross_entropy`: tp 4 × dp 2, logits `range(0, 7)`
+repeated to (16, 32) per rank, targets 0, 2, ..., 30), and beyond it the
+gradient and label smoothing against numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.tp import parallel_state
+from kernbench.tp.cross_entropy import vocab_parallel_cross_entropy
+from tests.tp.megatron_utils import Utils, on_every_rank
+
+TP = 4
+
+
+def numpy_loss(logits: np.ndarray, target: np.ndarray):
+    """Loss per row and its gradient (for an upstream gradient of ones) of the whole (rows, V) logits."""
+    log_probs = log_softmax(logits)
+    rows = np.arange(len(target))
+    grad = np.exp(log_probs)
+    grad[rows, target] -= 1.0
+    return -log_probs[rows, target], grad
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def test_adr0011_t118_the_loss_of_megatrons_test_and_its_gradient_are_the_whole_vocabularys():
+    def losses(torch, rank, world_size):
+        Utils.initialize_model_parallel(TP, 2)
+        logits = torch.range(0, 7).repeat(16, 4).cuda().requires_grad_(True)
+        target = torch.arange(0, 32, 2).cuda()
+        loss = vocab_parallel_cross_entropy(logits, target)
+        loss.sum().backward()
+        index = parallel_state.get_tensor_model_parallel_rank()
+        Utils.destroy_model_parallel()
+        return index, loss.detach().cpu().numpy(), logits.grad.cpu().numpy()
+
+    part = np.tile(np.arange(8, dtype=np.float32), (16, 4))
+    whole = np.concatenate([part] * TP, axis=1)  # every rank holds the same partition values
+    loss, grad = numpy_loss(whole.astype(np.float64), np.arange(0, 32, 2))
+    for rank, (index, seen, seen_grad) in on_every_rank(losses).items():
+        np.testing.assert_allclose(seen, loss, rtol=1e-5)
+        assert np.array_equal(np.round(seen), np.round([10.2309, 8.2309, 6.2309, 4.2309] * 4))  # Megatron's numbers
+        np.testing.assert_allclose(seen_grad, grad[:, 32 * index:32 * (index + 1)], atol=1e-6)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_adr0011_t119_random_logits_split_over_the_group_give_numpys_loss(smoothing):
+    rows, vocab = 6, 64
+
+    def losses(torch, rank, world_size):
+        Utils.initialize_model_parallel(TP, 2)
+        index = parallel_state.get_tensor_model_parallel_rank()
+        torch.manual_seed(11)
+        whole = torch.randn(rows, vocab).cuda()
+        target = torch.randint(0, vocab, (rows,)).cuda()
+        part = whole[:, index * vocab // TP:(index + 1) * vocab // TP].contiguous()
+        loss = vocab_parallel_cross_entropy(part, target, label_smoothing=smoothing)
+        Utils.destroy_model_parallel()
+        return whole.cpu().numpy(), target.cpu().numpy(), loss.cpu().numpy()
+
+    for rank, (whole, target, seen) in on_every_rank(losses).items():
+        loss = numpy_loss(whole.astype(np.float64), target)[0]
+        if smoothing:
+            # Megatron's smoothing: K = the partition's size, the mean log-probability over this rank's partition.
+            index, size = rank % TP, vocab // TP
+            smoothed = smoothing * size / (size - 1)
+            local = log_softmax(whole.astype(np.float64))[:, index * size:(index + 1) * size]
+            loss = (1 - smoothed) * loss - smoothed * local.mean(-1)
+        np.testing.assert_allclose(seen, loss, rtol=1e-5)
