@@ -1,17 +1,14 @@
-"""Megatron-LM's test `Utils` for kernbench, and the world its ported unit tests run in.
+"""The 8-rank world kernbench's Megatron-style tests run in, and the `Utils` names Megatron's tests call.
 
-Megatron's unit tests run under torchrun on 8 GPUs, one process per GPU:
-each process runs the test with its own `Utils.rank`. Here the ranks are
-greenlets of one run: `on_every_rank(body)` spawns a world of 8 SIPs on the
-`large` machine and runs `body(torch, rank, world_size)` on each, so a
-ported test keeps Megatron's statements inside a `body` whose arguments
-stand for Megatron's module-level `torch`, `rank` and `world_size`.
+Megatron-LM's unit tests run once per process under torchrun on one node of
+8 GPUs. Here the 8 ranks are greenlets of one simulated run:
+`on_every_rank(body)` spawns them on the `large` machine and calls
+`body(torch, rank, world_size)` on each, returning what each rank returned.
 
-`Utils` keeps the methods the ported tests call, doing what Megatron's do
-on one rank: `initialize_distributed` (the process group; ranks come from
-spawn, not a TCP rendezvous), `initialize_model_parallel` (destroy, then
-Megatron's positional call with the virtual pipeline size third) and
-`destroy_model_parallel` (no barrier: state is per rank).
+`Utils` carries the names Megatron's tests reach for (`upstream_plugin`
+serves it as `tests.unit_tests.test_utilities.Utils`), written for a world
+whose ranks come from `spawn`: there is no rendezvous to make and no
+barrier to wait at, since model-parallel state is held per rank.
 """
 
 from __future__ import annotations
@@ -20,62 +17,91 @@ from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.runtime_api.current_run import current_torch
 from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
-from kernbench.tp import parallel_state as ps
+from kernbench.tp import parallel_state
 
-# Megatron's CI: one node of 8 GPUs.
-WORLD_SIZE = 8
+WORLD_SIZE = 8  # the GPUs of Megatron's CI node
 
 
 def on_every_rank(body, world_size: int = WORLD_SIZE) -> dict:
-    """`body(torch, rank, world_size)` on every rank of a world of `world_size` SIPs; its results by rank.
+    """Run `body(torch, rank, world_size)` on each rank of a `world_size`-SIP world; {rank: its result}.
 
-    A rank's exception is re-raised as itself, so a failing assertion reads as in Megatron's test.
+    The first failing rank's exception is raised unwrapped, so an assertion inside `body` fails the test as
+    itself rather than as a `SpawnException`.
     """
     session = Session("large", ccl={**load_ccl_config(SHIPPED_CCL_PATH), "world_size": world_size})
-    results = {}
+    returned = {}
 
-    def worker(rank: int, torch) -> None:
-        torch.ahbm.set_device(rank)  # Megatron's Utils: torch.cuda.set_device(local_rank)
-        results[rank] = body(torch, rank, world_size)
+    def one_rank(rank: int, torch) -> None:
+        torch.ahbm.set_device(rank)  # one SIP per rank, as torchrun gives each process its GPU
+        returned[rank] = body(torch, rank, world_size)
+
+    def launch(torch) -> None:
+        torch.multiprocessing.spawn(one_rank, args=(torch,), nprocs=world_size)
 
     try:
-        session.run(lambda torch: torch.multiprocessing.spawn(worker, args=(torch,), nprocs=world_size),
-                    session.torch)
-    except SpawnException as failure:
-        raise failure.failures[failure.error_index] from failure
-    return results
+        session.run(launch, session.torch)
+    except SpawnException as spawned:
+        raise spawned.failures[spawned.error_index] from spawned
+    return returned
+
+
+def _ensure_process_group() -> None:
+    dist = current_torch().distributed
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl")
+
+
+# What Megatron's fake initialization sets on a rank without making groups: each setter of parallel_state and
+# the keyword (or constant) it takes its value from.
+_FAKE_SETTINGS = (
+    ("set_tensor_model_parallel_world_size", "tensor_model_parallel_size"),
+    ("set_tensor_model_parallel_rank", 0),
+    ("set_expert_model_parallel_world_size", "expert_model_parallel_size"),
+    ("set_expert_model_parallel_rank", 0),
+    ("set_virtual_pipeline_model_parallel_world_size", "virtual_pipeline_model_parallel_size"),
+    ("set_virtual_pipeline_model_parallel_rank", 0),
+    ("set_pipeline_model_parallel_world_size", "pipeline_model_parallel_size"),
+)
 
 
 class Utils:
+    """Megatron's test-utility names over kernbench's `parallel_state`, for the rank that calls them."""
+
     world_size = WORLD_SIZE
 
     @staticmethod
-    def initialize_distributed():
-        torch = current_torch()
-        if not torch.distributed.is_initialized():
-            torch.distributed.init_process_group(backend="nccl")
+    def initialize_distributed() -> None:
+        """The run's process group, made on the first call (ranks and world come from `spawn`)."""
+        _ensure_process_group()
 
     @staticmethod
-    def destroy_model_parallel():
-        ps.destroy_model_parallel()
+    def destroy_model_parallel() -> None:
+        parallel_state.destroy_model_parallel()
 
     @staticmethod
     def initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                                  virtual_pipeline_model_parallel_size=None, **kwargs):
-        ps.destroy_model_parallel()
-        Utils.initialize_distributed()
-        ps.initialize_model_parallel(tensor_model_parallel_size, pipeline_model_parallel_size,
-                                     virtual_pipeline_model_parallel_size, **kwargs)
+                                  virtual_pipeline_model_parallel_size=None, **kwargs) -> None:
+        """A fresh model-parallel state on this rank: whatever an earlier test left is dropped first.
+
+        Megatron's tests pass the virtual pipeline size third, positionally; the rest go by keyword.
+        """
+        parallel_state.destroy_model_parallel()
+        _ensure_process_group()
+        sizes = (tensor_model_parallel_size, pipeline_model_parallel_size, virtual_pipeline_model_parallel_size)
+        parallel_state.initialize_model_parallel(*sizes, **kwargs)
 
     @staticmethod
     def fake_initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
                                        virtual_pipeline_model_parallel_size=None, expert_model_parallel_size=1):
-        """Megatron's proxy for NeMo-style initialization: sizes and ranks set, no groups."""
-        ps.set_tensor_model_parallel_world_size(tensor_model_parallel_size)
-        ps.set_tensor_model_parallel_rank(0)
-        ps.set_expert_model_parallel_world_size(expert_model_parallel_size)
-        ps.set_expert_model_parallel_rank(0)
-        if virtual_pipeline_model_parallel_size is not None:
-            ps.set_virtual_pipeline_model_parallel_world_size(virtual_pipeline_model_parallel_size)
-        ps.set_virtual_pipeline_model_parallel_rank(0)
-        ps.set_pipeline_model_parallel_world_size(pipeline_model_parallel_size)
+        """Sizes and rank 0 set on this rank with no process groups, for code that only reads them.
+
+        A virtual pipeline size of None leaves the virtual world size unset, as Megatron does.
+        """
+        given = {"tensor_model_parallel_size": tensor_model_parallel_size,
+                 "pipeline_model_parallel_size": pipeline_model_parallel_size,
+                 "virtual_pipeline_model_parallel_size": virtual_pipeline_model_parallel_size,
+                 "expert_model_parallel_size": expert_model_parallel_size}
+        for setter, source in _FAKE_SETTINGS:
+            value = given[source] if isinstance(source, str) else source
+            if value is not None:
+                getattr(parallel_state, setter)(value)

@@ -18,12 +18,13 @@ import pytest
 
 from kernbench.numerics import assert_close
 from kernbench.tp.errors import NotDivisibleError, NotInitializedError
-from kernbench.tp import (ColumnParallelLinear, ModelParallelConfig, RowParallelLinear, VocabParallelEmbedding,
-                          parallel_state)
+from kernbench.tp import (ColumnParallelLinear, ModelParallelConfig, RowParallelLinear, TransformerConfig,
+                          VocabParallelEmbedding, parallel_state)
 from kernbench.tp.layers import (linear_with_grad_accumulation_and_async_allreduce,
                                  param_is_not_tensor_parallel_duplicate,
                                  set_defaults_if_not_set_tensor_model_parallel_attributes,
                                  set_tensor_model_parallel_attributes)
+from kernbench.tp.random import model_parallel_cuda_manual_seed
 from tests.tp.megatron_utils import Utils, on_every_rank
 
 
@@ -141,33 +142,45 @@ def test_adr0011_t125_megatrons_errors_are_one_line_and_exit_2_from_kernbench_ru
 
 
 def test_adr0011_t128_megatrons_tensor_init_methods_give_partitions_of_one_master_weight():
-    """Mirrors test_initialization.py's test_col_init / test_row_init / test_embedding_init with init methods of
-    Megatron's kind (one argument, a tensor filled in place): tp 1 and tp 4 hold partitions of the same master."""
+    """Mirrors test_initialization.py's test_col_init, test_row_init and test_embedding_init: with CPU
+    initialization seeded by `torch.manual_seed(42)`, tp 1 and tp 4 hold partitions of the same master
+    (16 x 16 linears, a 16 x 4 table) whatever the model-parallel seed (42 at tp 1, 41 at tp 4), for the
+    TransformerConfig's own init method (hidden 12, 4 heads, 1 layer) and init methods of Megatron's kind
+    (one argument, a tensor filled in place)."""
 
     def weights(torch, rank, world_size):
         normal = functools.partial(torch.nn.init.normal_, mean=0.0, std=0.02)
         seen = {}
-        for tp in (1, 4):
+        for tp, model_parallel_seed in ((1, 42), (4, 41)):
             Utils.initialize_model_parallel(tp, 1)
-            config = ModelParallelConfig(tensor_model_parallel_size=tp, use_cpu_initialization=True,
-                                         params_dtype=torch.float32)
-            torch.manual_seed(42)
-            column = ColumnParallelLinear(16, 16, init_method=normal, config=config).weight
-            torch.manual_seed(42)
-            row = RowParallelLinear(16, 16, init_method=torch.nn.init.xavier_normal_, config=config).weight
-            torch.manual_seed(42)
-            embedding = VocabParallelEmbedding(16, 4, init_method=normal, config=config).weight
-            seen[tp] = [w.detach().cpu().numpy() for w in (column, row, embedding)]
+            config = TransformerConfig(num_layers=1, hidden_size=12, num_attention_heads=4,
+                                       use_cpu_initialization=True)
+            methods = {"config": (config.init_method,) * 3,
+                       "tensor": (normal, torch.nn.init.xavier_normal_, normal)}
+            for kind, (column_init, row_init, embedding_init) in methods.items():
+                drawn = []
+                for make in (lambda: ColumnParallelLinear(16, 16, init_method=column_init, bias=True, config=config,
+                                                          skip_bias_add=False),
+                             lambda: RowParallelLinear(16, 16, init_method=row_init, bias=True, config=config,
+                                                       input_is_parallel=False, skip_bias_add=False),
+                             lambda: VocabParallelEmbedding(num_embeddings=16, embedding_dim=4,
+                                                            init_method=embedding_init, config=config)):
+                    torch.manual_seed(42)
+                    model_parallel_cuda_manual_seed(model_parallel_seed)
+                    drawn.append(make().weight.detach().cpu().numpy())
+                seen[tp, kind] = drawn
             Utils.destroy_model_parallel()
         return seen
 
     for rank, seen in on_every_rank(weights).items():
-        (column, row, embedding), (column4, row4, embedding4) = seen[1], seen[4]
         index = rank % 4
-        assert column.std() > 0.01 and row.std() > 0.01  # drawn, not left empty
-        np.testing.assert_array_equal(column4, column[4 * index:4 * index + 4])
-        np.testing.assert_array_equal(row4, row[:, 4 * index:4 * index + 4])
-        np.testing.assert_array_equal(embedding4, embedding[4 * index:4 * index + 4])
+        for kind in ("config", "tensor"):
+            (column, row, embedding), (column4, row4, embedding4) = seen[1, kind], seen[4, kind]
+            assert (column.shape, row.shape, embedding.shape) == ((16, 16), (16, 16), (16, 4))
+            assert column.std() > 0.01 and row.std() > 0.01 and embedding.std() > 0.01  # drawn, not left empty
+            np.testing.assert_array_equal(column4, column[4 * index:4 * index + 4])
+            np.testing.assert_array_equal(row4, row[:, 4 * index:4 * index + 4])
+            np.testing.assert_array_equal(embedding4, embedding[4 * index:4 * index + 4])
 
 
 def test_adr0011_t129_collectives_write_into_parameters_as_c10d_does_list_forms_too():
@@ -197,3 +210,31 @@ def test_adr0011_t129_collectives_write_into_parameters_as_c10d_does_list_forms_
         assert gathered == group and whole == sum(group) and all(leaves)
         assert exchanged == [member + 10 * (rank % 4) for member in group]
         assert collected == (group if rank % 4 == 0 else None)
+
+
+@pytest.mark.parametrize("tp, allreduce_dgrad", [(1, False), (8, False), (8, True)])
+def test_adr0011_t130_a_frozen_weight_linear_gathers_to_the_whole_product_and_all_reduces_its_input_gradient(
+        tp, allreduce_dgrad):
+    """Mirrors test_layers.py's test_LinearWithFrozenWeight (tp 1 without, tp 8 with `allreduce_dgrad`): an 8 x 8
+    identity through an all-ones weight split by output rows, gathered over the group, gives ones; the summed
+    output's input gradient is 8 everywhere once all-reduced, and at tp 8 without it each rank's own part, 1."""
+    from kernbench.tp.layers import linear_with_frozen_weight
+    from kernbench.tp.mappings import gather_from_tensor_model_parallel_region
+
+    def frozen(torch, rank, world_size):
+        Utils.initialize_model_parallel(tp, 1)
+        rows = 8 // tp
+        x = torch.eye(8).cuda()
+        x.requires_grad = True
+        out = linear_with_frozen_weight(x, torch.ones((rows, 8)).cuda(), torch.zeros(rows).cuda(), False,
+                                        allreduce_dgrad, False, None, None)
+        whole = gather_from_tensor_model_parallel_region(out)
+        whole.sum().backward()
+        Utils.destroy_model_parallel()
+        return tuple(out.shape), whole.detach().cpu().numpy(), x.grad.cpu().numpy()
+
+    gradient = 8.0 if tp == 1 or allreduce_dgrad else 1.0
+    for rank, (shape, whole, grad) in on_every_rank(frozen).items():
+        assert shape == (8, 8 // tp)
+        np.testing.assert_array_equal(whole, np.ones((8, 8), np.float32))
+        np.testing.assert_array_equal(grad, np.full((8, 8), gradient, np.float32))

@@ -20,6 +20,12 @@ from kernbench.tp.random import (CheckpointWithoutOutput, CheckpointWithoutOutpu
 from tests.tp.megatron_utils import Utils, on_every_rank
 
 
+def left_states(tracker, graphable: bool) -> list:
+    """The tracker's states as tensors, a graph-safe generator's read through `get_state()`."""
+    states = tracker.get_states()
+    return [states[name].get_state() if graphable else states[name] for name in sorted(states)]
+
+
 def test_adr0011_t114_tracker_states_nested_forks_and_converted_states_follow_megatrons_tests():
     """Mirrors test_cuda_rng_states_tracker, test_double_fork_cuda_rng_states_tracker, test_convert_cuda_rng_state
     and test_model_parallel_cuda_manual_seed."""
@@ -49,12 +55,16 @@ def test_adr0011_t114_tracker_states_nested_forks_and_converted_states_follow_me
                         nested[0].append(torch.randn(10, device="cuda"))
                     nested[1].append(torch.randn(10, device="cuda"))
                 nested[0].append(torch.randn(10, device="cuda"))
+            after_nested = left_states(tracker, graphable)
             tracker.reset()
             tracker.add("one", 1234), tracker.add("two", 5678)
             for name, draws, count in (("one", single[0], 3), ("two", single[1], 2)):
                 with tracker.fork(name):
                     draws.extend(torch.randn(10, device="cuda") for _ in range(count))
             for a, b in zip(nested[0] + nested[1], single[0] + single[1]):
+                assert torch.equal(a, b)
+            # ... and leaves each state where the separate forks leave it.
+            for a, b in zip(after_nested, left_states(tracker, graphable)):
                 assert torch.equal(a, b)
         # A state converted either way continues the same stream; the default stream is left where it was.
         torch.cuda.manual_seed(999)

@@ -149,7 +149,7 @@ class _PerRank(type):
 
 
 class Utils(KernbenchUtils, metaclass=_PerRank):
-    """Megatron's `tests.unit_tests.test_utilities.Utils` as kernbench's ported tests have it, with `Utils.rank`
+    """Megatron's `tests.unit_tests.test_utilities.Utils` as kernbench's tests have it, with `Utils.rank`
     the calling rank (Megatron's LOCAL_RANK)."""
 
 

@@ -1,0 +1,244 @@
+"""ADR 0011: `parallel_state` on Megatron's world of 8 ranks, checked as Megatron-LM's test_parallel_state.py checks it.
+
+Written here (not copied). Each test names the Megatron tests it mirrors
+and keeps their worlds, sizes, orders and expected values; the rank-layout
+reference below is derived from the definition of an order (coordinates
+times strides), not from Megatron's code or kernbench's.
+
+Not mirrored: Megatron's first check in test_initialize_and_destroy_model_parallel,
+that initializing before torch.distributed fails (kernbench initializes a
+world of one without a process group and names groups of more ranks, T23);
+the hybrid data-and-context groups (refused, T31); and the all-gather groups
+and `ProcessGroupCollection` tests (not implemented).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kernbench.tp import ParallelSizeError, parallel_state
+from kernbench.tp.parallel_state import RankGenerator
+from tests.tp.megatron_utils import Utils, on_every_rank
+
+ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-pp-ep-dp"]  # the two layouts Megatron's tests run each case under
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_adr0011_t131_sizes_the_world_cannot_hold_are_refused_and_destroy_drops_every_group(order):
+    """Mirrors test_initialize_and_destroy_model_parallel: tp 16, pp 16, tp 8 x pp 8 and a virtual pipeline
+    without pipelining are RuntimeErrors that leave the rank uninitialized; tp 2 x pp 4 makes every group;
+    destroying drops them."""
+
+    def lifecycle(torch, rank, world_size):
+        Utils.initialize_distributed()
+        for sizes in ({"tensor_model_parallel_size": 16}, {"pipeline_model_parallel_size": 16},
+                      {"tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 8},
+                      {"virtual_pipeline_model_parallel_size": 2}):
+            with pytest.raises(RuntimeError):
+                parallel_state.initialize_model_parallel(order=order, **sizes)
+            assert not parallel_state.model_parallel_is_initialized()
+        Utils.initialize_model_parallel(tensor_model_parallel_size=2, pipeline_model_parallel_size=4, order=order)
+        getters = (parallel_state.get_model_parallel_group, parallel_state.get_tensor_model_parallel_group,
+                   parallel_state.get_pipeline_model_parallel_group, parallel_state.get_data_parallel_group,
+                   parallel_state.get_expert_model_parallel_group, parallel_state.get_expert_tensor_parallel_group,
+                   parallel_state.get_expert_data_parallel_group,
+                   parallel_state.get_expert_tensor_model_pipeline_parallel_group)
+        sizes = [len(torch.distributed.get_process_group_ranks(getter())) for getter in getters]
+        initialized = parallel_state.model_parallel_is_initialized()
+        Utils.destroy_model_parallel()
+        return initialized, sizes, parallel_state.get_model_parallel_group(check_initialized=False), \
+            parallel_state.model_parallel_is_initialized()
+
+    for rank, (initialized, sizes, left, after) in on_every_rank(lifecycle).items():
+        assert initialized and sizes == [8, 2, 4, 1, 1, 2, 1, 8]  # tp 2 x pp 4 fills the world: no dp, ep 1
+        assert left is None and not after
+
+
+def _rank_itself(rank):
+    return rank
+
+
+# (what Megatron's test initializes, the getter, the value on `rank`, the setter whose None must not change it)
+READINGS = [
+    ({"tensor_model_parallel_size": 8}, "get_tensor_model_parallel_world_size", lambda rank: 8,
+     "set_tensor_model_parallel_world_size"),
+    ({"tensor_model_parallel_size": 8}, "get_tensor_model_parallel_rank", _rank_itself,
+     "set_tensor_model_parallel_rank"),
+    ({"tensor_model_parallel_size": 8}, "get_tensor_model_parallel_src_rank", lambda rank: 0, None),
+    ({"expert_tensor_parallel_size": 8}, "get_expert_tensor_parallel_world_size", lambda rank: 8,
+     "set_expert_tensor_parallel_world_size"),
+    ({"expert_tensor_parallel_size": 8}, "get_expert_tensor_parallel_rank", _rank_itself,
+     "set_expert_tensor_parallel_rank"),
+    ({"pipeline_model_parallel_size": 8}, "get_pipeline_model_parallel_world_size", lambda rank: 8,
+     "set_pipeline_model_parallel_world_size"),
+    ({"pipeline_model_parallel_size": 8}, "get_pipeline_model_parallel_rank", _rank_itself,
+     "set_pipeline_model_parallel_rank"),
+    ({"pipeline_model_parallel_size": 8}, "get_data_parallel_world_size", lambda rank: 1, None),
+    ({"pipeline_model_parallel_size": 8}, "get_data_parallel_rank", lambda rank: 0, None),
+    ({"context_parallel_size": 8}, "get_context_parallel_rank", _rank_itself, None),
+    ({"expert_model_parallel_size": 8}, "get_expert_model_parallel_rank", _rank_itself,
+     "set_expert_model_parallel_rank"),
+]
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_adr0011_t132_each_of_8_ranks_reads_its_own_sizes_and_ranks(order):
+    """Mirrors test_tensor_model_parellel_world_size, test_expert_tensor_parellel_world_size,
+    test_pipeline_model_parallel_world_size, test_tensor_model_parallel_rank, test_moe_tensor_model_parellel_rank,
+    test_pipeline_model_parallel_rank, test_get_tensor_model_parallel_src_rank, test_data_parallel_initializations
+    (its sizes and ranks), test_context_parallel_rank and test_expert_model_parallel_rank: one parallelism
+    spanning the 8 ranks, each rank's getter; a setter given None leaves the initialized value."""
+
+    def readings(torch, rank, world_size):
+        seen = []
+        for sizes, getter, _, setter in READINGS:
+            Utils.initialize_model_parallel(order=order, **sizes)
+            value = getattr(parallel_state, getter)()
+            if setter is not None:
+                getattr(parallel_state, setter)(None)
+            seen.append((value, getattr(parallel_state, getter)()))
+            Utils.destroy_model_parallel()
+        return seen
+
+    for rank, seen in on_every_rank(readings).items():
+        expected = [(value(rank), value(rank)) for _, _, value, _ in READINGS]
+        assert seen == expected, [getter for (_, getter, _, _), a, b in zip(READINGS, seen, expected) if a != b]
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_adr0011_t133_pipeline_stages_neighbours_and_sources_at_world_8(order):
+    """Mirrors test_pipeline_parallel_initializations (tp 2 x pp 4), test_data_parallel_initializations (its
+    source rank), test_is_pipeline_first_stage, test_is_pipeline_last_stage and
+    test_virtual_pipeline_model_parallel_rank (pp 8)."""
+
+    def stages(torch, rank, world_size):
+        Utils.initialize_model_parallel(tensor_model_parallel_size=2, pipeline_model_parallel_size=4, order=order)
+        paired = (parallel_state.get_pipeline_model_parallel_first_rank(), parallel_state.get_data_parallel_src_rank(),
+                  parallel_state.get_pipeline_model_parallel_next_rank(),
+                  parallel_state.get_pipeline_model_parallel_prev_rank())
+        Utils.initialize_model_parallel(pipeline_model_parallel_size=world_size, order=order)
+        ends = (parallel_state.is_pipeline_first_stage(ignore_virtual=False), parallel_state.is_pipeline_first_stage(),
+                parallel_state.is_pipeline_last_stage(ignore_virtual=False), parallel_state.is_pipeline_last_stage(),
+                parallel_state.get_data_parallel_src_rank())
+        parallel_state.set_virtual_pipeline_model_parallel_rank(rank)
+        virtual = parallel_state.get_virtual_pipeline_model_parallel_rank()
+        Utils.destroy_model_parallel()
+        return paired, ends, virtual
+
+    for rank, (paired, ends, virtual) in on_every_rank(stages).items():
+        # tp 2 x pp 4 on 8 ranks: no data parallelism, the pipeline steps over the tensor pair.
+        assert paired == (rank % 2, rank, (rank + 2) % 8, (rank - 2) % 8)
+        assert ends == (rank == 0, rank == 0, rank == 7, rank == 7, rank)
+        assert virtual == rank
+
+
+GROUP_GETTERS = {  # the process groups Megatron's order tests compare, by the getter's call
+    "tensor": lambda: parallel_state.get_tensor_model_parallel_group(),
+    "data": lambda: parallel_state.get_data_parallel_group(False),
+    "pipeline": lambda: parallel_state.get_pipeline_model_parallel_group(),
+    "context": lambda: parallel_state.get_context_parallel_group(),
+    "model": lambda: parallel_state.get_model_parallel_group(),
+    "expert_data": lambda: parallel_state.get_expert_data_parallel_group(),
+    "expert_tensor_and_model": lambda: parallel_state.get_expert_tensor_and_model_parallel_group(),
+    "tensor_and_data": lambda: parallel_state.get_tensor_and_data_parallel_group(False),
+    "amax": lambda: parallel_state.get_amax_reduction_group(False),
+}
+RANK_GETTERS = ("get_tensor_model_parallel_rank", "get_data_parallel_rank", "get_pipeline_model_parallel_rank",
+                "get_expert_model_parallel_rank")
+
+
+def _order_cases():
+    same = [((1, 8), 1), ((2, 4), 1), ((4, 2), 1), ((8, 1), 1), ((4, 1), 2), ((1, 1), 8), ((1, 1), 2), ((2, 1), 4)]
+    differs = [((1, 2), 1), ((1, 4), 1), ((2, 2), 1)]
+    refused = [((1, 2), 2), ((1, 4), 2), ((2, 2), 2)]
+    return [(*case, outcome) for outcome, cases in (("same", same), ("differs", differs), ("refused", refused))
+            for case in cases]
+
+
+@pytest.mark.parametrize("tp_pp, ep, outcome", _order_cases())
+def test_adr0011_t134_pipeline_last_and_expert_before_pipeline_orders_agree_where_megatron_says(tp_pp, ep, outcome):
+    """Mirrors test_different_initialize_order_consistency and test_different_initialize_order_unconsistency:
+    'tp-ep-dp-pp' against 'tp-pp-ep-dp' on 8 ranks. Without pipelining (or with ep spanning the data ranks) each
+    rank's ranks and groups agree; with pipelining the tensor and context groups still agree and the data,
+    pipeline, amax and model groups move; with pipelining and ep 2 the dense and expert data sizes differ, which
+    Megatron asserts against and kernbench refuses (a RuntimeError)."""
+
+    def both_orders(torch, rank, world_size):
+        seen = []
+        for order in ("tp-ep-dp-pp", "tp-pp-ep-dp"):
+            try:
+                Utils.initialize_model_parallel(*tp_pp, expert_model_parallel_size=ep, order=order)
+            except ParallelSizeError as refused:
+                seen.append(refused)
+                continue
+            ranks = [getattr(parallel_state, getter)() for getter in RANK_GETTERS]
+            groups = {kind: torch.distributed.get_process_group_ranks(get()) for kind, get in GROUP_GETTERS.items()}
+            Utils.destroy_model_parallel()
+            seen.append((ranks, groups))
+        return seen
+
+    for rank, (pipeline_last, expert_first) in on_every_rank(both_orders).items():
+        if outcome == "refused":
+            assert isinstance(expert_first, RuntimeError) and "does not end in pp" in str(expert_first)
+            continue
+        if outcome == "same":
+            assert pipeline_last == expert_first
+        else:
+            kept = {"tensor", "context"}
+            moved = {"data", "pipeline", "amax", "model"}
+            assert all(pipeline_last[1][kind] == expert_first[1][kind] for kind in kept)
+            assert all(pipeline_last[1][kind] != expert_first[1][kind] for kind in moved)
+
+
+def layout_groups(order: str, sizes: dict[str, int], varying: str) -> list[list[int]]:
+    """The groups of the parallelisms in `varying`, listed as a rank layout lists them.
+
+    A rank is the sum of its coordinates times their strides, the order's first token the fastest. Groups come
+    in the order of the other coordinates and members in the order of their own, each earliest token fastest.
+    """
+    tokens = order.split("-")
+    strides, step = {}, 1
+    for token in tokens:
+        strides[token], step = step, step * sizes[token]
+
+    def points(names):  # every coordinate assignment of `names`, names[0] changing fastest
+        ranges = [range(sizes[name]) for name in reversed(names)]
+        return [dict(zip(reversed(names), values)) for values in itertools.product(*ranges)]
+
+    inner = [token for token in tokens if token in varying.split("-")]
+    outer = [token for token in tokens if token not in inner]
+    return [[sum(strides[t] * {**fixed, **moving}[t] for t in tokens) for moving in points(inner)]
+            for fixed in points(outer)]
+
+
+# One small case spelled out: 8 ranks, tp 2, pp 2, dp 2.
+SPELLED_OUT = {"tp": [[0, 1], [2, 3], [4, 5], [6, 7]], "dp": [[0, 2], [1, 3], [4, 6], [5, 7]],
+               "pp": [[0, 4], [1, 5], [2, 6], [3, 7]], "tp-pp": [[0, 1, 4, 5], [2, 3, 6, 7]],
+               "tp-dp": [[0, 1, 2, 3], [4, 5, 6, 7]]}
+
+
+@pytest.mark.parametrize("nodes, gpus, tp, pp, cp, ep", [
+    (1, 1, 1, 1, 1, 1), (1, 8, 8, 1, 1, 1), (1, 8, 2, 2, 1, 1), (1, 8, 2, 4, 1, 1), (3, 8, 8, 3, 1, 1),
+    (4, 8, 2, 4, 1, 1), (8, 8, 8, 8, 1, 1), (8, 8, 2, 1, 1, 4), (8, 8, 2, 2, 2, 4), (8, 8, 2, 1, 4, 8),
+    (8, 8, 2, 2, 2, 8), (16, 8, 4, 8, 1, 1), (16, 8, 4, 8, 1, 4), (16, 8, 4, 8, 4, 1), (16, 8, 8, 8, 1, 1),
+    (32, 8, 4, 8, 1, 1), (32, 8, 8, 8, 1, 1), (32, 8, 4, 8, 1, 4), (32, 8, 8, 8, 4, 1), (64, 8, 4, 2, 8, 8),
+    (64, 8, 4, 8, 1, 1), (64, 8, 8, 8, 1, 1), (96, 8, 4, 8, 1, 1), (128, 8, 4, 2, 8, 8), (128, 8, 4, 8, 1, 1),
+    (256, 8, 4, 8, 1, 1), (316, 8, 4, 8, 1, 1), (384, 8, 4, 8, 1, 1), (512, 8, 4, 8, 1, 1), (768, 8, 4, 8, 1, 1),
+    (1024, 8, 4, 8, 1, 1), (1280, 8, 4, 8, 1, 1), (1344, 8, 4, 8, 1, 1)])
+def test_adr0011_t135_rank_generator_groups_are_the_layouts_on_clusters_up_to_1344_nodes(nodes, gpus, tp, pp, cp,
+                                                                                         ep):
+    """Mirrors test_rank_generator_for_tp_dp_pp (its distinct clusters): the dense generator ('tp-cp-dp-pp', ep 1)
+    and the expert one ('tp-ep-dp-pp', cp 1) give, in order, the groups of the layout's definition."""
+    world = nodes * gpus
+    dense = {"tp": tp, "cp": cp, "dp": world // (tp * pp * cp), "pp": pp}
+    expert = {"tp": tp, "ep": ep, "dp": world // (tp * ep * pp), "pp": pp}
+    dense_generator = RankGenerator(tp=tp, ep=1, dp=dense["dp"], pp=pp, cp=cp, order="tp-cp-dp-pp")
+    expert_generator = RankGenerator(tp=tp, ep=ep, dp=expert["dp"], pp=pp, cp=1, order="tp-ep-dp-pp")
+    for token in ("dp", "dp-cp", "cp", "tp-pp", "tp", "pp", "tp-dp", "tp-dp-cp"):
+        assert dense_generator.get_ranks(token) == layout_groups("tp-cp-dp-pp", dense, token), token
+    for token in ("tp-ep", "dp"):
+        assert expert_generator.get_ranks(token) == layout_groups("tp-ep-dp-pp", expert, token), f"expert {token}"
+    if (world, tp, pp, cp) == (8, 2, 2, 1):
+        assert {token: dense_generator.get_ranks(token) for token in SPELLED_OUT} == SPELLED_OUT
