@@ -131,6 +131,7 @@ class Storage:
         if self._boxes and (self._box_fill[0] != shape or self._box_fill[1].tobytes() != value.tobytes()
                             or self._box_fill[1].dtype != value.dtype):
             self._write_boxes()
+        self._constant = None  # a box of another value waits: the storage no longer holds one value throughout
         key = tuple((s.start, s.stop) for s in index)
         if key not in self._boxes:
             self._box_elements += prod(s.stop - s.start for s in index)

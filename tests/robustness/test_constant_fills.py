@@ -10,7 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kernbench.machine.storage import MAPPED_FROM_BYTES, Storage
@@ -69,6 +69,8 @@ steps = st.lists(st.one_of(
 
 @settings(max_examples=40, deadline=None)
 @given(steps)
+@example([("fill shards", (0, 1, 2, 3), 4, 2.5), ("fill shards", (0, 1, 2, 3), 1, 0.0),
+          ("fill shards", (0, 1, 2, 3), 1, 2.5)])  # a box of the whole's value after one of another value waits
 def test_adr0013_t11_box_fills_between_fills_writes_and_reads_read_back_as_a_plain_array_would(ops):
     """Shards filled in any order, some of them only (a racing reader in between), replicas filling a shard
     again, with contiguous fills, element writes and reads between: the storage holds what an array would."""
