@@ -1,0 +1,125 @@
+"""Moving a DTensor's local tensor from one layout to another: the only place DTensor's collectives are born.
+
+Each change of placement on one mesh dimension is one collective on that
+dimension's process group, as PyTorch's `_redistribute.py` issues them:
+
+| from → to | what runs |
+|---|---|
+| Shard(d) → Replicate | all-gather (concatenated along d) |
+| Partial → Replicate | all-reduce |
+| Partial → Shard(d) | reduce-scatter (along d) |
+| Replicate → Shard(d) | the rank's chunk, copied out (no communication) |
+| Replicate → Partial | the value divided by the ranks (PyTorch's `_partition_value`; nothing in backward) |
+| Shard(d) → Shard(e) | all-gather along d, then the rank's chunk along e |
+
+A dimension the mesh does not divide is padded to equal chunks for the
+collective and cut back after, as PyTorch pads uneven shards. A group of one
+rank moves nothing. `Redistribute` is the autograd Function over the local
+tensor: its backward moves the gradient from the layout it arrives in back
+to the input's (a Partial gradient reduce-scatters into a Shard, all-reduces
+into a Replicate), so the backward collectives are derived, not written per
+layer.
+"""
+
+from __future__ import annotations
+
+from kernbench.dtensor.errors import DTensorError
+from kernbench.dtensor.grad_layout import resolve
+from kernbench.dtensor.placements import Partial, Replicate, chunk_bounds, normalized
+from kernbench.runtime_api.autograd import Function
+from kernbench.runtime_api.current_run import current_torch
+
+
+def redistribute_local(local, mesh, source: tuple, target: tuple, shape: tuple, *, backward: bool = False):
+    """`local` (this rank's part of a tensor of global `shape` laid out as `source`) laid out as `target`."""
+    for dim, (have, want) in enumerate(zip(source, target)):
+        if have != want:
+            local = _move(local, mesh, dim, have, want, shape, backward)
+    return local
+
+
+def _move(local, mesh, mesh_dim: int, have, want, shape: tuple, backward: bool):
+    n = mesh.size(mesh_dim)
+    group, index = mesh.get_group(mesh_dim), mesh.get_local_rank(mesh_dim)
+    if any(p.is_partial() and p.reduce_op != "sum" for p in (have, want)) or (have.is_partial() and want.is_partial()):
+        raise DTensorError(f"redistribute: {have} to {want} is not supported (kernbench's Partial is a sum)")
+    if want.is_partial():
+        if backward or n == 1:
+            return local  # a gradient needs no partition: every rank's term is the whole
+        return local / n if not have.is_shard() else _move(_gather(local, group, n, have.dim, shape), mesh,
+                                                          mesh_dim, Replicate(), want, shape, backward)
+    if have.is_partial():
+        if want.is_replicate():
+            return _all_reduce(local, group, n)
+        return _reduce_scatter(local, group, n, index, want.dim, shape)
+    if have.is_shard():
+        local = _gather(local, group, n, have.dim, shape)
+        if want.is_replicate():
+            return local
+    return _chunk(local, n, index, want.dim)
+
+
+def _chunk(full, n: int, index: int, dim: int):
+    start, stop = chunk_bounds(full.shape[dim], n, index)
+    return full.narrow(dim, start, stop - start).contiguous()
+
+
+def _padded(local, dim: int, length: int):
+    """`local` grown along `dim` to `length` with zeros (uneven shards travel padded, as PyTorch's do)."""
+    if local.shape[dim] == length:
+        return local.contiguous()
+    shape = list(local.shape)
+    shape[dim] = length
+    padded = local.new_zeros(tuple(shape))
+    padded.narrow(dim, 0, local.shape[dim]).copy_(local)
+    return padded
+
+
+def _gather(local, group, n: int, dim: int, shape: tuple):
+    if n == 1:
+        return local
+    size = shape[dim]
+    width = -(-size // n)
+    piece = _padded(local, dim, width).movedim(dim, 0).contiguous()
+    out = piece.new_empty((n * width, *piece.shape[1:]))
+    current_torch().distributed.all_gather_into_tensor(out, piece, group=group)
+    return out.narrow(0, 0, size).movedim(0, dim).contiguous()
+
+
+def _all_reduce(local, group, n: int):
+    if n == 1:
+        return local
+    out = local.contiguous().clone()
+    current_torch().distributed.all_reduce(out, group=group)
+    return out
+
+
+def _reduce_scatter(local, group, n: int, index: int, dim: int, shape: tuple):
+    if n == 1:
+        return local
+    size = shape[dim]
+    width = -(-size // n)
+    whole = _padded(local.movedim(dim, 0), 0, n * width)
+    out = whole.new_empty((width, *whole.shape[1:]))
+    current_torch().distributed.reduce_scatter_tensor(out, whole, group=group)
+    start, stop = chunk_bounds(size, n, index)
+    return out.narrow(0, 0, stop - start).movedim(0, dim).contiguous()
+
+
+class Redistribute(Function):
+    """Forward: the local tensor moved from `source` to `target` layout. Backward: the gradient moved from the
+    layout the output's uses give it (`grad_layout.resolve`) back to the input's layout, Partial read as
+    Replicate."""
+
+    @staticmethod
+    def forward(ctx, local, mesh, source, target, shape, output):
+        ctx.mesh, ctx.source, ctx.shape, ctx.output = mesh, source, shape, output
+        moved = redistribute_local(local, mesh, source, target, shape)
+        return moved.detach() if moved is local else moved
+
+    @staticmethod
+    def backward(ctx, grad):
+        layout = resolve(ctx.output[0])
+        return (redistribute_local(grad, ctx.mesh, layout, normalized(ctx.source), ctx.shape, backward=True),
+                None, None, None, None, None)
+

@@ -1,0 +1,132 @@
+"""Views and reshapes: a shard follows its dimension through the view when it can, else the input is gathered.
+
+`transpose`, `t`, `permute` and `movedim` carry each Shard to where its
+dimension goes. `view`, `reshape` and the ops that are reshapes
+(`flatten`, `unflatten`, `view_as`, `squeeze`, `unsqueeze`) group the input
+and output dimensions whose sizes multiply to each other; a Shard on the
+first input dimension of a group moves to the group's first output
+dimension when that dimension splits evenly over the mesh, as PyTorch's view
+rules allow; any other Shard is gathered first. The local view gets local
+sizes.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from kernbench.dtensor.errors import DTensorError
+from kernbench.dtensor.placements import Replicate, Shard, chunk_bounds
+from kernbench.dtensor.rules.registry import Sharding, register, wrap_dim
+
+
+@register("transpose", "swapaxes", "t", "permute", "movedim", "T", "mT")
+def transpose(op, args, kwargs) -> Sharding:
+    x = args[0]
+    order = _order(op, x.ndim, args[1:], kwargs)
+    shape = tuple(x.shape[i] for i in order)
+    output = tuple(Shard(order.index(p.dim)) if p.is_shard() else p for p in x.placements)
+    call = (lambda local: local.permute(order)) if op in ("T", "mT") else None
+    return Sharding({}, output, shape, call=call)
+
+
+def _order(op: str, ndim: int, rest: tuple, kwargs) -> list[int]:
+    order = list(range(ndim))
+    if op in ("t", "T") or (op == "mT" and ndim >= 2):
+        order[-2:] = order[-2:][::-1] if ndim >= 2 else order[-2:]
+    elif op in ("transpose", "swapaxes"):
+        i, j = (wrap_dim(v, ndim) for v in (list(rest) + [kwargs.get("dim0"), kwargs.get("dim1")])[:2])
+        order[i], order[j] = order[j], order[i]
+    elif op == "permute":
+        dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+        order = [wrap_dim(d, ndim) for d in dims]
+    else:  # movedim
+        sources = [wrap_dim(s, ndim) for s in (rest[0] if isinstance(rest[0], (tuple, list)) else (rest[0],))]
+        targets = [wrap_dim(t, ndim) for t in (rest[1] if isinstance(rest[1], (tuple, list)) else (rest[1],))]
+        remaining = iter(d for d in range(ndim) if d not in sources)
+        placed = dict(zip(targets, sources))
+        order = [placed[i] if i in placed else next(remaining) for i in range(ndim)]
+    return order
+
+
+@register("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "squeeze", "unsqueeze")
+def view(op, args, kwargs) -> Sharding:
+    x = args[0]
+    target = _target_shape(op, x, args[1:], kwargs)
+    groups = _groups(x.shape, target)
+    mesh = x.device_mesh
+    wanted, output = [], []
+    for m, p in enumerate(x.placements):
+        moved = Replicate() if p.is_shard() else p
+        if p.is_shard():
+            for ins, outs in groups:
+                if ins and ins[0] == p.dim and outs and target[outs[0]] % mesh.size(m) == 0 and \
+                        (len(ins) == 1 or x.shape[p.dim] % mesh.size(m) == 0):
+                    moved = Shard(outs[0])
+        wanted.append(p if moved.is_shard() or not p.is_shard() else Replicate())
+        output.append(moved)
+    local_shape = list(target)
+    for m, p in enumerate(output):
+        if p.is_shard():
+            start, stop = chunk_bounds(target[p.dim], mesh.size(m), mesh.get_local_rank(m))
+            local_shape[p.dim] = stop - start
+    method = "view" if op in ("view", "view_as") else "reshape"
+    return Sharding({id(x): tuple(wanted)}, tuple(output), target,
+                    call=lambda local, *rest, **kw: getattr(local, method)(tuple(local_shape)))
+
+
+def _target_shape(op: str, x, rest: tuple, kwargs) -> tuple:
+    shape = list(x.shape)
+    if op in ("view", "reshape"):
+        sizes = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+        sizes = list(sizes or kwargs.get("shape", ()))
+        if sizes.count(-1) > 1:
+            raise DTensorError(f"{op}: only one dimension can be inferred")
+        if -1 in sizes:
+            known = prod(s for s in sizes if s != -1)
+            sizes[sizes.index(-1)] = prod(shape) // known if known else 0
+        if prod(sizes) != prod(shape):
+            raise DTensorError(f"shape '{list(rest)}' is invalid for input of size {prod(shape)}")
+        return tuple(sizes)
+    if op in ("view_as", "reshape_as"):
+        return tuple(rest[0].shape)
+    if op == "flatten":
+        start = wrap_dim(rest[0] if rest else kwargs.get("start_dim", 0), x.ndim)
+        end = wrap_dim(rest[1] if len(rest) > 1 else kwargs.get("end_dim", -1), x.ndim)
+        return tuple(shape[:start] + [prod(shape[start:end + 1])] + shape[end + 1:])
+    if op == "unflatten":
+        dim = wrap_dim(rest[0], x.ndim)
+        sizes = list(rest[1])
+        if -1 in sizes:
+            sizes[sizes.index(-1)] = shape[dim] // prod(s for s in sizes if s != -1)
+        return tuple(shape[:dim] + sizes + shape[dim + 1:])
+    if op == "unsqueeze":
+        dim = rest[0] if rest else kwargs["dim"]
+        dim = dim % (x.ndim + 1)
+        return tuple(shape[:dim] + [1] + shape[dim:])
+    dims = rest[0] if rest else kwargs.get("dim")
+    dims = range(x.ndim) if dims is None else [wrap_dim(d, x.ndim) for d in (dims if isinstance(dims, (tuple, list))
+                                                                              else (dims,))]
+    return tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1))
+
+
+def _groups(source: tuple, target: tuple) -> list[tuple[list, list]]:
+    """Runs of input and output dimensions whose sizes have the same product, in order."""
+    groups, i, j = [], 0, 0
+    while i < len(source) or j < len(target):
+        ins, outs = [], []
+        a = b = 1
+        while True:
+            if a <= b and i < len(source) and (not ins or a != b or source[i] == 1):
+                a *= source[i]
+                ins.append(i)
+                i += 1
+            elif j < len(target) and (not outs or a != b):
+                b *= target[j]
+                outs.append(j)
+                j += 1
+            else:
+                break
+            if a == b and ins and outs:
+                break
+        groups.append((ins, outs))
+    return groups
