@@ -189,7 +189,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
     distributed = Distributed(ctx, ccl_config, {
         "device_mesh": Namespace("torch.distributed.device_mesh", None, **fixed["torch.distributed.device_mesh"]),
         "tensor": _tensor_namespace("torch.distributed.tensor", fixed),
-        "_tensor": _tensor_namespace("torch.distributed._tensor", fixed)})
+        "_tensor": _tensor_namespace("torch.distributed._tensor", fixed),
+        "DeviceMesh": dtensor.DeviceMesh, "init_device_mesh": dtensor.init_device_mesh})
     return Namespace(
         "torch", "The fake torch module of one kernbench run.",
         **fixed["torch"],

@@ -22,8 +22,8 @@ from kernbench.dtensor.device_mesh import DeviceMesh
 from kernbench.dtensor.dispatch import dispatch
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import record, resolve
-from kernbench.dtensor.placements import Placement, Replicate, Shard, chunk_bounds, normalized
-from kernbench.dtensor.redistribute import Redistribute, redistribute_local
+from kernbench.dtensor.placements import Placement, Replicate, Shard, normalized
+from kernbench.dtensor.redistribute import Redistribute, local_chunk, redistribute_local
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.current_run import current_torch
 from kernbench.runtime_api.ops import overrides
@@ -296,10 +296,7 @@ def _from_source(local, mesh: DeviceMesh, mesh_dim: int, placement, src_data_ran
     if src_data_rank is not None and n > 1:
         local = local.contiguous().clone()
         distributed.broadcast(local, group=group, group_src=src_data_rank)
-    if placement.is_shard():
-        start, stop = chunk_bounds(local.shape[placement.dim], n, index)
-        local = local.narrow(placement.dim, start, stop - start).contiguous()
-    return local
+    return local_chunk(local, n, index, placement.dim) if placement.is_shard() else local
 
 
 def _check_replicas(dtensor: DTensor) -> None:

@@ -56,12 +56,19 @@ def _move(local, mesh, mesh_dim: int, have, want, shape: tuple, backward: bool):
         local = _gather(local, group, n, have.dim, shape)
         if want.is_replicate():
             return local
-    return _chunk(local, n, index, want.dim)
+    return local_chunk(local, n, index, want.dim)
 
 
-def _chunk(full, n: int, index: int, dim: int):
+def local_chunk(full, n: int, index: int, dim: int):
+    """Chunk `index` of `n` of `full` along `dim` (torch.chunk's sizes), as a contiguous copy."""
     start, stop = chunk_bounds(full.shape[dim], n, index)
-    return full.narrow(dim, start, stop - start).contiguous()
+    return _copied(full, dim, start, stop - start)
+
+
+def _copied(tensor, dim: int, start: int, length: int):
+    if not length:  # a rank past the last chunk holds an empty shard, as torch.chunk leaves it
+        return tensor.new_empty(tuple(0 if d == dim else size for d, size in enumerate(tensor.shape)))
+    return tensor.narrow(dim, start, length).contiguous()
 
 
 def _padded(local, dim: int, length: int):
@@ -71,7 +78,8 @@ def _padded(local, dim: int, length: int):
     shape = list(local.shape)
     shape[dim] = length
     padded = local.new_zeros(tuple(shape))
-    padded.narrow(dim, 0, local.shape[dim]).copy_(local)
+    if local.numel():
+        padded.narrow(dim, 0, local.shape[dim]).copy_(local)
     return padded
 
 
@@ -103,7 +111,7 @@ def _reduce_scatter(local, group, n: int, index: int, dim: int, shape: tuple):
     out = whole.new_empty((width, *whole.shape[1:]))
     current_torch().distributed.reduce_scatter_tensor(out, whole, group=group)
     start, stop = chunk_bounds(size, n, index)
-    return out.narrow(0, 0, stop - start).movedim(0, dim).contiguous()
+    return _copied(out, 0, 0, stop - start).movedim(0, dim).contiguous()
 
 
 class Redistribute(Function):

@@ -1,0 +1,285 @@
+"""ADR 0021: PyTorch's native tensor parallelism — DeviceMesh, DTensor, parallelize_module — against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernbench.dtensor import DTensorError
+from kernbench.runtime_api.namespace.spawn import SpawnException
+from kernbench.session import Session
+from tests.cli import run_kernbench
+
+WORLD = 4  # the default topology's SIPs, one rank each
+
+
+def assert_close(actual, expected, rtol: float = 1e-6, atol: float = 1e-6) -> None:
+    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=atol)
+
+
+def _spawned(fn, world: int = WORLD) -> dict:
+    """`fn(torch, rank)` on `world` spawned ranks of the default machine; results by rank (a rank's error
+    re-raised as itself)."""
+    session = Session("default")
+    results = {}
+
+    def worker(rank, torch):
+        results[rank] = fn(torch, rank)
+
+    def bench(torch):
+        torch.multiprocessing.spawn(worker, args=(torch,), nprocs=world)
+
+    try:
+        session.run(bench, session.torch)
+    except SpawnException as failure:
+        raise failure.failures[failure.error_index] from failure
+    return results
+
+
+def _toy_model(torch):
+    """pytorch/examples' tensor-parallel toy model: Linear(10, 32), ReLU, Linear(32, 5)."""
+    nn = torch.nn
+
+    class ToyModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.in_proj = nn.Linear(10, 32)
+            self.relu = nn.ReLU()
+            self.out_proj = nn.Linear(32, 5)
+
+        def forward(self, x):
+            return self.out_proj(self.relu(self.in_proj(x)))
+    return ToyModel().to("cuda")
+
+
+def _adamw(param, grad, state, lr=0.25, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    state["step"] = state.get("step", 0) + 1
+    param = param * (1 - lr * weight_decay)
+    state["m"] = betas[0] * state.get("m", 0) + (1 - betas[0]) * grad
+    state["v"] = betas[1] * state.get("v", 0) + (1 - betas[1]) * grad * grad
+    m_hat = state["m"] / (1 - betas[0] ** state["step"])
+    v_hat = state["v"] / (1 - betas[1] ** state["step"])
+    return param - lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def _mlp_reference(params: dict, inputs: list) -> tuple[list, dict]:
+    """Outputs of each step and the parameters after, for loss = output.sum() and AdamW, in float64. As in the
+    examples, gradients are never zeroed: each step's gradient adds to the ones before."""
+    params = {k: v.astype(np.float64) for k, v in params.items()}
+    states = {k: {} for k in params}
+    total = {k: 0.0 for k in params}
+    outputs = []
+    for x in inputs:
+        w1, b1, w2, b2 = (params[k] for k in ("in_proj.weight", "in_proj.bias", "out_proj.weight", "out_proj.bias"))
+        a = x @ w1.T + b1
+        h = np.maximum(a, 0)
+        y = h @ w2.T + b2
+        outputs.append(y)
+        gy = np.ones_like(y)
+        gh = (gy @ w2) * (a > 0)
+        grads = {"in_proj.weight": gh.T @ x, "in_proj.bias": gh.sum(0), "out_proj.weight": gy.T @ h,
+                 "out_proj.bias": gy.sum(0)}
+        total = {k: total[k] + grads[k] for k in params}
+        params = {k: _adamw(params[k], total[k], states[k]) for k in params}
+    return outputs, params
+
+
+def _train_toy(sequence_parallel: bool, steps: int = 2):
+    def program(torch, rank):
+        from torch.distributed._tensor import Shard
+        from torch.distributed._tensor.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = init_device_mesh("cuda", mesh_shape=(WORLD,))
+        model = _toy_model(torch)
+        initial = {name: p.detach().numpy() for name, p in model.named_parameters()}
+        plan = {"in_proj": ColwiseParallel(input_layouts=Shard(0)), "out_proj": RowwiseParallel(
+            output_layouts=Shard(0))} if sequence_parallel else {"in_proj": ColwiseParallel(),
+                                                                 "out_proj": RowwiseParallel()}
+        model = parallelize_module(module=model, device_mesh=mesh, parallelize_plan=plan)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.25, foreach=True)
+        inputs, outputs = [], []
+        for i in range(steps):
+            if not sequence_parallel:
+                torch.manual_seed(i)
+            inp = torch.rand(20, 10, device="cuda")
+            output = model(inp)
+            output.sum().backward()
+            optimizer.step()
+            inputs.append(inp.numpy())
+            outputs.append(output.numpy())
+        after = {name: p.full_tensor().numpy() for name, p in model.named_parameters()}
+        return {"rank": mesh.get_rank(), "initial": initial, "inputs": inputs, "outputs": outputs, "after": after}
+    return _spawned(program)
+
+
+def test_adr0021_t1_the_tensor_parallel_example_trains_as_an_unsharded_mlp():
+    results = _train_toy(sequence_parallel=False)
+    outputs, params = _mlp_reference(results[0]["initial"], [x.astype(np.float64) for x in results[0]["inputs"]])
+    for rank in range(WORLD):
+        assert results[rank]["rank"] == rank
+        for got, expected in zip(results[rank]["outputs"], outputs):
+            assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        for name, value in params.items():
+            assert_close(results[rank]["after"][name], value, rtol=1e-4, atol=1e-4)
+
+
+def test_adr0021_t2_the_sequence_parallel_example_trains_as_an_unsharded_mlp_on_the_whole_batch():
+    results = _train_toy(sequence_parallel=True)
+    whole = [np.concatenate([results[r]["inputs"][i] for r in range(WORLD)]).astype(np.float64) for i in range(2)]
+    outputs, params = _mlp_reference(results[0]["initial"], whole)
+    for i, expected in enumerate(outputs):
+        assert_close(np.concatenate([results[r]["outputs"][i] for r in range(WORLD)]), expected, rtol=1e-4,
+                     atol=1e-4)
+    for name, value in params.items():
+        assert_close(results[1]["after"][name], value, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+def test_adr0021_t3_a_column_then_row_mlp_issues_megatrons_collectives(sequence_parallel):
+    tokens, hidden = 16, 8
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = torch.distributed.device_mesh.init_device_mesh("cuda", (WORLD,))
+        nn = torch.nn
+        model = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.ReLU(), nn.Linear(4 * hidden, hidden)).to("cuda")
+        layout = {"input_layouts": Shard(0)} if sequence_parallel else {}
+        out_layout = {"output_layouts": Shard(0)} if sequence_parallel else {}
+        parallelize_module(model, mesh, {"0": ColwiseParallel(**layout), "2": RowwiseParallel(**out_layout)})
+        rows = tokens // WORLD if sequence_parallel else tokens
+        x = torch.randn(rows, hidden, device="cuda").requires_grad_()
+        records = x._ctx.collectives
+        torch.distributed.barrier()
+        torch.ahbm.synchronize()
+        start = len(records)
+        y = model(x)
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        middle = len(records)
+        y.sum().backward()
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        kinds = [(r["collective"], r["bytes"]) for r in records]
+        return sorted(k for k in kinds[start:middle] if k[0] != "barrier"), \
+            sorted(k for k in kinds[middle:] if k[0] != "barrier")
+
+    forward, backward = _spawned(program)[0]
+    whole = tokens * hidden * 4  # the activation (float32) the MLP takes and gives
+    if sequence_parallel:
+        assert forward == [("all_gather", whole), ("reduce_scatter", whole)]
+        assert backward == [("all_gather", whole), ("reduce_scatter", whole)]
+    else:
+        assert forward == [("all_reduce", whole)]
+        assert backward == [("all_reduce", whole)]
+
+
+def test_adr0021_t4_a_2d_mesh_slices_by_name_into_the_groups_of_its_dimensions():
+    def program(torch, rank):
+        mesh = torch.distributed.device_mesh.init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp", "tp"))
+        tp, dp = mesh["tp"], mesh["dp"]
+        return {"shape": mesh.shape, "ndim": mesh.ndim, "size": mesh.size(), "tp": tp.mesh.tolist(),
+                "dp": dp.mesh.tolist(), "tp_rank": mesh.get_local_rank("tp"), "dp_rank": mesh.get_local_rank(0),
+                "tp_group": torch.distributed.get_process_group_ranks(mesh.get_group("tp")),
+                "tp_local": tp.get_local_rank(), "device": torch.ahbm.current_device(),
+                "alias": torch.distributed.DeviceMesh is torch.distributed.tensor.DeviceMesh}
+
+    results = _spawned(program)
+    for rank, got in results.items():
+        assert got["shape"] == (2, 2) and got["ndim"] == 2 and got["size"] == 4 and got["alias"]
+        assert got["tp"] == [2 * (rank // 2), 2 * (rank // 2) + 1] and got["dp"] == [rank % 2, rank % 2 + 2]
+        assert (got["dp_rank"], got["tp_rank"], got["tp_local"]) == (rank // 2, rank % 2, rank % 2)
+        assert got["tp_group"] == got["tp"] and got["device"] == rank
+
+
+def test_adr0021_t5_uneven_shards_and_redistribution_keep_the_global_value():
+    full = np.arange(10 * 6, dtype=np.float32).reshape(10, 6)
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        rows = distribute_tensor(torch.tensor(full, device="cuda"), mesh, [Shard(0)])
+        cols = rows.redistribute(mesh, [Shard(1)])
+        partial = torch.distributed.tensor.DTensor.from_local(torch.tensor(full, device="cuda") * (rank + 1),
+                                                              mesh, [Partial()])
+        return {"rows": rows.to_local().numpy(), "cols": cols.to_local().numpy(), "shape": rows.shape,
+                "whole": cols.full_tensor().numpy(), "sum": partial.redistribute(mesh, [Replicate()]).to_local()
+                .numpy(), "scattered": partial.redistribute(mesh, [Shard(0)]).to_local().numpy()}
+
+    results = _spawned(program)
+    bounds = [(0, 3), (3, 6), (6, 9), (9, 10)]  # torch.chunk's split of 10 rows over 4 ranks
+    for rank, got in results.items():
+        start, stop = bounds[rank]
+        assert got["shape"] == (10, 6)
+        assert_close(got["rows"], full[start:stop])
+        assert_close(got["cols"], full[:, 2 * rank:2 * rank + 2] if rank < 3 else full[:, 6:])
+        assert_close(got["whole"], full)
+        assert_close(got["sum"], full * 10)
+        assert_close(got["scattered"], full[start:stop] * 10)
+
+
+def test_adr0021_t6_ops_on_sharded_sequences_and_heads_match_numpy_with_their_gradients():
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((2, 8, 16)).astype(np.float32)
+    gamma = (1 + 0.1 * rng.standard_normal(16)).astype(np.float32)
+
+    def program(torch, rank):
+        from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        weight = torch.nn.Parameter(distribute_tensor(torch.tensor(gamma, device="cuda"), mesh, [Replicate()]))
+        seq = DTensor.from_local(torch.tensor(x[:, 2 * rank:2 * rank + 2], device="cuda"), mesh, [Shard(1)])
+        normed = torch.nn.functional.layer_norm(seq, (16,), weight)
+        heads = normed.redistribute(mesh, [Replicate()]).view(2, 8, 4, 4).transpose(1, 2)
+        heads = heads.redistribute(mesh, [Shard(1)])
+        scores = torch.softmax(heads @ heads.transpose(-2, -1), dim=-1)
+        out = scores.sum()
+        out.backward()
+        return {"normed": normed.full_tensor().numpy(), "scores": scores.full_tensor().numpy(),
+                "placements": scores.placements, "grad": weight.grad.to_local().numpy(), "out": out.item()}
+
+    results = _spawned(program)
+    x64 = x.astype(np.float64)
+    hat = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    normed = hat * gamma
+    heads = normed.reshape(2, 8, 4, 4).transpose(0, 2, 1, 3)
+    logits = heads @ heads.transpose(0, 1, 3, 2)
+    scores = np.exp(logits - logits.max(-1, keepdims=True))
+    scores /= scores.sum(-1, keepdims=True)
+    for got in results.values():
+        assert_close(got["normed"], normed, rtol=1e-4, atol=1e-4)
+        assert_close(got["scores"], scores, rtol=1e-4, atol=1e-4)
+        assert got["out"] == pytest.approx(scores.sum(), rel=1e-5)
+        assert got["placements"][0].is_shard(1)
+        assert_close(got["grad"], np.zeros(16), atol=1e-3)  # softmax rows sum to 1: no gradient reaches gamma
+
+
+def test_adr0021_t7_bad_input_is_one_line_in_pytorchs_words(tmp_path):
+    def mixed(torch, rank):
+        from torch.distributed.tensor import Replicate, distribute_tensor
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        pair = torch.distributed.device_mesh.DeviceMesh("cuda", [0, 1] if rank < 2 else [2, 3])
+        a = distribute_tensor(torch.ones(4, 4, device="cuda"), mesh, [Replicate()])
+        if rank < 2:
+            b = distribute_tensor(torch.ones(4, 4, device="cuda"), pair, [Replicate()])
+            return a + b
+        return None
+
+    with pytest.raises(DTensorError, match="DTensor does not support cross-mesh operation yet!"):
+        _spawned(mixed)
+
+    def plain(torch, rank):
+        from torch.distributed.tensor import Replicate, distribute_tensor
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        return distribute_tensor(torch.ones(4, device="cuda"), mesh, [Replicate()]) + torch.ones(4, device="cuda")
+
+    with pytest.raises(DTensorError, match="got mixed torch.Tensor and DTensor"):
+        _spawned(plain)
+
+    bench = tmp_path / "big_mesh.py"
+    bench.write_text("import torch\nfrom torch.distributed.device_mesh import init_device_mesh\n\n\n"
+                     "def worker(rank):\n    init_device_mesh('cuda', (8,))\n\n\n"
+                     "def run(_torch):\n    torch.multiprocessing.spawn(worker, nprocs=4)\n")
+    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "Mesh should not be bigger than default world size 4, but found 8 ranks!")
