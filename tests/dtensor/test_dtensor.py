@@ -134,6 +134,7 @@ def test_adr0021_t2_the_sequence_parallel_example_trains_as_an_unsharded_mlp_on_
         assert_close(results[1]["after"][name], value, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("sequence_parallel", [False, True])
 def test_adr0021_t3_a_column_then_row_mlp_issues_megatrons_collectives(sequence_parallel):
     tokens, hidden = 16, 8
