@@ -31,8 +31,7 @@ class DeviceMesh:
         self.mesh_dim_names = None if mesh_dim_names is None else tuple(mesh_dim_names)
         _check_names(self.mesh_dim_names, self.mesh.shape)
         distributed = current_torch().distributed
-        if not distributed.is_initialized():
-            distributed.init_process_group()
+        distributed.init_process_group()  # this worker joins the world (as each PyTorch process initializes it)
         world = distributed.get_world_size()
         if self.mesh.size > world:
             raise DTensorError(f"Mesh should not be bigger than default world size {world}, but found "
@@ -141,15 +140,14 @@ class DeviceMesh:
 
 
 def init_device_mesh(device_type: str, mesh_shape, *, mesh_dim_names=None) -> DeviceMesh:
-    """A mesh of `mesh_shape` over ranks 0..n−1 in row-major order, the process group initialized if it is not,
-    and the calling rank's current device set to its rank (as PyTorch sets it, one device per rank)."""
+    """A mesh of `mesh_shape` over ranks 0..n−1 in row-major order, the calling worker joining the process group
+    (initialized if it is not), and its current device set to its rank (as PyTorch sets it, one device per
+    rank)."""
     device_type = _device_type(device_type)
     shape = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
     if mesh_dim_names is not None:
         _check_names(tuple(mesh_dim_names), shape)
     torch = current_torch()
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group()
     mesh = DeviceMesh(device_type, np.arange(int(np.prod(shape))).reshape(shape), mesh_dim_names=mesh_dim_names)
     rank = torch.distributed.get_rank()
     torch.ahbm.set_device(rank % torch.ahbm.device_count())

@@ -34,7 +34,7 @@ def dispatch(cls, op: str, func, args: tuple, kwargs: dict):
         raise DTensorError(f"{op}: kernbench's DTensor has no sharding rule for this op (the ops with one are "
                            "listed in docs/torch-surface.md); call to_local() or full_tensor() first")
     inputs = dtensors_of(args, kwargs)
-    _check_operands(cls, op, inputs, args, kwargs)
+    _check_operands(cls, op, inputs, args, kwargs, getattr(rule, "takes_plain_tensors", False))
     sharding = rule(op, args, kwargs)
     in_place = _in_place(op)
     moved = {}
@@ -56,7 +56,7 @@ def dispatch(cls, op: str, func, args: tuple, kwargs: dict):
     return out
 
 
-def _check_operands(cls, op: str, inputs: list, args, kwargs) -> None:
+def _check_operands(cls, op: str, inputs: list, args, kwargs, plain_allowed: bool) -> None:
     mesh = inputs[0].device_mesh
     for d in inputs[1:]:
         if d.device_mesh != mesh:
@@ -64,7 +64,7 @@ def _check_operands(cls, op: str, inputs: list, args, kwargs) -> None:
                                f"{d.device_mesh}")
     for value in (*args, *kwargs.values()):
         for item in (value if type(value) in (list, tuple) else (value,)):
-            if isinstance(item, Tensor) and not isinstance(item, cls) and item.ndim > 0:
+            if isinstance(item, Tensor) and not isinstance(item, cls) and item.ndim > 0 and not plain_allowed:
                 raise DTensorError(f"{op}: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to "
                                    "DTensor before calling distributed operators!")
 

@@ -1,8 +1,9 @@
-"""`torch.distributed.tensor.parallel`: `parallelize_module` and the parallel styles."""
+"""`torch.distributed.tensor.parallel`: `parallelize_module`, the parallel styles and `loss_parallel`."""
 
 from kernbench.dtensor.parallel.api import parallelize_module
+from kernbench.dtensor.parallel.loss import loss_parallel
 from kernbench.dtensor.parallel.style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleOutput,
                                               RowwiseParallel, SequenceParallel)
 
 __all__ = ["ColwiseParallel", "ParallelStyle", "PrepareModuleInput", "PrepareModuleOutput", "RowwiseParallel",
-           "SequenceParallel", "parallelize_module"]
+           "SequenceParallel", "loss_parallel", "parallelize_module"]

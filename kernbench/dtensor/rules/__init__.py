@@ -1,6 +1,6 @@
 """The DTensor sharding rules, one per op (registry.py), by op family."""
 
-from kernbench.dtensor.rules import matrix, pointwise, reductions, rows, views  # noqa: F401 (each registers its rules)
+from kernbench.dtensor.rules import losses, matrix, pointwise, reductions, rows, views  # noqa: F401 (each registers its rules)
 from kernbench.dtensor.rules.registry import RULES
 
 __all__ = ["RULES"]

@@ -130,3 +130,64 @@ def _groups(source: tuple, target: tuple) -> list[tuple[list, list]]:
                 break
         groups.append((ins, outs))
     return groups
+
+
+@register("__getitem__")
+def getitem(op, args, kwargs) -> Sharding:
+    """Basic indexing (ints, slices, `...`, None): a shard of a dimension left whole stays, renumbered; a
+    sharded dimension that is sliced or picked is gathered first. Indexing by a tensor is not provided."""
+    x, key = args[0], args[1]
+    key = key if isinstance(key, tuple) else (key,)
+    if any(not (k is None or k is Ellipsis or isinstance(k, (int, slice))) for k in key):
+        raise DTensorError("DTensor indexing: only ints, slices, ... and None are supported")
+    explicit = sum(k is not None and k is not Ellipsis for k in key)
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - explicit) + key[at + 1:]
+    key = key + (slice(None),) * (x.ndim - sum(k is not None for k in key))
+    source_to_output, shape, source, out = {}, [], 0, 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            out += 1
+            continue
+        if isinstance(k, slice):
+            source_to_output[source] = out
+            shape.append(len(range(*k.indices(x.shape[source]))))
+            out += 1
+        source += 1
+    wanted, output = [], []
+    for p in x.placements:
+        whole = p.is_shard() and (p.dim not in source_to_output or key_of(key, p.dim) != slice(None))
+        wanted.append(Replicate() if whole else p)
+        output.append(Replicate() if whole else Shard(source_to_output[p.dim]) if p.is_shard() else p)
+    return Sharding({id(x): tuple(wanted)}, tuple(output), tuple(shape))
+
+
+def key_of(key: tuple, dim: int):
+    """The index of `key` (None entries skipped) that applies to source dimension `dim`."""
+    return [k for k in key if k is not None][dim]
+
+
+@register("cat", "concat", "concatenate", "stack")
+def join(op, args, kwargs) -> Sharding:
+    """`cat`/`stack` of DTensors laid out alike: a shard of a dimension other than the joined one stays; a shard
+    of the joined dimension is gathered first."""
+    tensors = list(args[0])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    first = tensors[0]
+    ndim = first.ndim + (op == "stack")
+    dim = wrap_dim(dim, ndim)
+    shape = list(first.shape)
+    if op == "stack":
+        shape.insert(dim, len(tensors))
+    else:
+        shape[dim] = sum(t.shape[dim] for t in tensors)
+    layout = []
+    for p in first.placements:
+        moved = p.dim + (op == "stack" and p.dim >= dim) if p.is_shard() else None
+        layout.append(Replicate() if p.is_partial() or (p.is_shard() and moved == dim and op != "stack") else
+                      (Shard(moved) if p.is_shard() else p))
+    wanted = tuple(Replicate() if p.is_shard() and p.dim == dim and op != "stack" else
+                   (Replicate() if p.is_partial() else p) for p in first.placements)
+    return Sharding({id(t): wanted for t in tensors}, tuple(layout), tuple(shape))
