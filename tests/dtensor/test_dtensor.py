@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernbench.cli.bench_loader import load_bench
 from kernbench.dtensor import DTensorError
 from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
-from tests.cli import run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench
 
 WORLD = 4  # the default topology's SIPs, one rank each
 
@@ -284,3 +285,160 @@ def test_adr0021_t7_bad_input_is_one_line_in_pytorchs_words(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(
         "Mesh should not be bigger than default world size 4, but found 8 ranks!")
+
+
+BENCH = REPO_ROOT / "kernbench" / "benches" / "dtensor_tp.py"
+DIM, HEADS, VOCAB, BATCH, SEQ = 32, 4, 64, 2, 8
+
+
+def _llama(torch, bench):
+    """The TP tutorial's model around the bench's block: embedding, one block, final norm, output projection."""
+    nn = torch.nn
+
+    class Transformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_embeddings = nn.Embedding(VOCAB, DIM)
+            self.layers = nn.ModuleList([bench["TransformerBlock"](DIM, HEADS, 2 * DIM)])
+            self.norm = bench["RMSNorm"](DIM)
+            self.output = nn.Linear(DIM, VOCAB, bias=False)
+            cos, sin = bench["rotary_tables"](DIM // HEADS, SEQ)
+            self.register_buffer("cos", cos, persistent=False)
+            self.register_buffer("sin", sin, persistent=False)
+
+        def forward(self, tokens):
+            h = self.tok_embeddings(tokens)
+            for layer in self.layers:
+                h = layer(h, self.cos, self.sin)
+            return self.output(self.norm(h))
+    return Transformer()
+
+
+def _llama_numpy_loss(params: dict, tokens, targets) -> float:
+    """The model's cross-entropy loss in float64 numpy."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    norm = lambda x, w: x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w  # noqa: E731
+    head = DIM // HEADS
+    inverse = 1.0 / 10000 ** (np.arange(0, head, 2) / head)
+    angles = np.arange(SEQ)[:, None] * inverse[None]
+    cos, sin = np.cos(np.concatenate([angles, angles], -1)), np.sin(np.concatenate([angles, angles], -1))
+    rotate = lambda x: x * cos + np.concatenate([-x[..., head // 2:], x[..., :head // 2]], -1) * sin  # noqa: E731
+    x = p["tok_embeddings.weight"][tokens]
+    a = norm(x, p["layers.0.attention_norm.weight"])
+    split = lambda t: t.reshape(BATCH, SEQ, HEADS, head).transpose(0, 2, 1, 3)  # noqa: E731
+    q, k, v = (split(a @ p[f"layers.0.attention.{w}.weight"].T) for w in ("wq", "wk", "wv"))
+    scores = rotate(q) @ rotate(k).transpose(0, 1, 3, 2) / np.sqrt(head)
+    scores = np.where(np.tril(np.ones((SEQ, SEQ), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(BATCH, SEQ, DIM)
+    h = x + context @ p["layers.0.attention.wo.weight"].T
+    f = norm(h, p["layers.0.ffn_norm.weight"])
+    gate = f @ p["layers.0.feed_forward.w1.weight"].T
+    h = h + (gate / (1 + np.exp(-gate)) * (f @ p["layers.0.feed_forward.w3.weight"].T)) @ \
+        p["layers.0.feed_forward.w2.weight"].T
+    logits = (norm(h, p["norm.weight"]) @ p["output.weight"].T).reshape(-1, VOCAB)
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    return float(-logp[np.arange(logits.shape[0]), targets.reshape(-1)].mean())
+
+
+def test_adr0021_t8_the_tp_tutorials_llama_with_sequence_parallelism_and_loss_parallel_matches_one_device():
+    bench = load_bench(str(BENCH)).__globals__
+    rng = np.random.default_rng(8)
+    tokens, targets = rng.integers(0, VOCAB, (BATCH, SEQ)), rng.integers(0, VOCAB, (BATCH, SEQ))
+
+    def parallel(torch, rank):
+        from torch.distributed.tensor import Replicate, Shard
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
+                                                       loss_parallel, parallelize_module)
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        torch.manual_seed(0)
+        model = _llama(torch, bench)
+        parallelize_module(model, mesh, {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+            "norm": SequenceParallel(),
+            "output": ColwiseParallel(input_layouts=Shard(1), use_local_output=False)})
+        for block in model.layers:
+            parallelize_module(block, mesh, bench["tutorial_plan"](True))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        logits = model(torch.tensor(tokens, device="cuda"))
+        with loss_parallel():
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), torch.tensor(targets).flatten(0, 1))
+            loss.backward()
+        grads = {name: p.grad.full_tensor().numpy() for name, p in model.named_parameters()}
+        optimizer.step()
+        return loss.item(), grads, {name: p.full_tensor().numpy() for name, p in model.named_parameters()}
+
+    def single(torch):
+        torch.manual_seed(0)
+        model = _llama(torch, bench)
+        initial = {name: p.detach().numpy() for name, p in model.named_parameters()}
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        loss = torch.nn.functional.cross_entropy(model(torch.tensor(tokens)).flatten(0, 1),
+                                                 torch.tensor(targets).flatten(0, 1))
+        loss.backward()
+        grads = {name: p.grad.numpy() for name, p in model.named_parameters()}
+        optimizer.step()
+        return initial, loss.item(), grads, {name: p.detach().numpy() for name, p in model.named_parameters()}
+
+    session = Session("single_sip")
+    initial, loss, grads, after = session.run(single, session.torch)
+    assert loss == pytest.approx(_llama_numpy_loss(initial, tokens, targets), rel=1e-5)
+    for rank, (rank_loss, rank_grads, rank_after) in _spawned(parallel).items():
+        assert rank_loss == pytest.approx(loss, rel=1e-5)
+        for name in grads:
+            assert_close(rank_grads[name], grads[name], atol=1e-6)
+            assert_close(rank_after[name], after[name], atol=1e-6)
+
+
+def test_adr0021_t9_loss_parallel_is_cross_entropy_with_three_all_reduces_and_none_in_backward():
+    rng = np.random.default_rng(9)
+    logits = rng.standard_normal((6, 16)).astype(np.float32)
+    targets = np.array([0, 5, 15, 7, -100, 12])
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Shard, distribute_tensor
+        from torch.distributed.tensor.parallel import loss_parallel
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        sharded = distribute_tensor(torch.tensor(logits, device="cuda"), mesh, [Shard(1)]).requires_grad_()
+        records = sharded._ctx.collectives
+        torch.distributed.barrier()
+        first = len(records)
+        with loss_parallel():
+            loss = torch.nn.functional.cross_entropy(sharded, torch.tensor(targets, device="cuda"))
+            torch.ahbm.synchronize()
+            torch.distributed.barrier()
+            middle = len(records)
+            loss.backward()
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        forward = [r["op"] for r in records[first:middle] if r["collective"] == "all_reduce"]
+        backward = [r["collective"] for r in records[middle:] if r["collective"] != "barrier"]
+        return loss.item(), loss.placements, sharded.grad.full_tensor().numpy(), sorted(forward), backward
+
+    valid = targets != -100
+    shifted = logits - logits.max(-1, keepdims=True)
+    softmax = np.exp(shifted) / np.exp(shifted).sum(-1, keepdims=True)
+    expected = -np.log(softmax[np.arange(6), np.where(valid, targets, 0)])[valid].mean()
+    onehot = np.eye(16)[np.where(valid, targets, 0)] * valid[:, None]
+    gradient = (softmax - onehot) * valid[:, None] / valid.sum()
+    for loss, placements, grad, forward, backward in _spawned(program).values():
+        assert loss == pytest.approx(expected, rel=1e-5)
+        assert placements[0].is_replicate()
+        assert_close(grad, gradient, atol=1e-6)
+        assert forward == ["max", "sum", "sum"] and backward == []
+
+
+def test_adr0021_t10_the_dtensor_tp_bench_prints_its_table_beside_megatrons_and_the_same_timing_only(tmp_path):
+    arguments = ("run", "dtensor_tp", "--tp", "2", "--hidden", "64", "--heads", "4", "--seq", "32")
+    runs = [run_kernbench(*arguments, *extra, cwd=tmp_path) for extra in ((), ("--timing-only",))]
+    tables = []
+    for result in runs:
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["tp", "sp"])
+        tables.append(lines[header + 1:header + 3])
+    assert [row.split()[:2] for row in tables[0]] == [["2", "off"], ["2", "on"]]
+    assert all(float(row.split()[6]) > 0 for row in tables[0])  # exposed communication, rank 0
+    assert tables[0] == tables[1]
