@@ -29,6 +29,7 @@ Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --sp off,on.
 With --timing-only nothing is computed and the table is the same.
 """
 
+import argparse
 import math
 
 import torch
@@ -39,7 +40,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                SequenceParallel, parallelize_module)
 
 from kernbench.benches import tp_layer
-from kernbench.cli.bench_options import parse_bench_options
+from kernbench.cli.bench_options import parse_bench_options, positive_count
 from kernbench.errors import KernbenchError
 
 
@@ -157,41 +158,37 @@ def run(_torch, argv=()):
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--hidden", type=int, default=512, help="hidden size (default 512)")
-    parser.add_argument("--heads", type=int, default=8, help="attention heads (default 8)")
-    parser.add_argument("--seq", type=int, default=256, help="sequence length (default 256)")
-    parser.add_argument("--batch", type=int, default=1, help="micro-batch size (default 1)")
-    parser.add_argument("--tp", default=None, help="tensor-parallel sizes, comma-separated (default: every divisor)")
-    parser.add_argument("--sp", default="off,on", help="sequence parallelism: off, on, or off,on")
+    parser.add_argument("--hidden", type=positive_count, default=512, help="hidden size (default 512)")
+    parser.add_argument("--heads", type=positive_count, default=8, help="attention heads (default 8)")
+    parser.add_argument("--seq", type=positive_count, default=256, help="sequence length (default 256)")
+    parser.add_argument("--batch", type=positive_count, default=1, help="micro-batch size (default 1)")
+    parser.add_argument("--tp", type=_counts, default=None,
+                        help="tensor-parallel sizes, comma-separated (default: every divisor)")
+    parser.add_argument("--sp", type=_switches, default=[False, True],
+                        help="sequence parallelism: off, on, or off,on")
+
+
+def _counts(text: str) -> list[int]:
+    return [positive_count(part) for part in text.split(",")]
+
+
+def _switches(text: str) -> list[bool]:
+    choices = {"off": False, "on": True}
+    if any(part not in choices for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected off, on or off,on")
+    return [choices[part] for part in text.split(",")]
 
 
 def options_of(argv):
     """The bench's options from `argv`, checked against the machine and the block's shape."""
     options = parse_bench_options("dtensor_tp", add_arguments, argv, error_type=DTensorBenchError)
     world = torch.ahbm.device_count()
-    options.tp = [d for d in range(1, world + 1) if world % d == 0] if options.tp is None else \
-        [_positive(value, "--tp") for value in options.tp.split(",")]
-    for name in ("hidden", "heads", "seq", "batch"):
-        _positive(getattr(options, name), f"--{name}")
+    options.tp = options.tp or [d for d in range(1, world + 1) if world % d == 0]
     for tp in options.tp:
         if world % tp or options.heads % tp or options.hidden % options.heads or options.seq % tp:
             raise DTensorBenchError(f"dtensor_tp: --tp {tp} must divide the {world} SIPs, the {options.heads} heads "
                                     f"and --seq {options.seq}, and --heads must divide --hidden {options.hidden}")
-    choices = {"off": False, "on": True}
-    if any(part not in choices for part in options.sp.split(",")):
-        raise DTensorBenchError(f"dtensor_tp: --sp takes off, on or off,on, got {options.sp!r}")
-    options.sp = [choices[part] for part in options.sp.split(",")]
     return options
-
-
-def _positive(value, option: str) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1:
-        raise DTensorBenchError(f"dtensor_tp: {option} must be a positive whole number, got {value!r}")
-    return number
 
 
 def _worker(rank, options, tp, sp, measured):

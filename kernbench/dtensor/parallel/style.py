@@ -144,15 +144,17 @@ def _sequence_input(value, mesh, layout):
 
 
 class PrepareModuleInput(ParallelStyle):
-    """The module's positional (and keyword) inputs taken as `input_layouts` and redistributed to
-    `desired_input_layouts` (None for an input left alone); local tensors handed on with `use_local_output`."""
+    """The module's positional inputs taken as `input_layouts` and redistributed to `desired_input_layouts`
+    (None for an input left alone); local tensors handed on with `use_local_output`. Keyword inputs' layouts
+    need keyword forward pre-hooks, which kernbench's modules do not run: one line."""
 
     def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
                  desired_input_kwarg_layouts=None, use_local_output: bool = False):
         self.input_layouts = _one(input_layouts)
         self.desired_input_layouts = _one(desired_input_layouts)
-        self.input_kwarg_layouts = input_kwarg_layouts or {}
-        self.desired_input_kwarg_layouts = desired_input_kwarg_layouts or {}
+        if input_kwarg_layouts or desired_input_kwarg_layouts:
+            raise DTensorError("PrepareModuleInput: input_kwarg_layouts and desired_input_kwarg_layouts are not "
+                               "supported by kernbench (its forward pre-hooks see positional inputs only)")
         self.use_local_output = use_local_output
         if self.input_layouts is not None and (self.desired_input_layouts is None or
                                                len(self.input_layouts) != len(self.desired_input_layouts)):

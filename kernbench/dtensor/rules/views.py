@@ -158,13 +158,13 @@ def getitem(op, args, kwargs) -> Sharding:
         source += 1
     wanted, output = [], []
     for p in x.placements:
-        whole = p.is_shard() and (p.dim not in source_to_output or key_of(key, p.dim) != slice(None))
+        whole = p.is_shard() and (p.dim not in source_to_output or _key_of(key, p.dim) != slice(None))
         wanted.append(Replicate() if whole else p)
         output.append(Replicate() if whole else Shard(source_to_output[p.dim]) if p.is_shard() else p)
     return Sharding({id(x): tuple(wanted)}, tuple(output), tuple(shape))
 
 
-def key_of(key: tuple, dim: int):
+def _key_of(key: tuple, dim: int):
     """The index of `key` (None entries skipped) that applies to source dimension `dim`."""
     return [k for k in key if k is not None][dim]
 
