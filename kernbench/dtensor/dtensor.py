@@ -128,6 +128,10 @@ class DTensor(Tensor):
     def requires_grad(self) -> bool:
         return self._local_tensor.requires_grad
 
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self._local_tensor.requires_grad_(value)
+
     def requires_grad_(self, requires_grad: bool = True) -> "DTensor":
         self._local_tensor.requires_grad_(requires_grad)
         return self
