@@ -237,7 +237,7 @@ def _print_table(options, rows) -> None:
     print(f"{'tp':>3} {'sp':>4} {'fwd+bwd':>12} {'AdamW':>12} {'exposed comm':>13} {'megatron step':>14} "
           f"{'megatron comm':>14}")
     for tp, sp, measured, megatron in rows:
-        print(f"{tp:>3} {'on' if sp else 'off':>4} {measured['step'] / 1e6:>9.3f} us {measured['adamw'] / 1e6:>9.3f} us "
-              f"{measured['communication'] / 1e6:>10.3f} us "
+        print(f"{tp:>3} {'on' if sp else 'off':>4} {measured['step'] / 1e6:>9.3f} us "
+              f"{measured['adamw'] / 1e6:>9.3f} us {measured['communication'] / 1e6:>10.3f} us "
               f"{(megatron['compute'] + megatron['communication']) / 1e6:>11.3f} us "
               f"{megatron['communication'] / 1e6:>11.3f} us")

@@ -26,8 +26,9 @@ FOLLOW = "follow"
 
 def record(dtensor, layout: tuple, output=None) -> None:
     """Note that the forward used `dtensor` so that its gradient lies as `layout` (one placement per mesh
-    dimension, or FOLLOW: as `output`'s gradient). Leaves keep no record (see the module docstring)."""
-    if not dtensor._local_tensor.is_leaf:
+    dimension, or FOLLOW: as `output`'s gradient). Leaves, and tensors that need no gradient, keep no record."""
+    local = dtensor._local_tensor
+    if local.requires_grad and not local.is_leaf and output is not dtensor:  # an in-place op's is its own
         dtensor._grad_uses.append((tuple(layout), output))
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernbench.cli.bench_loader import load_bench
-from kernbench.dtensor import DTensorError
+from kernbench.dtensor import DTensorError, Replicate
 from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
@@ -442,3 +442,39 @@ def test_adr0021_t10_the_dtensor_tp_bench_prints_its_table_beside_megatrons_and_
     assert [row.split()[:2] for row in tables[0]] == [["2", "off"], ["2", "on"]]
     assert all(float(row.split()[6]) > 0 for row in tables[0])  # exposed communication, rank 0
     assert tables[0] == tables[1]
+
+
+def test_adr0021_t11_2d_layouts_factories_distribute_module_and_embedding_styles_keep_the_global_value():
+    table = np.arange(12 * 8, dtype=np.float32).reshape(12, 8) / 10
+    ids = np.array([[0, 3, 11], [7, 7, 2]])
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Replicate, Shard, distribute_module, distribute_tensor, ones
+        from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleOutput, RowwiseParallel,
+                                                       parallelize_module)
+        mesh = torch.distributed.init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp", "tp"))
+        grid = distribute_tensor(torch.tensor(table, device="cuda"), mesh, [Shard(0), Shard(1)])
+        made = ones(12, 8, device_mesh=mesh, placements=[Shard(0), Replicate()])
+        tp = mesh["tp"]
+        by_rows, by_cols = (torch.nn.Embedding(12, 8).to("cuda") for _ in range(2))
+        for embedding in (by_rows, by_cols):
+            with torch.no_grad():
+                embedding.weight.copy_(torch.tensor(table, device="cuda"))
+        parallelize_module(by_rows, tp, RowwiseParallel(input_layouts=Replicate()))
+        parallelize_module(by_cols, tp, ColwiseParallel(output_layouts=Replicate()))
+        tokens = torch.tensor(ids, device="cuda")
+        replicated = distribute_module(torch.nn.Linear(8, 8).to("cuda"), tp)
+        relaid = PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(0)).apply(
+            torch.nn.Identity(), tp)
+        return {"grid": grid.to_local().numpy(), "whole": grid.full_tensor().numpy(), "made": made.to_local().numpy(),
+                "rows": by_rows(tokens).numpy(), "cols": by_cols(tokens).numpy(),
+                "replicated": replicated.weight.placements, "relaid": relaid(torch.ones(4, 2, device="cuda")).shape}
+
+    for rank, got in _spawned(program).items():
+        dp, tp = divmod(rank, 2)
+        assert_close(got["grid"], table[6 * dp:6 * dp + 6, 4 * tp:4 * tp + 4])
+        assert_close(got["whole"], table)
+        assert_close(got["made"], np.ones((6, 8)))
+        assert_close(got["rows"], table[ids])
+        assert_close(got["cols"], table[ids])
+        assert got["replicated"] == (Replicate(),) and got["relaid"] == (2, 2)

@@ -59,6 +59,8 @@ def view(op, args, kwargs) -> Sharding:
         moved = Replicate() if p.is_shard() else p
         if p.is_shard():
             for ins, outs in groups:
+                ins = [d for d in ins if x.shape[d] != 1]  # a dimension of one neither holds nor moves a shard
+                outs = [d for d in outs if target[d] != 1]
                 if ins and ins[0] == p.dim and outs and target[outs[0]] % mesh.size(m) == 0 and \
                         (len(ins) == 1 or x.shape[p.dim] % mesh.size(m) == 0):
                     moved = Shard(outs[0])
