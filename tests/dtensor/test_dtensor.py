@@ -478,3 +478,31 @@ def test_adr0021_t11_2d_layouts_factories_distribute_module_and_embedding_styles
         assert_close(got["rows"], table[ids])
         assert_close(got["cols"], table[ids])
         assert got["replicated"] == (Replicate(),) and got["relaid"] == (2, 2)
+
+
+def test_adr0021_t12_splits_of_a_dtensor_and_clipping_dtensor_gradients_match_numpy():
+    x = np.arange(4 * 8 * 12, dtype=np.float32).reshape(4, 8, 12)
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Shard, distribute_tensor
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        d = distribute_tensor(torch.tensor(x, device="cuda"), mesh, [Shard(0)])
+        pieces = [*d.split(4, dim=2), *d.chunk(2, dim=1), d.unbind(1)[3], d.split(2, dim=0)[1]]
+        model = parallelize_module(_toy_model(torch), mesh, {"in_proj": ColwiseParallel(),
+                                                             "out_proj": RowwiseParallel()})
+        torch.manual_seed(0)
+        model(torch.rand(20, 10, device="cuda")).sum().backward()
+        before = [p.grad.full_tensor().numpy() for p in model.parameters()]
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        return ([p.full_tensor().numpy() for p in pieces], pieces[0].placements, pieces[-1].placements, before,
+                norm.full_tensor().item(), [p.grad.full_tensor().numpy() for p in model.parameters()])
+
+    pieces, kept, gathered, before, norm, after = _spawned(program)[2]
+    for got, expected in zip(pieces, [x[..., :4], x[..., 4:8], x[..., 8:], x[:, :4], x[:, 4:], x[:, 3], x[2:4]]):
+        assert_close(got, expected)
+    assert kept[0].is_shard(0) and gathered[0].is_replicate()
+    total = np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in before))
+    assert norm == pytest.approx(total, rel=1e-5)
+    for got, grad in zip(after, before):
+        assert_close(got, grad / (total + 1e-6), rtol=1e-5)

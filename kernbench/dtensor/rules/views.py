@@ -193,3 +193,31 @@ def join(op, args, kwargs) -> Sharding:
     wanted = tuple(Replicate() if p.is_shard() and p.dim == dim and op != "stack" else
                    (Replicate() if p.is_partial() else p) for p in first.placements)
     return Sharding({id(t): wanted for t in tensors}, tuple(layout), tuple(shape))
+
+
+@register("split", "chunk", "unbind")
+def split(op, args, kwargs) -> Sharding:
+    """`split`/`chunk`/`unbind` along a dimension: its shard, if any, is gathered first; other shards stay in
+    every piece (renumbered when `unbind` drops the dimension)."""
+    x = args[0]
+    dim = wrap_dim(args[2] if len(args) > 2 else kwargs.get("dim", 0) if op != "unbind" else
+                   (args[1] if len(args) > 1 else kwargs.get("dim", 0)), x.ndim)
+    size = x.shape[dim]
+    if op == "unbind":
+        lengths = [1] * size
+    elif op == "chunk":
+        chunks = args[1] if len(args) > 1 else kwargs["chunks"]
+        lengths = [stop - start for start, stop in (chunk_bounds(size, chunks, i) for i in range(chunks))
+                   if stop > start]
+    else:
+        sections = args[1] if len(args) > 1 else kwargs["split_size_or_sections"]
+        lengths = list(sections) if isinstance(sections, (list, tuple)) else \
+            [min(sections, size - start) for start in range(0, size, sections)]
+    wanted = tuple(Replicate() if p.is_shard(dim) else p for p in x.placements)
+    if op == "unbind":
+        layout = tuple(Shard(p.dim - (p.dim > dim)) if p.is_shard() else p for p in wanted)
+        shapes = [tuple(n for i, n in enumerate(x.shape) if i != dim)] * size
+    else:
+        layout = wanted
+        shapes = [tuple(length if i == dim else n for i, n in enumerate(x.shape)) for length in lengths]
+    return Sharding({id(x): wanted}, [layout] * len(shapes), shapes)
