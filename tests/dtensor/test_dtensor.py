@@ -506,3 +506,17 @@ def test_adr0021_t12_splits_of_a_dtensor_and_clipping_dtensor_gradients_match_nu
     assert norm == pytest.approx(total, rel=1e-5)
     for got, grad in zip(after, before):
         assert_close(got, grad / (total + 1e-6), rtol=1e-5)
+
+
+def test_adr0021_t13_elementwise_ops_keep_a_partial_value_only_where_they_are_linear_in_it():
+    def program(torch, rank):
+        from torch.distributed.tensor import DTensor, Partial
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        p = DTensor.from_local(torch.full((2,), float(rank + 1), device="cuda"), mesh, [Partial()])  # the value 10
+        outs = [p + 1, 1 + p, p * 3, p / 2, 2 / p, p + p, p - p, -p, p * p, p.relu()]
+        return [(float(o.full_tensor().numpy()[0]), o.placements[0].is_partial()) for o in outs]
+
+    expected = [(11, False), (11, False), (30, True), (5, True), (0.2, False), (20, True), (0, True), (-10, True),
+                (100, False), (10, False)]
+    for got in _spawned(program).values():
+        assert [(pytest.approx(v), partial) for v, partial in expected] == got

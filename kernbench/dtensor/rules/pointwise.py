@@ -19,7 +19,7 @@ from kernbench.dtensor.rules.registry import Sharding, dtensors_of, register
 from kernbench.runtime_api.ops.table import ROWS, Cost
 
 _ADDITIVE = {"add", "sub", "neg", "clone", "contiguous", "to", "type", "to_dtype", "float", "half", "bfloat16",
-             "double", "type_as", "zero_", "copy_"}
+             "double", "type_as"}
 _SCALING = {"mul", "div", "true_divide"}
 _EXTRA = ("clone", "contiguous", "to", "type", "copy_", "fill_", "zero_", "detach_", "lerp", "lerp_", "addcmul",
           "addcmul_", "addcdiv", "addcdiv_", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
@@ -56,7 +56,7 @@ def pointwise(op, args, kwargs) -> Sharding:
     grads = {id(d): [] for d in ds}
     output = []
     for m in range(mesh.ndim):
-        target = ds[0].placements[m] if self_in_place else _target(op, ds, m, shape)
+        target = ds[0].placements[m] if self_in_place else _target(op, ds, m, shape, args)
         output.append(target)
         for d in ds:
             wanted, grad = _input(d, m, target, shape)
@@ -66,7 +66,7 @@ def pointwise(op, args, kwargs) -> Sharding:
                     {k: tuple(v) for k, v in grads.items()})
 
 
-def _target(op: str, ds: list, m: int, shape: tuple):
+def _target(op: str, ds: list, m: int, shape: tuple, args: tuple):
     n = len(shape)
     for d in ds:
         p = d.placements[m]
@@ -76,13 +76,24 @@ def _target(op: str, ds: list, m: int, shape: tuple):
         p = d.placements[m]
         if p.is_shard() and d.shape[p.dim] == shape[p.dim + n - d.ndim]:
             return Shard(p.dim + n - d.ndim)
-    partial = [d for d in ds if d.placements[m].is_partial()]
-    if partial:
-        base = _base(op)
-        if base in _ADDITIVE and len(partial) == len(ds) or base in _SCALING and len(partial) == 1 and \
-                ds[0] is partial[0] or base == "mul" and len(partial) == 1:
-            return Partial()
+    if any(d.placements[m].is_partial() for d in ds) and _linear_in_partial(op, args, m):
+        return Partial()
     return Replicate()
+
+
+def _linear_in_partial(op: str, args: tuple, m: int) -> bool:
+    """Whether the op of each rank's term sums to the op of the value: sums of Partial values only (a number
+    added would be added once per rank), one Partial operand times or divided by whole ones (not divided into,
+    nor multiplied by itself)."""
+    base = _base(op)
+    tensors = [a for a in args if hasattr(a, "_placements")]
+    partial = [i for i, a in enumerate(args) if hasattr(a, "_placements") and a.placements[m].is_partial()]
+    numbers = any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args[1:])
+    if base in _ADDITIVE:
+        return len(partial) == len(tensors) and not (numbers and base in ("add", "sub"))
+    if base in _SCALING and len(partial) == 1:
+        return base == "mul" or (not op.startswith("__r") and partial == [0])
+    return False
 
 
 def _input(d, m: int, target, shape: tuple):
