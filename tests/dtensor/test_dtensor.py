@@ -520,3 +520,28 @@ def test_adr0021_t13_elementwise_ops_keep_a_partial_value_only_where_they_are_li
                 (100, False), (10, False)]
     for got in _spawned(program).values():
         assert [(pytest.approx(v), partial) for v, partial in expected] == got
+
+
+def test_adr0021_t14_a_batch_sharded_matmul_chunks_its_whole_operand_and_sums_a_broadcast_ones_gradient():
+    rng = np.random.default_rng(14)
+    a, b = rng.standard_normal((2, 4, 8, 6)).astype(np.float32), rng.standard_normal((2, 4, 6, 5)).astype(np.float32)
+    c = rng.standard_normal((6, 5)).astype(np.float32)
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        heads = distribute_tensor(torch.tensor(a, device="cuda"), mesh, [Shard(1)]).requires_grad_()
+        whole, shared = (distribute_tensor(torch.tensor(t, device="cuda"), mesh, [Replicate()]).requires_grad_()
+                         for t in (b, c))
+        y, z = heads @ whole, heads @ shared
+        (y.sum() + z.sum()).backward()
+        return [t.full_tensor().numpy() for t in (y, z, heads.grad, whole.grad, shared.grad)], y.placements
+
+    (y, z, grad_a, grad_b, grad_c), placements = _spawned(program)[3]
+    ones = np.ones((2, 4, 8, 5))
+    assert placements[0].is_shard(1)
+    assert_close(y, a @ b, atol=1e-5)
+    assert_close(z, a @ c, atol=1e-5)
+    assert_close(grad_a, ones @ b.transpose(0, 1, 3, 2) + ones @ c.T, atol=1e-5)
+    assert_close(grad_b, a.transpose(0, 1, 3, 2) @ ones, atol=1e-5)
+    assert_close(grad_c, (a.transpose(0, 1, 3, 2) @ ones).sum((0, 1)), atol=1e-5)

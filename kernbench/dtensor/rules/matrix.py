@@ -12,7 +12,8 @@ For `linear(x, W, b)`, W of shape (out, in):
 A Replicate weight used with a sharded input gets a Partial gradient (each
 rank sums its rows). matmul `a @ b` is the same rule with a batch
 dimension sharded alike on both, a's rows, b's columns, or the contracted
-dimension (Partial).
+dimension (Partial); a batch dimension sharded on one operand shards the other's alike (a chunk, no
+communication) unless it broadcasts there.
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ def matmul(op, args, kwargs) -> Sharding:
     for m in range(a.device_mesh.ndim):
         pa, pb = a.placements[m], b.placements[m]
         lead_a, lead_b = n - a.ndim, n - b.ndim
-        if pa.is_shard() and pa.dim < a.ndim - 2 and pb == Shard(pa.dim + lead_a - lead_b):
-            plan = (pa, pa), (pb, pb), Shard(pa.dim + lead_a)
+        if pa.is_shard() and pa.dim < a.ndim - 2:
+            plan = (pa, pa), _batch_partner(b, pa.dim + lead_a - lead_b, shape), Shard(pa.dim + lead_a)
+        elif pb.is_shard() and pb.dim < b.ndim - 2:
+            plan = _batch_partner(a, pb.dim + lead_b - lead_a, shape), (pb, pb), Shard(pb.dim + lead_b)
         elif pa.is_shard(a.ndim - 2) and not pb.is_shard():
             plan = (pa, pa), (Replicate(), Partial()), Shard(n - 2)
         elif pb.is_shard(b.ndim - 1) and not pa.is_shard():
@@ -85,3 +88,11 @@ def matmul(op, args, kwargs) -> Sharding:
         output.append(plan[2])
     return Sharding({k: tuple(v) for k, v in inputs.items()}, tuple(output), shape,
                     {k: tuple(v) for k, v in grads.items()})
+
+
+def _batch_partner(other, dim: int, shape: tuple) -> tuple:
+    """(placement, gradient layout) of the other operand of a batch sharded along its aligned `dim`: its own
+    chunk of that dimension, or — where it broadcasts along it — whole, its gradient then Partial."""
+    if dim >= 0 and other.shape[dim] == shape[dim + len(shape) - other.ndim] and other.shape[dim] != 1:
+        return Shard(dim), Shard(dim)
+    return Replicate(), Partial()
