@@ -157,6 +157,27 @@ class DTensor(Tensor):
     def data(self) -> "DTensor":
         return self.detach()
 
+    @data.setter
+    def data(self, other: "DTensor") -> None:
+        """`p.data = q`: p now shows q's local storage, dtype and device (what `Module.to` does to a parameter);
+        q must be laid out as p is."""
+        if not isinstance(other, DTensor) or (other._mesh, other._placements, other.shape) != \
+                (self._mesh, self._placements, self.shape):
+            raise DTensorError(f"{self.name}.data = ...: expected a DTensor of shape {self.shape} laid out as "
+                               f"{self._placements} on {self._mesh}")
+        local = self._local_tensor
+        local.dtype, local.device = other.dtype, other.device  # as Module.to moves a plain tensor's (nn/module.py)
+        local.data = other._local_tensor
+        self.dtype, self.device = other.dtype, other.device
+
+    @property
+    def _allocation(self):
+        return self._local_tensor._allocation
+
+    @property
+    def _host_storage(self):
+        return self._local_tensor._host_storage
+
     def detach(self) -> "DTensor":
         return DTensor(self._local_tensor.detach(), self._mesh, self._placements, self.shape)
 

@@ -545,3 +545,22 @@ def test_adr0021_t14_a_batch_sharded_matmul_chunks_its_whole_operand_and_sums_a_
     assert_close(grad_a, ones @ b.transpose(0, 1, 3, 2) + ones @ c.T, atol=1e-5)
     assert_close(grad_b, a.transpose(0, 1, 3, 2) @ ones, atol=1e-5)
     assert_close(grad_c, (a.transpose(0, 1, 3, 2) @ ones).sum((0, 1)), atol=1e-5)
+
+
+def test_adr0021_t15_a_parallelized_module_moves_to_half_precision_keeping_its_dtensor_parameters():
+    def program(torch, rank):
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        model = parallelize_module(_toy_model(torch), mesh, {"in_proj": ColwiseParallel(),
+                                                             "out_proj": RowwiseParallel()})
+        weight = model.in_proj.weight
+        whole = weight.full_tensor().numpy()
+        model.half()
+        model(torch.rand(4, 10, device="cuda", dtype=torch.float16)).sum().backward()
+        return (model.in_proj.weight is weight, weight.dtype, weight.placements, weight.to_local().shape,
+                weight.full_tensor().numpy(), whole, weight.grad.dtype)
+
+    same, dtype, placements, local, half, whole, grad = _spawned(program)[1]
+    assert same and dtype.name == "f16" and grad.name == "f16"
+    assert placements[0].is_shard(0) and tuple(local) == (8, 10)
+    assert_close(half, whole.astype(np.float16), atol=0)
