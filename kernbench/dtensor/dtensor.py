@@ -78,6 +78,7 @@ class DTensor(Tensor):
             raise DTensorError("DTensor.from_local: the local tensor is a DTensor already")
         mesh = device_mesh or _current_mesh()
         placements = resolve_placements(placements, mesh, local_tensor.ndim)
+        local_tensor = _on_the_rank(local_tensor)
         if shape is None:
             full = list(local_tensor.shape)
             for mesh_dim, p in enumerate(placements):
@@ -303,6 +304,7 @@ def distribute_tensor(tensor, device_mesh: DeviceMesh | None = None, placements=
     mesh = device_mesh or _current_mesh()
     placements = resolve_placements(placements, mesh, tensor.ndim)
     requires_grad = tensor.requires_grad
+    tensor = _on_the_rank(tensor.detach())
     with autograd.GradMode(tensor._ctx, False):
         local = tensor.detach()
         for mesh_dim, p in enumerate(placements):
@@ -336,6 +338,12 @@ def _check_replicas(dtensor: DTensor) -> None:
             if not (first.numpy() == local.numpy()).all():
                 raise DTensorError("DTensor.from_local(run_check=True): the Replicate local tensors differ between "
                                    "ranks")
+
+
+def _on_the_rank(tensor: Tensor) -> Tensor:
+    """`tensor` on the calling rank's device: a host tensor is copied there, as PyTorch moves a CPU tensor to the
+    mesh's device type."""
+    return tensor.to(f"cuda:{current_torch().ahbm.current_device()}") if tensor.device.is_host else tensor
 
 
 def _current_mesh() -> DeviceMesh:

@@ -564,3 +564,34 @@ def test_adr0021_t15_a_parallelized_module_moves_to_half_precision_keeping_its_d
     assert same and dtype.name == "f16" and grad.name == "f16"
     assert placements[0].is_shard(0) and tuple(local) == (8, 10)
     assert_close(half, whole.astype(np.float16), atol=0)
+
+
+def test_adr0021_t16_host_tensors_and_a_partition_fn_as_the_dtensor_readme_writes_them():
+    rng = np.random.default_rng(16)
+    big, x = rng.standard_normal((10, 6)).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32)
+
+    def program(torch, rank):
+        from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
+        nn = torch.nn
+        mesh = torch.distributed.tensor.init_device_mesh("cuda", (WORLD,))
+        rows = distribute_tensor(torch.tensor(big), mesh, [Shard(dim=0)])  # a host tensor, moved to the rank
+
+        def shard_params(mod_name, mod, mesh):
+            if isinstance(mod, nn.Linear):
+                for name, param in mod.named_parameters():
+                    mod.register_parameter(name, nn.Parameter(distribute_tensor(param, mesh, [Shard(0)])))
+
+        torch.manual_seed(0)
+        module = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).to("cuda")
+        names = [name for name, _ in module.named_parameters()]
+        weight, bias = (p.detach().numpy() for p in module.parameters())
+        distribute_module(module, mesh, partition_fn=shard_params)
+        out = module(DTensor.from_local(torch.tensor(x), mesh, [Replicate()]))
+        return (str(rows.device), rows.to_local().numpy(), names == [n for n, _ in module.named_parameters()],
+                out.full_tensor().numpy(), np.maximum(x @ weight.T + bias, 0), out.placements)
+
+    for rank, (device, local, same_order, out, expected, placements) in _spawned(program).items():
+        start, stop = [(0, 3), (3, 6), (6, 9), (9, 10)][rank]
+        assert device == f"ahbm:{rank}" and same_order and placements[0].is_shard(1)
+        assert_close(local, big[start:stop])
+        assert_close(out, expected, atol=1e-5)

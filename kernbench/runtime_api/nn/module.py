@@ -150,7 +150,8 @@ class Module:
             raise ModuleError(f"cannot assign {registry[1:-1]} before Module.__init__() call")
         if not isinstance(name, str) or not name or "." in name:
             raise ModuleError(f'{registry[1:-1]} name can\'t contain "." and can\'t be empty, got {name!r}')
-        self._forget(name)
+        if name not in self.__dict__[registry]:  # a name already there keeps its place, as in PyTorch
+            self._forget(name)
         self.__dict__[registry][name] = value
 
     register_module = add_module
