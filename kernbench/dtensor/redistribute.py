@@ -10,7 +10,7 @@ dimension's process group, as PyTorch's `_redistribute.py` issues them:
 | Partial → Shard(d) | reduce-scatter (along d) |
 | Replicate → Shard(d) | the rank's chunk, copied out (no communication) |
 | Replicate → Partial | the value divided by the ranks (PyTorch's `_partition_value`; nothing in backward) |
-| Shard(d) → Shard(e) | all-gather along d, then the rank's chunk along e |
+| Shard(d) → Shard(e) | all-to-all (where both dimensions divide evenly; else all-gather, then a chunk) |
 
 A dimension the mesh does not divide is padded to equal chunks for the
 collective and cut back after, as PyTorch pads uneven shards. A group of one
@@ -52,6 +52,8 @@ def _move(local, mesh, mesh_dim: int, have, want, shape: tuple, backward: bool):
         if want.is_replicate():
             return _all_reduce(local, group, n)
         return _reduce_scatter(local, group, n, index, want.dim, shape)
+    if have.is_shard() and want.is_shard() and n > 1 and not shape[have.dim] % n and not shape[want.dim] % n:
+        return _all_to_all(local, group, n, have.dim, want.dim)
     if have.is_shard():
         local = _gather(local, group, n, have.dim, shape)
         if want.is_replicate():
@@ -92,6 +94,18 @@ def _gather(local, group, n: int, dim: int, shape: tuple):
     out = piece.new_empty((n * width, *piece.shape[1:]))
     current_torch().distributed.all_gather_into_tensor(out, piece, group=group)
     return out.narrow(0, 0, size).movedim(0, dim).contiguous()
+
+
+def _all_to_all(local, group, n: int, source: int, target: int):
+    """Shard(source) → Shard(target), both dimensions divisible by the ranks: rank j is sent this rank's rows of
+    its chunk along `target`, and the pieces received are joined along `source`."""
+    pieces = local.unflatten(target, (n, local.shape[target] // n)).movedim(target, 0).contiguous()
+    received = pieces.new_empty(tuple(pieces.shape))
+    current_torch().distributed.all_to_all_single(received, pieces, group=group)
+    joined = received.movedim(0, source)
+    merged = list(joined.shape)
+    merged[source:source + 2] = [merged[source] * merged[source + 1]]
+    return joined.reshape(tuple(merged)).contiguous()
 
 
 def _all_reduce(local, group, n: int):

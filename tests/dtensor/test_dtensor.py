@@ -595,3 +595,26 @@ def test_adr0021_t16_host_tensors_and_a_partition_fn_as_the_dtensor_readme_write
         assert device == f"ahbm:{rank}" and same_order and placements[0].is_shard(1)
         assert_close(local, big[start:stop])
         assert_close(out, expected, atol=1e-5)
+
+
+def test_adr0021_t17_an_even_shard_to_shard_move_is_one_all_to_all_both_ways():
+    x = np.arange(8 * 12 * 4, dtype=np.float32).reshape(8, 12, 4)
+
+    def program(torch, rank):
+        from torch.distributed.tensor import Shard, distribute_tensor
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        rows = distribute_tensor(torch.tensor(x, device="cuda"), mesh, [Shard(0)]).requires_grad_()
+        records = rows._ctx.collectives
+        torch.distributed.barrier()
+        first = len(records)
+        cols = rows.redistribute(mesh, [Shard(1)])
+        (cols * cols).sum().backward()
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        return (cols.to_local().numpy(), rows.grad.to_local().numpy(),
+                [r["collective"] for r in records[first:] if r["collective"] != "barrier"])
+
+    for rank, (cols, grad, collectives) in _spawned(program).items():
+        assert_close(cols, x[:, 3 * rank:3 * rank + 3])
+        assert_close(grad, 2 * x[2 * rank:2 * rank + 2])
+        assert collectives == ["all_to_all", "all_to_all"]
