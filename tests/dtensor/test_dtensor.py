@@ -480,7 +480,7 @@ def test_adr0021_t11_2d_layouts_factories_distribute_module_and_embedding_styles
         assert got["replicated"] == (Replicate(),) and got["relaid"] == (2, 2)
 
 
-def test_adr0021_t12_splits_of_a_dtensor_and_clipping_dtensor_gradients_match_numpy():
+def test_adr0021_t12_splits_comparisons_and_clipping_of_dtensors_match_numpy():
     x = np.arange(4 * 8 * 12, dtype=np.float32).reshape(4, 8, 12)
 
     def program(torch, rank):
@@ -495,10 +495,12 @@ def test_adr0021_t12_splits_of_a_dtensor_and_clipping_dtensor_gradients_match_nu
         model(torch.rand(20, 10, device="cuda")).sum().backward()
         before = [p.grad.full_tensor().numpy() for p in model.parameters()]
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        close = torch.allclose(d, torch.tensor(x, device="cuda")) and torch.equal(d, d)  # compared whole
         return ([p.full_tensor().numpy() for p in pieces], pieces[0].placements, pieces[-1].placements, before,
-                norm.full_tensor().item(), [p.grad.full_tensor().numpy() for p in model.parameters()])
+                norm.full_tensor().item(), [p.grad.full_tensor().numpy() for p in model.parameters()], close)
 
-    pieces, kept, gathered, before, norm, after = _spawned(program)[2]
+    pieces, kept, gathered, before, norm, after, close = _spawned(program)[2]
+    assert close
     for got, expected in zip(pieces, [x[..., :4], x[..., 4:8], x[..., 8:], x[:, :4], x[:, 4:], x[:, 3], x[2:4]]):
         assert_close(got, expected)
     assert kept[0].is_shard(0) and gathered[0].is_replicate()

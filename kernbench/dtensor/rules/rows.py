@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kernbench.dtensor.grad_layout import FOLLOW
 from kernbench.dtensor.placements import Partial, Replicate, Shard, chunk_bounds
-from kernbench.dtensor.rules.registry import Sharding, register, wrap_dim
+from kernbench.dtensor.rules.registry import Sharding, dtensors_of, register, wrap_dim
 from kernbench.runtime_api.ops import functional
 
 
@@ -89,8 +89,13 @@ def embedding(op, args, kwargs) -> Sharding:
     return Sharding({id(ids): tuple(wanted_ids)}, tuple(output), shape, call=call)
 
 
-@register("item", "numpy", "tolist", "cpu", "__float__", "__int__", "__bool__", "__array__")
+@register("item", "numpy", "tolist", "cpu", "__float__", "__int__", "__bool__", "__array__", "allclose", "equal",
+          "assert_close")
 def host_read(op, args, kwargs) -> Sharding:
-    """A host read sees the whole value: the DTensor is made Replicate first (its collectives run)."""
-    x = args[0]
-    return Sharding({id(x): (Replicate(),) * x.device_mesh.ndim}, None, None)
+    """A host read sees the whole value: each DTensor is made Replicate first (its collectives run); a plain
+    tensor it is compared with (`allclose`, `equal`, `torch.testing.assert_close`) is read as it is."""
+    whole = (Replicate(),) * next(d for d in dtensors_of(args, kwargs)).device_mesh.ndim
+    return Sharding({id(d): whole for d in dtensors_of(args, kwargs)}, None, None)
+
+
+host_read.takes_plain_tensors = True
