@@ -620,3 +620,34 @@ def test_adr0021_t17_an_even_shard_to_shard_move_is_one_all_to_all_both_ways():
         assert_close(cols, x[:, 3 * rank:3 * rank + 3])
         assert_close(grad, 2 * x[2 * rank:2 * rank + 2])
         assert collectives == ["all_to_all", "all_to_all"]
+
+
+def test_adr0021_t18_the_tutorials_sequence_parallel_block_issues_megatrons_collectives():
+    bench = load_bench(str(BENCH)).__globals__
+    tokens, batch = 16, 2
+
+    def program(torch, rank):
+        from torch.distributed.tensor.parallel import parallelize_module
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        block = bench["TransformerBlock"](DIM, HEADS, 2 * DIM).to("cuda")
+        parallelize_module(block, mesh, bench["tutorial_plan"](True))
+        cos, sin = (table.to("cuda") for table in bench["rotary_tables"](DIM // HEADS, tokens))
+        x = torch.randn(batch, tokens // WORLD, DIM, device="cuda").requires_grad_()
+        records = x._ctx.collectives
+        torch.distributed.barrier()
+        first = len(records)
+        y = block(x, cos, sin)
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        middle = len(records)
+        y.sum().backward()
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        return [[(r["collective"], r["bytes"]) for r in part if r["collective"] != "barrier"]
+                for part in (records[first:middle], records[middle:])]
+
+    forward, backward = _spawned(program)[0]
+    whole = batch * tokens * DIM * 4  # the block's activation (float32), gathered or reduce-scattered
+    pair = [("all_gather", whole), ("reduce_scatter", whole)]
+    assert forward == pair * 2  # attention: gather the sequence, reduce-scatter wo's; the same for the MLP
+    assert backward == pair * 2 + [("all_reduce", DIM * 4)] * 2  # and the two norm weights' Partial gradients
