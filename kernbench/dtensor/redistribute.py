@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import resolve
-from kernbench.dtensor.placements import Partial, Replicate, chunk_bounds, normalized
+from kernbench.dtensor.placements import Replicate, chunk_bounds, normalized
 from kernbench.runtime_api.autograd import Function
 from kernbench.runtime_api.current_run import current_torch
 
