@@ -23,7 +23,7 @@ from kernbench.dtensor.dispatch import dispatch
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import record, resolve
 from kernbench.dtensor.placements import Placement, Replicate, Shard, normalized
-from kernbench.dtensor.redistribute import Redistribute, local_chunk, redistribute_local
+from kernbench.dtensor.redistribute import Redistribute, local_chunk, redistribute_local, scatter_chunks
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.current_run import current_torch
 from kernbench.runtime_api.ops import overrides
@@ -296,9 +296,9 @@ def resolve_placements(placements, mesh: DeviceMesh, ndim: int) -> tuple:
 def distribute_tensor(tensor, device_mesh: DeviceMesh | None = None, placements=None, *, src_data_rank: int | None = 0,
                       ) -> DTensor:
     """`tensor` (the whole value on every rank) laid out over the mesh as `placements`: rank `src_data_rank`'s
-    value, as in PyTorch, broadcast over each mesh dimension and each rank keeping its chunk of a Shard (PyTorch
-    scatters the chunks instead: the same result, more bytes moved once at setup); with `src_data_rank=None`
-    each rank keeps its own chunk and nothing moves. A leaf when `tensor` requires grad."""
+    value, as in PyTorch, scattered in chunks over a Shard's mesh dimension and broadcast over a Replicate's;
+    with `src_data_rank=None` each rank keeps its own chunk and nothing moves. A leaf when `tensor` requires
+    grad."""
     if isinstance(tensor, DTensor):
         raise DTensorError("distribute_tensor: the tensor is a DTensor already; use redistribute")
     mesh = device_mesh or _current_mesh()
@@ -320,10 +320,13 @@ def _from_source(local, mesh: DeviceMesh, mesh_dim: int, placement, src_data_ran
     group, index = mesh.get_group(mesh_dim), mesh.get_local_rank(mesh_dim)
     if placement.is_partial():
         raise DTensorError("distribute_tensor: Partial placement is not supported (a whole tensor has no terms)")
-    if src_data_rank is not None and n > 1:
-        local = local.contiguous().clone()
-        distributed.broadcast(local, group=group, group_src=src_data_rank)
-    return local_chunk(local, n, index, placement.dim) if placement.is_shard() else local
+    if src_data_rank is None or n == 1:
+        return local_chunk(local, n, index, placement.dim) if placement.is_shard() else local
+    if placement.is_shard():
+        return scatter_chunks(local, group, n, index, placement.dim, src_data_rank)
+    local = local.contiguous().clone()
+    distributed.broadcast(local, group=group, group_src=src_data_rank)
+    return local
 
 
 def _check_replicas(dtensor: DTensor) -> None:

@@ -67,6 +67,16 @@ def local_chunk(full, n: int, index: int, dim: int):
     return _copied(full, dim, start, stop - start)
 
 
+def scatter_chunks(full, group, n: int, index: int, dim: int, source: int):
+    """This rank's chunk along `dim` of group rank `source`'s `full` (a scatter; chunks travel padded)."""
+    width = -(-full.shape[dim] // n)
+    pieces = [_padded(local_chunk(full, n, r, dim), dim, width) for r in range(n)] if index == source else None
+    received = full.new_empty(tuple(width if d == dim else size for d, size in enumerate(full.shape)))
+    current_torch().distributed.scatter(received, pieces, group=group, group_src=source)
+    start, stop = chunk_bounds(full.shape[dim], n, index)
+    return _copied(received, dim, 0, stop - start)
+
+
 def _copied(tensor, dim: int, start: int, length: int):
     if not length:  # a rank past the last chunk holds an empty shard, as torch.chunk leaves it
         return tensor.new_empty(tuple(0 if d == dim else size for d, size in enumerate(tensor.shape)))
