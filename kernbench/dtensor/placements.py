@@ -52,6 +52,17 @@ class Partial(Placement):
         return f"Partial({self.reduce_op})"
 
 
+@dataclass(frozen=True)
+class NormPartial(Partial):
+    """Every rank holds the 2-norm of its part; the value is the 2-norm of those terms, √Σ termᵢ² (PyTorch's
+    `_NormPartial`): what a norm over a sharded tensor leaves before its one small all-reduce."""
+
+    reduce_op: str = "norm"
+
+    def __repr__(self) -> str:
+        return "_NormPartial(2)"
+
+
 def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
     """[start, stop) of chunk `index` when `size` elements are chunked into `parts` as `torch.chunk` does."""
     full = -(-size // parts) if parts else 0

@@ -8,6 +8,7 @@ dimension's process group, as PyTorch's `_redistribute.py` issues them:
 | Shard(d) → Replicate | all-gather (concatenated along d) |
 | Partial → Replicate | all-reduce |
 | Partial → Shard(d) | reduce-scatter (along d) |
+| norm terms (`NormPartial`) → Replicate | all-reduce of their squares, then the square root |
 | Replicate → Shard(d) | the rank's chunk, copied out (no communication) |
 | Replicate → Partial | the value divided by the ranks (PyTorch's `_partition_value`; nothing in backward) |
 | Shard(d) → Shard(e) | all-to-all (where both dimensions divide evenly; else all-gather, then a chunk) |
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import resolve
-from kernbench.dtensor.placements import Replicate, chunk_bounds, normalized
+from kernbench.dtensor.placements import NormPartial, Replicate, chunk_bounds, normalized
 from kernbench.runtime_api.autograd import Function
 from kernbench.runtime_api.current_run import current_torch
 
@@ -41,6 +42,9 @@ def redistribute_local(local, mesh, source: tuple, target: tuple, shape: tuple, 
 def _move(local, mesh, mesh_dim: int, have, want, shape: tuple, backward: bool):
     n = mesh.size(mesh_dim)
     group, index = mesh.get_group(mesh_dim), mesh.get_local_rank(mesh_dim)
+    if isinstance(have, NormPartial) and not want.is_partial():
+        whole = _norm_of_norms(local, group, n)
+        return whole if want.is_replicate() else local_chunk(whole, n, index, want.dim)
     if any(p.is_partial() and p.reduce_op != "sum" for p in (have, want)) or (have.is_partial() and want.is_partial()):
         raise DTensorError(f"redistribute: {have} to {want} is not supported (kernbench's Partial is a sum)")
     if want.is_partial():
@@ -116,6 +120,14 @@ def _all_to_all(local, group, n: int, source: int, target: int):
     merged = list(joined.shape)
     merged[source:source + 2] = [merged[source] * merged[source + 1]]
     return joined.reshape(tuple(merged)).contiguous()
+
+
+def _norm_of_norms(local, group, n: int):
+    """The 2-norm of every rank's 2-norm: their squares all-reduced, then the square root."""
+    squares = local.square()
+    if n > 1:
+        current_torch().distributed.all_reduce(squares, group=group)
+    return squares.sqrt()
 
 
 def _all_reduce(local, group, n: int):

@@ -494,13 +494,20 @@ def test_adr0021_t12_splits_comparisons_and_clipping_of_dtensors_match_numpy():
         torch.manual_seed(0)
         model(torch.rand(20, 10, device="cuda")).sum().backward()
         before = [p.grad.full_tensor().numpy() for p in model.parameters()]
+        records = d._ctx.collectives
+        torch.distributed.barrier()
+        first = len(records)
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.ahbm.synchronize()
+        torch.distributed.barrier()
+        clipping = {r["collective"] for r in records[first:]} - {"barrier"}
         close = torch.allclose(d, torch.tensor(x, device="cuda")) and torch.equal(d, d)  # compared whole
         return ([p.full_tensor().numpy() for p in pieces], pieces[0].placements, pieces[-1].placements, before,
-                norm.full_tensor().item(), [p.grad.full_tensor().numpy() for p in model.parameters()], close)
+                norm.full_tensor().item(), [p.grad.full_tensor().numpy() for p in model.parameters()], close,
+                clipping)
 
-    pieces, kept, gathered, before, norm, after, close = _spawned(program)[2]
-    assert close
+    pieces, kept, gathered, before, norm, after, close, clipping = _spawned(program)[2]
+    assert close and clipping == {"all_reduce"}  # each sharded gradient's norm term, not the gradient gathered
     for got, expected in zip(pieces, [x[..., :4], x[..., 4:8], x[..., 8:], x[:, :4], x[:, 4:], x[:, 3], x[2:4]]):
         assert_close(got, expected)
     assert kept[0].is_shard(0) and gathered[0].is_replicate()

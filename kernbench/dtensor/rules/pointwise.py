@@ -87,6 +87,8 @@ def _linear_in_partial(op: str, args: tuple, m: int) -> bool:
     nor multiplied by itself)."""
     base = _base(op)
     tensors = [a for a in args if hasattr(a, "_placements")]
+    if any(a.placements[m].is_partial() and a.placements[m] != Partial() for a in tensors):
+        return False  # terms of a norm add up as squares, not linearly
     partial = [i for i, a in enumerate(args) if hasattr(a, "_placements") and a.placements[m].is_partial()]
     numbers = any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args[1:])
     if base in _ADDITIVE:
