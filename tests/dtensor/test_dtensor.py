@@ -658,3 +658,25 @@ def test_adr0021_t18_the_tutorials_sequence_parallel_block_issues_megatrons_coll
     pair = [("all_gather", whole), ("reduce_scatter", whole)]
     assert forward == pair * 2  # attention: gather the sequence, reduce-scatter wo's; the same for the MLP
     assert backward == pair * 2 + [("all_reduce", DIM * 4)] * 2  # and the two norm weights' Partial gradients
+
+
+def test_adr0021_t19_prepare_module_input_lays_out_keyword_inputs_through_a_keyword_pre_hook():
+    def program(torch, rank):
+        from torch.distributed.tensor import Replicate, Shard
+        from torch.distributed.tensor.parallel import PrepareModuleInput, parallelize_module
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+
+        class Pair(torch.nn.Module):
+            def forward(self, x, *, bias=None):
+                return x, bias
+
+        pair = parallelize_module(Pair(), mesh, PrepareModuleInput(
+            input_layouts=(Shard(0),), desired_input_layouts=(Replicate(),),
+            input_kwarg_layouts={"bias": Shard(0)}, desired_input_kwarg_layouts={"bias": Replicate()}))
+        x, bias = pair(torch.full((2, 3), float(rank), device="cuda"), bias=torch.full((1,), rank + 1.0, device="cuda"))
+        return x.to_local().numpy(), bias.to_local().numpy(), x.placements, bias.placements
+
+    for x, bias, x_placements, bias_placements in _spawned(program).values():
+        assert_close(x, np.repeat(np.arange(WORLD, dtype=np.float32), 2)[:, None].repeat(3, 1))
+        assert_close(bias, np.arange(1, WORLD + 1, dtype=np.float32))
+        assert x_placements[0].is_replicate() and bias_placements[0].is_replicate()

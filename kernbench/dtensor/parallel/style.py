@@ -31,15 +31,13 @@ def _one(layout):
     return layout if layout is None or isinstance(layout, (tuple, list)) else (layout,)
 
 
-def _as_dtensor(value, mesh, layout, desired, *, check: bool = False):
-    """An input as a DTensor of `desired` layout: a plain tensor taken as `layout` (from_local), a DTensor
-    (checked against `layout` where PyTorch checks) redistributed."""
+def _as_dtensor(value, mesh, layout, desired):
+    """An input as a DTensor of `desired` layout: a plain tensor taken as `layout` (from_local), a DTensor as it
+    is (PyTorch does not check it against `layout`), then redistributed."""
     if layout is None or not hasattr(value, "shape"):
         return value
     if not isinstance(value, DTensor):
         value = DTensor.from_local(value, mesh, (layout,), run_check=False)
-    elif check and value.placements != _resolved(layout, value.ndim):
-        raise DTensorError(f"DTensor input placements {value.placements} do not match the input layout {layout}")
     if desired is not None and value.placements != _resolved(desired, value.ndim):
         value = value.redistribute(placements=(desired,))
     return value
@@ -144,36 +142,46 @@ def _sequence_input(value, mesh, layout):
 
 
 class PrepareModuleInput(ParallelStyle):
-    """The module's positional inputs taken as `input_layouts` and redistributed to `desired_input_layouts`
-    (None for an input left alone); local tensors handed on with `use_local_output`. Keyword inputs' layouts
-    need keyword forward pre-hooks, which kernbench's modules do not run: one line."""
+    """The module's positional inputs taken as `input_layouts` and keyword inputs as `input_kwarg_layouts`,
+    redistributed to `desired_input_layouts` / `desired_input_kwarg_layouts` (None, or a missing key, for an
+    input left alone); local tensors handed on with `use_local_output`."""
 
     def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
                  desired_input_kwarg_layouts=None, use_local_output: bool = False):
         self.input_layouts = _one(input_layouts)
         self.desired_input_layouts = _one(desired_input_layouts)
-        if input_kwarg_layouts or desired_input_kwarg_layouts:
-            raise DTensorError("PrepareModuleInput: input_kwarg_layouts and desired_input_kwarg_layouts are not "
-                               "supported by kernbench (its forward pre-hooks see positional inputs only)")
+        self.input_kwarg_layouts = input_kwarg_layouts or {}
+        self.desired_input_kwarg_layouts = desired_input_kwarg_layouts or {}
         self.use_local_output = use_local_output
         if self.input_layouts is not None and (self.desired_input_layouts is None or
                                                len(self.input_layouts) != len(self.desired_input_layouts)):
             raise DTensorError("input_layouts and desired_input_layouts should have same length!")
+        if len(self.input_kwarg_layouts) != len(self.desired_input_kwarg_layouts):
+            raise DTensorError("input_kwarg_layouts and desired_input_kwarg_layouts should have same length!")
 
     def apply(self, module, device_mesh):
-        if self.input_layouts is not None:
+        if self.input_kwarg_layouts:
+            module.register_forward_pre_hook(lambda mod, args, kwargs: (
+                self._prepared(args, device_mesh), self._prepared_kwargs(kwargs, device_mesh)), with_kwargs=True)
+        elif self.input_layouts is not None:
             module.register_forward_pre_hook(lambda mod, args: self._prepared(args, device_mesh))
         return module
 
     def _prepared(self, args: tuple, mesh) -> tuple:
+        if self.input_layouts is None:
+            return args
         if len(args) != len(self.input_layouts):
-            raise DTensorError(f"module inputs and input_layouts should have same length! ({len(args)} inputs, "
-                               f"{len(self.input_layouts)} layouts)")
-        out = []
-        for value, layout, desired in zip(args, self.input_layouts, self.desired_input_layouts):
-            value = _as_dtensor(value, mesh, layout, desired, check=True)
-            out.append(value.to_local() if self.use_local_output and isinstance(value, DTensor) else value)
-        return tuple(out)
+            raise DTensorError("module inputs and input_layouts should have same length!")
+        return tuple(self._one_input(value, mesh, layout, desired)
+                     for value, layout, desired in zip(args, self.input_layouts, self.desired_input_layouts))
+
+    def _prepared_kwargs(self, kwargs: dict, mesh) -> dict:
+        return {key: self._one_input(value, mesh, self.input_kwarg_layouts.get(key),
+                                     self.desired_input_kwarg_layouts.get(key)) for key, value in kwargs.items()}
+
+    def _one_input(self, value, mesh, layout, desired):
+        value = _as_dtensor(value, mesh, layout, desired)
+        return value.to_local() if self.use_local_output and isinstance(value, DTensor) else value
 
 
 class PrepareModuleOutput(ParallelStyle):

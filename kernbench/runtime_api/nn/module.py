@@ -38,7 +38,7 @@ class Module:
                               f"{kwargs or ''}")
         for name, value in (("training", True), ("_parameters", {}), ("_buffers", {}),
                             ("_non_persistent_buffers", set()), ("_modules", {}), ("_forward_hooks", {}),
-                            ("_forward_pre_hooks", {})):
+                            ("_forward_pre_hooks", {}), ("_forward_pre_hooks_with_kwargs", set())):
             object.__setattr__(self, name, value)
 
     # ---- calling ---------------------------------------------------------------------------
@@ -47,7 +47,15 @@ class Module:
         raise ModuleError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        for hook in list(self._forward_pre_hooks.values()):
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if key in self._forward_pre_hooks_with_kwargs:
+                changed = hook(self, args, kwargs)
+                if changed is not None:
+                    if not (isinstance(changed, tuple) and len(changed) == 2):
+                        raise ModuleError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                          f"but got {changed}.")
+                    args, kwargs = changed
+                continue
             changed = hook(self, args)
             if changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
@@ -58,9 +66,13 @@ class Module:
                 result = changed
         return result
 
-    def register_forward_pre_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
-        """`hook(module, args)` before each forward; a value it returns replaces the arguments."""
-        return self._hooked(self._forward_pre_hooks, hook, prepend)
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+        """`hook(module, args)` before each forward; a value it returns replaces the arguments. With
+        `with_kwargs`, `hook(module, args, kwargs)`, returning None or `(args, kwargs)`."""
+        handle = self._hooked(self._forward_pre_hooks, hook, prepend)
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs.add(handle.id)
+        return handle
 
     def register_forward_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
         """`hook(module, args, output)` after each forward; a value it returns replaces the output."""
