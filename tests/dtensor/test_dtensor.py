@@ -37,6 +37,23 @@ def _spawned(fn, world: int = WORLD) -> dict:
     return results
 
 
+def _collectives_of(torch, step):
+    """`step()`'s result and the records of the collectives it issued on every rank (barriers left out), taken
+    between barriers once the device work before and after has finished."""
+    records = torch.tensor(0.0)._ctx.collectives  # the run's collective records, in order
+    torch.ahbm.synchronize()
+    torch.distributed.barrier()
+    first = len(records)
+    result = step()
+    torch.ahbm.synchronize()
+    torch.distributed.barrier()
+    return result, [r for r in records[first:] if r["collective"] != "barrier"]
+
+
+def _kinds(records) -> list:
+    return [(r["collective"], r["bytes"]) for r in records]
+
+
 def _toy_model(torch):
     """pytorch/examples' tensor-parallel toy model: Linear(10, 32), ReLU, Linear(32, 5)."""
     nn = torch.nn
@@ -151,20 +168,9 @@ def test_adr0021_t3_a_column_then_row_mlp_issues_megatrons_collectives(sequence_
         parallelize_module(model, mesh, {"0": ColwiseParallel(**layout), "2": RowwiseParallel(**out_layout)})
         rows = tokens // WORLD if sequence_parallel else tokens
         x = torch.randn(rows, hidden, device="cuda").requires_grad_()
-        records = x._ctx.collectives
-        torch.distributed.barrier()
-        torch.ahbm.synchronize()
-        start = len(records)
-        y = model(x)
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        middle = len(records)
-        y.sum().backward()
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        kinds = [(r["collective"], r["bytes"]) for r in records]
-        return sorted(k for k in kinds[start:middle] if k[0] != "barrier"), \
-            sorted(k for k in kinds[middle:] if k[0] != "barrier")
+        y, forward = _collectives_of(torch, lambda: model(x))
+        _, backward = _collectives_of(torch, lambda: y.sum().backward())
+        return sorted(_kinds(forward)), sorted(_kinds(backward))
 
     forward, backward = _spawned(program)[0]
     whole = tokens * hidden * 4  # the activation (float32) the MLP takes and gives
@@ -402,20 +408,12 @@ def test_adr0021_t9_loss_parallel_is_cross_entropy_with_three_all_reduces_and_no
         from torch.distributed.tensor.parallel import loss_parallel
         mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
         sharded = distribute_tensor(torch.tensor(logits, device="cuda"), mesh, [Shard(1)]).requires_grad_()
-        records = sharded._ctx.collectives
-        torch.distributed.barrier()
-        first = len(records)
+        labels = torch.tensor(targets, device="cuda")
         with loss_parallel():
-            loss = torch.nn.functional.cross_entropy(sharded, torch.tensor(targets, device="cuda"))
-            torch.ahbm.synchronize()
-            torch.distributed.barrier()
-            middle = len(records)
-            loss.backward()
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        forward = [r["op"] for r in records[first:middle] if r["collective"] == "all_reduce"]
-        backward = [r["collective"] for r in records[middle:] if r["collective"] != "barrier"]
-        return loss.item(), loss.placements, sharded.grad.full_tensor().numpy(), sorted(forward), backward
+            loss, forward = _collectives_of(torch, lambda: torch.nn.functional.cross_entropy(sharded, labels))
+            _, backward = _collectives_of(torch, loss.backward)
+        return (loss.item(), loss.placements, sharded.grad.full_tensor().numpy(),
+                sorted(r["op"] for r in forward if r["collective"] == "all_reduce"), _kinds(backward))
 
     valid = targets != -100
     shifted = logits - logits.max(-1, keepdims=True)
@@ -494,13 +492,8 @@ def test_adr0021_t12_splits_comparisons_and_clipping_of_dtensors_match_numpy():
         torch.manual_seed(0)
         model(torch.rand(20, 10, device="cuda")).sum().backward()
         before = [p.grad.full_tensor().numpy() for p in model.parameters()]
-        records = d._ctx.collectives
-        torch.distributed.barrier()
-        first = len(records)
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        clipping = {r["collective"] for r in records[first:]} - {"barrier"}
+        norm, clipping = _collectives_of(torch, lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        clipping = {r["collective"] for r in clipping}
         close = torch.allclose(d, torch.tensor(x, device="cuda")) and torch.equal(d, d)  # compared whole
         return ([p.full_tensor().numpy() for p in pieces], pieces[0].placements, pieces[-1].placements, before,
                 norm.full_tensor().item(), [p.grad.full_tensor().numpy() for p in model.parameters()], close,
@@ -613,15 +606,9 @@ def test_adr0021_t17_an_even_shard_to_shard_move_is_one_all_to_all_both_ways():
         from torch.distributed.tensor import Shard, distribute_tensor
         mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
         rows = distribute_tensor(torch.tensor(x, device="cuda"), mesh, [Shard(0)]).requires_grad_()
-        records = rows._ctx.collectives
-        torch.distributed.barrier()
-        first = len(records)
-        cols = rows.redistribute(mesh, [Shard(1)])
-        (cols * cols).sum().backward()
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        return (cols.to_local().numpy(), rows.grad.to_local().numpy(),
-                [r["collective"] for r in records[first:] if r["collective"] != "barrier"])
+        cols, moves = _collectives_of(torch, lambda: rows.redistribute(mesh, [Shard(1)]))
+        _, back = _collectives_of(torch, lambda: (cols * cols).sum().backward())
+        return cols.to_local().numpy(), rows.grad.to_local().numpy(), [r["collective"] for r in moves + back]
 
     for rank, (cols, grad, collectives) in _spawned(program).items():
         assert_close(cols, x[:, 3 * rank:3 * rank + 3])
@@ -640,18 +627,9 @@ def test_adr0021_t18_the_tutorials_sequence_parallel_block_issues_megatrons_coll
         parallelize_module(block, mesh, bench["tutorial_plan"](True))
         cos, sin = (table.to("cuda") for table in bench["rotary_tables"](DIM // HEADS, tokens))
         x = torch.randn(batch, tokens // WORLD, DIM, device="cuda").requires_grad_()
-        records = x._ctx.collectives
-        torch.distributed.barrier()
-        first = len(records)
-        y = block(x, cos, sin)
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        middle = len(records)
-        y.sum().backward()
-        torch.ahbm.synchronize()
-        torch.distributed.barrier()
-        return [[(r["collective"], r["bytes"]) for r in part if r["collective"] != "barrier"]
-                for part in (records[first:middle], records[middle:])]
+        y, forward = _collectives_of(torch, lambda: block(x, cos, sin))
+        _, backward = _collectives_of(torch, lambda: y.sum().backward())
+        return _kinds(forward), _kinds(backward)
 
     forward, backward = _spawned(program)[0]
     whole = batch * tokens * DIM * 4  # the block's activation (float32), gathered or reduce-scattered
