@@ -17,6 +17,7 @@ not mix with DTensors: PyTorch's errors, one line each.
 
 from __future__ import annotations
 
+from kernbench.dtensor.comm import backward_pass
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import FOLLOW, record
 from kernbench.dtensor.placements import normalized
@@ -98,7 +99,8 @@ class _ReduceGradient(autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return redistribute_local(grad, ctx.mesh, ctx.layout, ctx.own, ctx.shape, backward=True), None, None
+        with backward_pass():
+            return redistribute_local(grad, ctx.mesh, ctx.layout, ctx.own, ctx.shape, backward=True), None, None
 
 
 def _localized(value, cls, local_of: dict):

@@ -18,6 +18,7 @@ runs the local backward ops and the backward collectives PyTorch issues;
 
 from __future__ import annotations
 
+from kernbench.dtensor.comm import backward_pass, issue
 from kernbench.dtensor.device_mesh import DeviceMesh
 from kernbench.dtensor.dispatch import dispatch
 from kernbench.dtensor.errors import DTensorError
@@ -268,8 +269,9 @@ class _FromLocal(autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         out = ctx.output[0]
-        return redistribute_local(grad, out._mesh, resolve(out), normalized(out._placements), out.shape,
-                                  backward=True), None
+        with backward_pass():
+            return redistribute_local(grad, out._mesh, resolve(out), normalized(out._placements), out.shape,
+                                      backward=True), None
 
 
 def resolve_placements(placements, mesh: DeviceMesh, ndim: int) -> tuple:
@@ -316,7 +318,6 @@ def distribute_tensor(tensor, device_mesh: DeviceMesh | None = None, placements=
 
 def _from_source(local, mesh: DeviceMesh, mesh_dim: int, placement, src_data_rank):
     n = mesh.size(mesh_dim)
-    distributed = current_torch().distributed
     group, index = mesh.get_group(mesh_dim), mesh.get_local_rank(mesh_dim)
     if placement.is_partial():
         raise DTensorError("distribute_tensor: Partial placement is not supported (a whole tensor has no terms)")
@@ -325,7 +326,7 @@ def _from_source(local, mesh: DeviceMesh, mesh_dim: int, placement, src_data_ran
     if placement.is_shard():
         return scatter_chunks(local, group, n, index, placement.dim, src_data_rank)
     local = local.contiguous().clone()
-    distributed.broadcast(local, group=group, group_src=src_data_rank)
+    issue("broadcast", local, group=group, group_src=src_data_rank)
     return local
 
 
@@ -337,7 +338,7 @@ def _check_replicas(dtensor: DTensor) -> None:
     for mesh_dim, p in enumerate(dtensor.placements):
         if p.is_replicate() and dtensor._mesh.size(mesh_dim) > 1:
             first = local.contiguous().clone()
-            current_torch().distributed.broadcast(first, group=dtensor._mesh.get_group(mesh_dim), group_src=0)
+            issue("broadcast", first, group=dtensor._mesh.get_group(mesh_dim), group_src=0)
             if not (first.numpy() == local.numpy()).all():
                 raise DTensorError("DTensor.from_local(run_check=True): the Replicate local tensors differ between "
                                    "ranks")

@@ -24,11 +24,11 @@ layer.
 
 from __future__ import annotations
 
+from kernbench.dtensor.comm import backward_pass, issue
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import resolve
 from kernbench.dtensor.placements import NormPartial, Replicate, chunk_bounds, normalized
 from kernbench.runtime_api.autograd import Function
-from kernbench.runtime_api.current_run import current_torch
 
 
 def redistribute_local(local, mesh, source: tuple, target: tuple, shape: tuple, *, backward: bool = False):
@@ -76,7 +76,7 @@ def scatter_chunks(full, group, n: int, index: int, dim: int, source: int):
     width = -(-full.shape[dim] // n)
     pieces = [_padded(local_chunk(full, n, r, dim), dim, width) for r in range(n)] if index == source else None
     received = full.new_empty(tuple(width if d == dim else size for d, size in enumerate(full.shape)))
-    current_torch().distributed.scatter(received, pieces, group=group, group_src=source)
+    issue("scatter", received, pieces, group=group, group_src=source)
     start, stop = chunk_bounds(full.shape[dim], n, index)
     return _copied(received, dim, 0, stop - start)
 
@@ -106,7 +106,7 @@ def _gather(local, group, n: int, dim: int, shape: tuple):
     width = -(-size // n)
     piece = _padded(local, dim, width).movedim(dim, 0).contiguous()
     out = piece.new_empty((n * width, *piece.shape[1:]))
-    current_torch().distributed.all_gather_into_tensor(out, piece, group=group)
+    issue("all_gather_into_tensor", out, piece, group=group)
     return out.narrow(0, 0, size).movedim(0, dim).contiguous()
 
 
@@ -115,7 +115,7 @@ def _all_to_all(local, group, n: int, source: int, target: int):
     its chunk along `target`, and the pieces received are joined along `source`."""
     pieces = local.unflatten(target, (n, local.shape[target] // n)).movedim(target, 0).contiguous()
     received = pieces.new_empty(tuple(pieces.shape))
-    current_torch().distributed.all_to_all_single(received, pieces, group=group)
+    issue("all_to_all_single", received, pieces, group=group)
     joined = received.movedim(0, source)
     merged = list(joined.shape)
     merged[source:source + 2] = [merged[source] * merged[source + 1]]
@@ -126,7 +126,7 @@ def _norm_of_norms(local, group, n: int):
     """The 2-norm of every rank's 2-norm: their squares all-reduced, then the square root."""
     squares = local.square()
     if n > 1:
-        current_torch().distributed.all_reduce(squares, group=group)
+        issue("all_reduce", squares, group=group)
     return squares.sqrt()
 
 
@@ -134,7 +134,7 @@ def _all_reduce(local, group, n: int):
     if n == 1:
         return local
     out = local.contiguous().clone()
-    current_torch().distributed.all_reduce(out, group=group)
+    issue("all_reduce", out, group=group)
     return out
 
 
@@ -145,7 +145,7 @@ def _reduce_scatter(local, group, n: int, index: int, dim: int, shape: tuple):
     width = -(-size // n)
     whole = _padded(local.movedim(dim, 0), 0, n * width)
     out = whole.new_empty((width, *whole.shape[1:]))
-    current_torch().distributed.reduce_scatter_tensor(out, whole, group=group)
+    issue("reduce_scatter_tensor", out, whole, group=group)
     start, stop = chunk_bounds(size, n, index)
     return _copied(out, 0, 0, stop - start).movedim(0, dim).contiguous()
 
@@ -164,6 +164,7 @@ class Redistribute(Function):
     @staticmethod
     def backward(ctx, grad):
         layout = resolve(ctx.output[0])
-        return (redistribute_local(grad, ctx.mesh, layout, normalized(ctx.source), ctx.shape, backward=True),
-                None, None, None, None, None)
+        with backward_pass():
+            moved = redistribute_local(grad, ctx.mesh, layout, normalized(ctx.source), ctx.shape, backward=True)
+        return moved, None, None, None, None, None
 

@@ -658,3 +658,30 @@ def test_adr0021_t19_prepare_module_input_lays_out_keyword_inputs_through_a_keyw
         assert_close(x, np.repeat(np.arange(WORLD, dtype=np.float32), 2)[:, None].repeat(3, 1))
         assert_close(bias, np.arange(1, WORLD + 1, dtype=np.float32))
         assert x_placements[0].is_replicate() and bias_placements[0].is_replicate()
+
+
+def test_adr0021_t20_comm_debug_mode_counts_dtensors_collectives_per_module_forward_and_backward():
+    def program(torch, rank):
+        from torch.distributed.tensor.debug import CommDebugMode
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+        mesh = torch.distributed.init_device_mesh("cuda", (WORLD,))
+        model = parallelize_module(_toy_model(torch), mesh, {"in_proj": ColwiseParallel(),
+                                                             "out_proj": RowwiseParallel()})
+        x = torch.rand(4, 10, device="cuda").requires_grad_()
+        comm_mode = CommDebugMode()
+        with comm_mode:
+            model(x).sum().backward()
+        return (comm_mode.get_comm_counts(), comm_mode.get_total_counts(), comm_mode.get_sharding_info(),
+                comm_mode.generate_comm_debug_tracing_table(noise_level=1))
+
+    counts, total, sharding, table = _spawned(program)[1]
+    assert counts == {"c10d_functional.all_reduce": 2} and total == 2
+    assert sharding["ToyModel.in_proj.weight"][0].is_shard(0) and sharding["ToyModel.out_proj.weight"][0].is_shard(1)
+    assert sharding["ToyModel.out_proj.bias"][0].is_replicate()
+    lines = table.splitlines()
+    assert lines[:5] == ["Global", "  FORWARD PASS", "    *c10d_functional.all_reduce: 1", "  BACKWARD PASS",
+                         "    *c10d_functional.all_reduce: 1"]
+    out_proj = [line.strip() for line in lines].index("ToyModel.out_proj")  # its type, parameters, then its counts
+    assert [line.strip() for line in lines[out_proj + 1:out_proj + 7]] == [
+        "*module type: class kernbench.runtime_api.nn.layers.Linear", "*Parameter List",
+        "*weight: (Shard(dim=1),)", "*bias: (Replicate(),)", "FORWARD PASS", "*c10d_functional.all_reduce: 1"]

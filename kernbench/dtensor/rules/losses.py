@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import greenlet
 
+from kernbench.dtensor.comm import issue
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.placements import Replicate, chunk_bounds
 from kernbench.dtensor.rules.registry import Sharding, register
@@ -77,16 +78,15 @@ class _VocabParallelCrossEntropy(autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, target, group, start, classes, ignore_index, reduction):
-        distributed = current_torch().distributed
         peak = logits.amax(1, keepdim=True).contiguous()
-        distributed.all_reduce(peak, op=distributed.ReduceOp.MAX, group=group)
+        issue("all_reduce", peak, op=current_torch().distributed.ReduceOp.MAX, group=group)
         shifted = logits - peak
         exps = shifted.exp()
         total = exps.sum(1, keepdim=True).contiguous()
-        distributed.all_reduce(total, group=group)
+        issue("all_reduce", total, group=group)
         onehot = (target.unsqueeze(-1) == iota(logits, logits.shape[1], target.dtype) + start).to_dtype(logits.dtype)
         picked = (shifted * onehot).sum(1, keepdim=True).contiguous()
-        distributed.all_reduce(picked, group=group)
+        issue("all_reduce", picked, group=group)
         valid = (target != ignore_index).to_dtype(logits.dtype)
         losses = (total.log() - picked).squeeze(1) * valid
         ctx.count = valid.sum() if reduction == "mean" else None

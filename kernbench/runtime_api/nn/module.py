@@ -25,6 +25,26 @@ IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_k
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 
 
+# Hooks run around every module's forward (PyTorch's `register_module_forward_pre_hook` and
+# `register_module_forward_hook`): what debugging tools that trace modules (CommDebugMode) register.
+_GLOBAL_FORWARD_PRE_HOOKS: dict = {}
+_GLOBAL_FORWARD_HOOKS: dict = {}
+
+
+def register_module_forward_pre_hook(hook) -> RemovableHandle:
+    """`hook(module, args)` before every module's forward, before its own pre-hooks (its result is ignored)."""
+    handle = RemovableHandle(_GLOBAL_FORWARD_PRE_HOOKS)
+    _GLOBAL_FORWARD_PRE_HOOKS[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook) -> RemovableHandle:
+    """`hook(module, args, output)` after every module's forward and its own hooks (its result is ignored)."""
+    handle = RemovableHandle(_GLOBAL_FORWARD_HOOKS)
+    _GLOBAL_FORWARD_HOOKS[handle.id] = hook
+    return handle
+
+
 class Module:
     """Base class of every neural network module (`torch.nn.Module`): subclasses call `super().__init__()`, assign
     parameters and submodules as attributes, and define `forward`; calling the module runs its hooks and
@@ -47,6 +67,8 @@ class Module:
         raise ModuleError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        for hook in list(_GLOBAL_FORWARD_PRE_HOOKS.values()):
+            hook(self, args)
         for key, hook in list(self._forward_pre_hooks.items()):
             if key in self._forward_pre_hooks_with_kwargs:
                 changed = hook(self, args, kwargs)
@@ -64,6 +86,8 @@ class Module:
             changed = hook(self, args, result)
             if changed is not None:
                 result = changed
+        for hook in list(_GLOBAL_FORWARD_HOOKS.values()):
+            hook(self, args, result)
         return result
 
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
