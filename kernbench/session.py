@@ -43,7 +43,9 @@ from kernbench.runtime_api.namespace.method_functions import METHOD_FUNCTIONS
 from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, module as nn_module, utils as nn_utils
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.optim import lr_scheduler, optimizers
-from kernbench import data_parallel
+from kernbench import data_parallel, dtensor
+from kernbench.dtensor import debug as tensor_debug, parallel as tensor_parallel
+from kernbench.runtime_api.ops.overrides import overridable
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
 from kernbench.sim_engine.interrupts import ctrl_c_in_driver
@@ -129,6 +131,26 @@ def _with_autograd_keywords(factory):
     return make
 
 
+def _like_factory(name: str, factory):
+    """`torch.zeros_like` and the other `*_like` factories defer to a DTensor argument (a DTensor like it, as an
+    optimizer's state of a DTensor parameter is); the other factories take no tensor."""
+    if not name.endswith("_like"):
+        return factory
+    factory.__name__ = name
+    return overridable(factory)
+
+
+def _tensor_namespace(path: str, fixed: dict) -> Namespace:
+    """`torch.distributed.tensor` (or its old name `torch.distributed._tensor`) with its submodules."""
+    subs = {"parallel": Namespace("torch.distributed.tensor.parallel", None,
+                                  **fixed["torch.distributed.tensor.parallel"]),
+            "placement_types": Namespace("torch.distributed.tensor.placement_types", None,
+                                         **fixed["torch.distributed.tensor.placement_types"]),
+            "device_mesh": Namespace("torch.distributed.device_mesh", None, **fixed["torch.distributed.device_mesh"]),
+            "debug": Namespace("torch.distributed.tensor.debug", None, **fixed["torch.distributed.tensor.debug"])}
+    return Namespace(path, None, **fixed["torch.distributed.tensor"], **subs)
+
+
 def _inference_mode(ctx):
     """`torch.inference_mode(mode=True)`: no autograd recording inside (as `no_grad`; kernbench has no version
     counters to skip); `inference_mode(False)` keeps grad mode as it is. A context manager and a decorator."""
@@ -164,8 +186,12 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
     seeding = RankRandom(ctx)
     ahbm = AhbmModule(ctx)
 
-    distributed = Distributed(ctx, ccl_config)
     fixed = RUN_INDEPENDENT_NAMES
+    distributed = Distributed(ctx, ccl_config, {
+        "device_mesh": Namespace("torch.distributed.device_mesh", None, **fixed["torch.distributed.device_mesh"]),
+        "tensor": _tensor_namespace("torch.distributed.tensor", fixed),
+        "_tensor": _tensor_namespace("torch.distributed._tensor", fixed),
+        "DeviceMesh": dtensor.DeviceMesh, "init_device_mesh": dtensor.init_device_mesh})
     return Namespace(
         "torch", "The fake torch module of one kernbench run.",
         **fixed["torch"],
@@ -179,8 +205,9 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         is_timing_only=ahbm.is_timing_only,
         distributed=distributed,
         multiprocessing=multiprocessing_namespace(ctx, distributed._check_spawn),
-        **{name: _with_autograd_keywords(getattr(factories, name)) for name in _FACTORY_NAMES},
-        **{name: _with_autograd_keywords(getattr(random_factories, name)) for name in _RANDOM_FACTORY_NAMES},
+        **{name: _like_factory(name, _with_autograd_keywords(getattr(factories, name))) for name in _FACTORY_NAMES},
+        **{name: _like_factory(name, _with_autograd_keywords(getattr(random_factories, name)))
+           for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},
         nn=Namespace("torch.nn", None, **fixed["torch.nn"],
                      **_submodules(fixed, "torch.nn.functional", "torch.nn.init", "torch.nn.parallel", "torch.nn.utils")),
@@ -235,7 +262,14 @@ RUN_INDEPENDENT_NAMES = {
         "half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64,
         "int": dtypes.int32, "long": dtypes.int64, "short": dtypes.int16, "bool": dtypes.bool_,
     },
-    "torch.distributed": {name: value for name, value in vars(Distributed).items() if isinstance(value, type)},
+    "torch.distributed": {**{name: value for name, value in vars(Distributed).items() if isinstance(value, type)},
+                          "DeviceMesh": dtensor.DeviceMesh, "init_device_mesh": dtensor.init_device_mesh},
+    "torch.distributed.device_mesh": {"DeviceMesh": dtensor.DeviceMesh, "init_device_mesh": dtensor.init_device_mesh},
+    "torch.distributed.tensor": {name: getattr(dtensor, name) for name in dtensor.__all__ if name != "DTensorError"},
+    "torch.distributed.tensor.placement_types": {name: getattr(dtensor, name)
+                                                 for name in ("Placement", "Shard", "Replicate", "Partial")},
+    "torch.distributed.tensor.parallel": {name: getattr(tensor_parallel, name) for name in tensor_parallel.__all__},
+    "torch.distributed.tensor.debug": {"CommDebugMode": tensor_debug.CommDebugMode},
     "torch.nn": {"Parameter": Parameter, **_public(nn_module, ("Module", "Sequential", "ModuleList", "ModuleDict")),
                  **_public(nn_layers)},
     "torch.nn.functional": FUNCTIONAL,
@@ -250,3 +284,7 @@ RUN_INDEPENDENT_NAMES = {
     "torch.ahbm": {"is_available": AhbmModule.is_available},
     "torch.cuda": {"is_available": AhbmModule.is_available},
 }
+# PyTorch's older names of the same modules (pytorch/examples still import them).
+RUN_INDEPENDENT_NAMES["torch.distributed._tensor"] = RUN_INDEPENDENT_NAMES["torch.distributed.tensor"]
+RUN_INDEPENDENT_NAMES["torch.distributed._tensor.device_mesh"] = RUN_INDEPENDENT_NAMES["torch.distributed.device_mesh"]
+RUN_INDEPENDENT_NAMES["torch.distributed.tensor.device_mesh"] = RUN_INDEPENDENT_NAMES["torch.distributed.device_mesh"]

@@ -21,7 +21,7 @@ LAYERS = {
     "kernels": 5,
     "runtime_api": 6,
     "ccl": 7,
-    "tp": 8, "data_parallel": 8,
+    "tp": 8, "data_parallel": 8, "dtensor": 8,
     "report": 9,
     "session": 10,
     "sweep": 11, "probe": 11, "web": 11,

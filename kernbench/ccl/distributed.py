@@ -88,7 +88,9 @@ class Distributed:
     P2POp = P2POp
     CollectiveError = CollectiveError
 
-    def __init__(self, ctx, ccl_config):
+    def __init__(self, ctx, ccl_config, above: dict | None = None):
+        """`above`: the names built above this façade (`tensor`, `device_mesh`, `DeviceMesh`, ...), as attributes."""
+        self.__dict__.update(above or {})
         self._ctx = ctx
         self.ccl_config = ccl_config  # the run's (what `load_ccl_config()` returns during it)
         self._world: World | None = None

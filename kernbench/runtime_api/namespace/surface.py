@@ -57,11 +57,11 @@ def _class_names() -> dict:
 def sections(torch) -> list[tuple[str, object]]:
     """(path, object) of every part of the surface: torch, its device and distributed modules, its submodules."""
     found = [("torch", torch), ("torch.ahbm", torch.ahbm), ("torch.distributed", torch.distributed)]
-    pending = [("torch", torch)]
+    pending = [("torch", torch), ("torch.distributed", torch.distributed)]
     while pending:
         path, module = pending.pop(0)
         for name in public_names(module):
-            value = vars(module)[name]
+            value = vars(module).get(name)
             if isinstance(value, Namespace):
                 found.append((f"{path}.{name}", value))
                 pending.append((f"{path}.{name}", value))

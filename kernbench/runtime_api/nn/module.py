@@ -25,6 +25,26 @@ IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_k
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 
 
+# Hooks run around every module's forward (PyTorch's `register_module_forward_pre_hook` and
+# `register_module_forward_hook`): what debugging tools that trace modules (CommDebugMode) register.
+_GLOBAL_FORWARD_PRE_HOOKS: dict = {}
+_GLOBAL_FORWARD_HOOKS: dict = {}
+
+
+def register_module_forward_pre_hook(hook) -> RemovableHandle:
+    """`hook(module, args)` before every module's forward, before its own pre-hooks (its result is ignored)."""
+    handle = RemovableHandle(_GLOBAL_FORWARD_PRE_HOOKS)
+    _GLOBAL_FORWARD_PRE_HOOKS[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook) -> RemovableHandle:
+    """`hook(module, args, output)` after every module's forward and its own hooks (its result is ignored)."""
+    handle = RemovableHandle(_GLOBAL_FORWARD_HOOKS)
+    _GLOBAL_FORWARD_HOOKS[handle.id] = hook
+    return handle
+
+
 class Module:
     """Base class of every neural network module (`torch.nn.Module`): subclasses call `super().__init__()`, assign
     parameters and submodules as attributes, and define `forward`; calling the module runs its hooks and
@@ -38,7 +58,7 @@ class Module:
                               f"{kwargs or ''}")
         for name, value in (("training", True), ("_parameters", {}), ("_buffers", {}),
                             ("_non_persistent_buffers", set()), ("_modules", {}), ("_forward_hooks", {}),
-                            ("_forward_pre_hooks", {})):
+                            ("_forward_pre_hooks", {}), ("_forward_pre_hooks_with_kwargs", set())):
             object.__setattr__(self, name, value)
 
     # ---- calling ---------------------------------------------------------------------------
@@ -47,7 +67,17 @@ class Module:
         raise ModuleError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        for hook in list(self._forward_pre_hooks.values()):
+        for hook in list(_GLOBAL_FORWARD_PRE_HOOKS.values()):
+            hook(self, args)
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if key in self._forward_pre_hooks_with_kwargs:
+                changed = hook(self, args, kwargs)
+                if changed is not None:
+                    if not (isinstance(changed, tuple) and len(changed) == 2):
+                        raise ModuleError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                          f"but got {changed}.")
+                    args, kwargs = changed
+                continue
             changed = hook(self, args)
             if changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
@@ -56,11 +86,17 @@ class Module:
             changed = hook(self, args, result)
             if changed is not None:
                 result = changed
+        for hook in list(_GLOBAL_FORWARD_HOOKS.values()):
+            hook(self, args, result)
         return result
 
-    def register_forward_pre_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
-        """`hook(module, args)` before each forward; a value it returns replaces the arguments."""
-        return self._hooked(self._forward_pre_hooks, hook, prepend)
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+        """`hook(module, args)` before each forward; a value it returns replaces the arguments. With
+        `with_kwargs`, `hook(module, args, kwargs)`, returning None or `(args, kwargs)`."""
+        handle = self._hooked(self._forward_pre_hooks, hook, prepend)
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs.add(handle.id)
+        return handle
 
     def register_forward_hook(self, hook, *, prepend: bool = False) -> RemovableHandle:
         """`hook(module, args, output)` after each forward; a value it returns replaces the output."""
@@ -150,7 +186,8 @@ class Module:
             raise ModuleError(f"cannot assign {registry[1:-1]} before Module.__init__() call")
         if not isinstance(name, str) or not name or "." in name:
             raise ModuleError(f'{registry[1:-1]} name can\'t contain "." and can\'t be empty, got {name!r}')
-        self._forget(name)
+        if name not in self.__dict__[registry]:  # a name already there keeps its place, as in PyTorch
+            self._forget(name)
         self.__dict__[registry][name] = value
 
     register_module = add_module

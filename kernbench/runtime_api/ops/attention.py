@@ -15,8 +15,10 @@ from kernbench.runtime_api.ops.elementwise import masked_fill
 from kernbench.runtime_api.ops.functional import dropout, softmax
 from kernbench.runtime_api.ops.linalg import matmul
 from kernbench.runtime_api.ops.positional import triangle
+from kernbench.runtime_api.ops.overrides import overridable
 
 
+@overridable
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: float | None = None, enable_gqa: bool = False):
     """softmax(Q Kᵀ · scale + mask) V over the last two dims (scale 1/√E by default): `is_causal` masks the

@@ -23,20 +23,21 @@ from __future__ import annotations
 from kernbench.dtypes import bool_
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.ops import elementwise, reductions
+from kernbench.runtime_api.ops.overrides import overridable
 from kernbench.runtime_api.ops.table import ROWS, Cost, OpRow
 
 
 def torch_form(row: OpRow):
-    """`torch.<name>` of `row`."""
+    """`torch.<name>` of `row` (deferring to an overriding argument's `__torch_function__`, overrides.py)."""
     if row.function is not None:
-        return row.function
+        return overridable(row.function)
     runner = reductions.reduce if row.cost is Cost.REDUCTION else elementwise.apply
 
     def form(*args, **kwargs):
         return runner(row, *args, **kwargs)
     form.__name__ = form.__qualname__ = row.name
     form.__doc__ = row.doc
-    return form
+    return overridable(form)
 
 
 def in_place_form(row: OpRow):
@@ -55,7 +56,7 @@ def in_place_form(row: OpRow):
 def functional_form(row: OpRow):
     """`torch.nn.functional.<name>`."""
     if row.functional is not None:
-        return row.functional
+        return overridable(row.functional)
     if row.cost is not Cost.ELEMENTWISE or row.operands != 1:
         return torch_form(row)
 
@@ -63,7 +64,7 @@ def functional_form(row: OpRow):
         return elementwise.apply(row, input, out=input if inplace else None)
     form.__name__ = form.__qualname__ = row.name
     form.__doc__ = row.doc
-    return form
+    return overridable(form)
 
 
 def _operators(row: OpRow) -> dict:

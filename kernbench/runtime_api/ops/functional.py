@@ -20,6 +20,7 @@ from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.device_ops import float_type, wide_type
 from kernbench.runtime_api.ops.elementwise import elementwise_op, result_maker, to_dtype, where
 from kernbench.runtime_api.ops.promotion import result_type
+from kernbench.runtime_api.ops.overrides import overridable
 
 
 def gelu_tanh(x):
@@ -27,6 +28,7 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
+@overridable
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     """exp(x − max) / sum over `dim`: over the last dim one fused pass (max, exp and sum, scale) reading each row
     once and writing it once, as a GPU library's softmax kernel; over another dim four device ops (amax,
@@ -45,6 +47,7 @@ def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     return shifted / shifted.sum(dim, keepdim=True)
 
 
+@overridable
 def log_softmax(x, dim: int | None = None, dtype=None):
     """x − max − log(sum(exp(x − max))): over the last dim one fused pass, as softmax; else device op by op."""
     x = _floating(x, dtype, "log_softmax")
@@ -107,6 +110,7 @@ def _normalized(x, normalized_shape) -> tuple[tuple[int, ...], int]:
     return tuple(range(x.ndim - len(shape), x.ndim)), math.prod(shape)
 
 
+@overridable
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """(x − mean) / sqrt(var + eps) · weight + bias over the last dims (biased variance, as torch): one fused
     kernel, as torch's vectorized layer norm: it reads each row for its mean and variance, reads it again to
@@ -135,6 +139,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     return autograd.record(out, "layer_norm", (x, weight, bias), backward)
 
 
+@overridable
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
     """x / sqrt(mean(x²) + eps) · weight over the last dims (eps: the dtype's machine epsilon by default): one
     fused kernel, torch's layer norm kernel without the mean: a read for the mean square, a second read to
@@ -160,6 +165,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
     return autograd.record(out, "rms_norm", (x, weight), backward)
 
 
+@overridable
 def gelu(x, approximate: str = "none"):
     """GELU, exact (erf) or `approximate='tanh'`: one vector op per element."""
     if approximate not in ("none", "tanh"):
@@ -183,6 +189,7 @@ def gelu_tanh_backward(grad, x):
     return elementwise_op("gelu_tanh_backward", lambda g, v: g * gelu_tanh_slope(v), (grad, x), dtype, wide_type(dtype))
 
 
+@overridable
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Identity when not training; else zero each element with probability p and scale the rest by 1/(1−p)."""
     if not 0 <= p <= 1:
@@ -205,6 +212,7 @@ def _stand_in_indices(input, rows: int) -> np.ndarray:
     return np.arange(input.numel()).reshape(input.shape) % max(1, rows)
 
 
+@overridable
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0, scale_grad_by_freq=False,
               sparse=False):
     """The rows of `weight` at the indices `input`: a gather (the indices are read to the host, which the

@@ -8,8 +8,10 @@ from kernbench.runtime_api.errors import TensorError
 from kernbench.topology import TopologyError
 from kernbench.runtime_api.ops import device_ops, library_gemm
 from kernbench.runtime_api.ops.elementwise import result_maker
+from kernbench.runtime_api.ops.overrides import overridable
 
 
+@overridable
 def matmul(a, b):
     """torch.matmul: dot, matrix-vector, matrix and batched products (batch dims broadcast)."""
     return _product(a, b, None, "matmul")
@@ -84,6 +86,7 @@ def bmm(a, b):
     return matmul(a, b)
 
 
+@overridable
 def linear(x, weight, bias=None):
     """x @ weightᵀ (+ bias): one GEMM with the bias added in its epilogue, as torch's addmm runs it (cuBLASLt's bias
     epilogue); a bias that is not one value per output feature is added after."""

@@ -13,6 +13,7 @@ from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.ops.elementwise import where
 from kernbench.runtime_api.ops.functional import log_softmax
 from kernbench.runtime_api.ops.positional import iota
+from kernbench.runtime_api.ops.overrides import overridable
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -27,6 +28,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
     return _reduced(-picked * weights, weights, reduction)
 
 
+@overridable
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                   reduction: str = "mean", label_smoothing: float = 0.0):
     """log_softmax over the classes (dim 1), then `nll_loss`; or, with a floating target of the input's shape,
@@ -54,6 +56,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
     return _reduced(losses, weights, reduction)
 
 
+@overridable
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """The squared difference of `input` and `target` (of one shape), its mean, sum or itself (`reduction`)."""
     reduction = legacy_reduction(size_average, reduce, reduction)

@@ -9,8 +9,10 @@ from kernbench.runtime_api.layout.views import wrap_dim
 from kernbench.runtime_api.ops import device_ops
 from kernbench.runtime_api.ops.elementwise import result_maker
 from kernbench.runtime_api.ops.promotion import result_type
+from kernbench.runtime_api.ops.overrides import overridable
 
 
+@overridable
 def cat(tensors, dim: int = 0):
     """Tensors joined along `dim`: one copy per input into its slice of a new tensor."""
     tensors = list(tensors)
@@ -33,6 +35,7 @@ def cat(tensors, dim: int = 0):
         g.narrow(dim, start, t.shape[dim]) if autograd.requires_grad(t) else None for t, start in zip(tensors, starts)))
 
 
+@overridable
 def stack(tensors, dim: int = 0):
     """Tensors joined along a new dimension `dim`."""
     tensors = list(tensors)
