@@ -196,13 +196,18 @@ class PeProgram:
         return np.multiply(values, values.dtype.type(self.request.premul_factor))
 
     def _vector(self, op: str, values: np.ndarray) -> int:
-        """Reserve the vector unit for `op` over `values` now and log it; return its end."""
+        """Reserve the vector unit for `op` over `values` now and log it; return its end.
+
+        Complex values are worked on as their real pairs (PyTorch hands NCCL `view_as_real`): twice the elements
+        of the real type."""
         key = (op, values.size, values.dtype)
         known = self._vector_ops.get(key)
         if known is None:  # pieces come in a few sizes: the rule's bigint arithmetic and the args once each
-            size = values.size
+            size, dtype = values.size, values.dtype
+            if dtype.kind == "c":
+                size, dtype = 2 * size, np.dtype(f"f{dtype.itemsize // 2}")
             known = self._vector_ops[key] = (vector_ps(self._machine.topology, size),
-                                             (("op", op), ("elements", size), ("dtype", _dtype_name(values.dtype))))
+                                             (("op", op), ("elements", size), ("dtype", _dtype_name(dtype))))
         return self._machine.issue_compute(self._pe.vector, known[0], kind="vector", label=self._label,
                                            program=self.rank, pairs=known[1])
 

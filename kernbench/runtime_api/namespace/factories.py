@@ -100,7 +100,7 @@ class Factories:
     def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Standard normal samples, drawn from `generator=` or the calling rank's default generator."""
         dtype, shape, rng = resolve_dtype(dtype), _shape(size), self.rng_for(generator, device)
-        return self._generated(shape, dtype, device, dp, name, lambda: rng.standard_normal(shape).astype(dtype.numpy))
+        return self._generated(shape, dtype, device, dp, name, lambda: standard_normal(rng, shape, dtype))
 
     def rand(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Samples uniform in [0, 1), drawn from `generator=` or the calling rank's default generator."""
@@ -185,6 +185,14 @@ class Factories:
             f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data))
         out._pending_writes.append(handle)
         return out
+
+
+def standard_normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """`randn`'s draws: N(0, 1), or for a complex dtype real and imaginary parts each N(0, 1/2), as torch's."""
+    if not dtype.is_complex:
+        return rng.standard_normal(shape).astype(dtype.numpy)
+    parts = rng.standard_normal((*shape, 2)) * math.sqrt(0.5)
+    return (parts[..., 0] + 1j * parts[..., 1]).astype(dtype.numpy)
 
 
 def _shape(size: tuple) -> tuple[int, ...]:

@@ -58,7 +58,7 @@ def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
     if name == "mean" and not x.dtype.is_floating_point:
         raise TensorError(f"mean(): could not infer output dtype. Input dtype must be a floating point type, "
                           f"got {x.dtype.name}; pass dtype=")
-    if name in ("sum", "prod") and not x.dtype.is_floating_point:
+    if name in ("sum", "prod") and not (x.dtype.is_floating_point or x.dtype.is_complex):
         return int64, int64
     return x.dtype, wide_type(x.dtype)
 
