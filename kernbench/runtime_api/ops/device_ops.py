@@ -123,6 +123,8 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
     """
     if layout.shape == shape and layout.is_contiguous():
         return slice(layout.offset + start, layout.offset + stop)
+    if stop <= start:  # no positions (a zero-size extent, reduced over): no rows to find
+        return np.empty(0, dtype=np.int64)
     lead = len(shape) - len(layout.shape)
     strides = (0,) * lead + tuple(stride if n != 1 else 0 for n, stride in zip(layout.shape, layout.strides))
     split, row = len(shape), 1

@@ -66,11 +66,28 @@ def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
 def reduce(row, x, dim=None, keepdim: bool = False, *, dtype=None):
     """Reduction row `row` over `x`'s `dim` (an int, a tuple, or None for every dimension)."""
     dims = _dims(x, dim, row.name)
+    if row.name in _NO_IDENTITY and x.numel() == 0:
+        _refuse_empty(row.name, x, dim, dims)
     result, compute = _dtypes(row.name, x, dtype)
     out = device_ops.reduce(row.name, row.numpy, x, dims, keepdim, result, compute, result_maker((x,)))
     if row.grad is None:
         return out
     return autograd.record(out, row.name, (x,), functools.partial(_backward, row, x, dims, keepdim, out))
+
+
+# Reductions with no value over no elements (torch's `Expected reduction dim ... to have non-zero size`).
+_NO_IDENTITY = ("amax", "amin", "argmax", "argmin")
+
+
+def _refuse_empty(name: str, x, dim, dims) -> None:
+    """torch's error for an extreme over no elements: a zero-size reduced dim, or no dim given for an empty
+    tensor."""
+    if dim is None:
+        raise TensorError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                          f"reduction dim with the 'dim' argument.")
+    empty = next((d for d in dims if x.shape[d] == 0), None)
+    if empty is not None:
+        raise TensorError(f"{name}(): Expected reduction dim {empty} to have non-zero size.")
 
 
 def _backward(row, x, dims, keepdim: bool, out, grad):
