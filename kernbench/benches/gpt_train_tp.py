@@ -14,13 +14,14 @@ does: the squares of this rank's shards and of the replicated parameters
 (counted once) summed over the group.
 
 For each tensor-parallel size (`--tp`, default every divisor of the SIP
-count) the bench spawns that many ranks, one per SIP. Every rank seeds as
+count that divides the heads) the bench spawns that many ranks, one per
+SIP. Every rank seeds as
 gpt_train does, builds gpt_train's GPT, draws the same batch, and loads its
 partition of that model's weights into the parallel one, so each step's
 loss is the single-device run's, whatever the size. Rank 0 prints, per
 step, the loss and the simulated time of the whole step (forward, backward,
 clipping and the update, collectives included). In a timing-only run only
-the times are printed. Options: --tp 1,2,4 --steps N.
+the times are printed. Options: --tp 1,2 --steps N.
 """
 
 import torch
@@ -36,7 +37,8 @@ from kernbench.tp.param_attributes import param_is_not_tensor_parallel_duplicate
 
 STEPS = 3
 _single = bench_module("gpt_train")  # the shipped single-device bench: the model and batch size are its own
-BATCH, GPT, GPTConfig, LayerNorm = _single.BATCH, _single.GPT, _single.GPTConfig, _single.LayerNorm
+BATCH, GPTConfig = _single.BATCH, _single.GPTConfig
+Block, GPT, LayerNorm = _single.Block, _single.GPT, _single.LayerNorm
 
 
 class GptTpBenchError(KernbenchError):
@@ -82,18 +84,15 @@ class ParallelMLP(nn.Module):
         return self.c_proj(self.gelu(self.c_fc(x)[0]))[0]
 
 
-class ParallelBlock(nn.Module):
+class ParallelBlock(Block):
+    """gpt_train's block (its forward) over the parallel attention and MLP."""
+
     def __init__(self, config, tp):
-        super().__init__()
+        nn.Module.__init__(self)
         self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
         self.attn = ParallelSelfAttention(config, tp)
         self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = ParallelMLP(config)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        x = x + self.mlp(self.ln_2(x))
-        return x
 
 
 class ParallelGPT(GPT):
