@@ -38,6 +38,7 @@ def test_adr0020_t28_complex_tensors_are_made_added_multiplied_and_promoted_as_t
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=name)
         assert (a + torch.ones(3, dtype=torch.float64)).dtype is torch.complex128
         assert (torch.ones(3) + 1j).dtype is torch.complex64
+        assert torch.tensor([1 + 2j, 3]).dtype is torch.complex64  # a list's complex numbers: the default complex
         torch.manual_seed(0)
         draws = torch.randn(200_000, dtype=torch.cfloat).numpy()
         torch.manual_seed(0)
