@@ -1,4 +1,4 @@
-"""The small GPT of gpt_train, its attention and MLP tensor-parallel over kernbench.tp's layers, trained AdamW steps.
+"""gpt_train's small GPT, its attention and MLP split over ranks by kernbench.tp's layers, trained AdamW steps.
 
 The model is gpt_train's, with Megatron's split of its blocks: the
 attention's QKV projection and the MLP's first linear are
