@@ -37,7 +37,9 @@ def test_adr0020_t32_ops_on_zero_size_tensors_give_torchs_results_and_an_empty_e
             np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
         for call, message in [(lambda: torch.zeros(0, 3).amax(0), "amax(): Expected reduction dim 0 to have non-zero"),
                               (lambda: torch.zeros(3, 0).argmin(1), "argmin(): Expected reduction dim 1 to have non"),
-                              (lambda: torch.zeros(0).amax(), "amax(): Expected reduction dim to be specified for")]:
+                              (lambda: torch.zeros(0).amax(), "amax(): Expected reduction dim to be specified for"),
+                              (lambda: torch.zeros(0, 2).max(0), "max(): Expected reduction dim 0 to have non-zero"),
+                              (lambda: torch.zeros(0).min(), "min(): Expected reduction dim to be specified for")]:
             with pytest.raises(TensorError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
                 call()
             assert "\n" not in str(error.value)

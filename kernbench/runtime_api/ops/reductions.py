@@ -117,10 +117,12 @@ def extreme(which: str):
     value, index, elementwise = ("amax", "argmax", "maximum") if which == "max" else ("amin", "argmin", "minimum")
 
     def op(x, dim=None, keepdim: bool = False):
-        if dim is None:
-            return getattr(x, value)()
         if is_tensor(dim):
             return getattr(x, elementwise)(dim)
+        if x.numel() == 0:
+            _refuse_empty(which, x, dim, _dims(x, dim, which))
+        if dim is None:
+            return getattr(x, value)()
         return ValuesIndices((getattr(x, value)(dim, keepdim), getattr(x, index)(dim, keepdim)))
     op.__name__ = op.__qualname__ = which
     op.__doc__ = f"The {which}imum of every element, or (values, indices) along `dim`, or with a tensor the " \
