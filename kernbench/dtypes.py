@@ -92,6 +92,14 @@ def resolve_dtype(dtype: DType | str | np.dtype | type | None, default: DType = 
     raise DTypeError(f"unknown dtype {dtype!r}; expected one of {valid} (or a torch name such as 'float16')")
 
 
+def as_real_pairs(dtype: DType, n_elements: int) -> tuple[DType, int]:
+    """The (dtype, elements) a vector unit works on: a complex element is two lanes of its real type, as PyTorch
+    hands complex data to NCCL (`view_as_real`) and a GPU kernel computes on it; any other is itself."""
+    if not dtype.is_complex:
+        return dtype, n_elements
+    return resolve_dtype(np.dtype(f"f{dtype.itemsize // 2}")), 2 * n_elements
+
+
 def dtype_of_array(array: np.ndarray) -> DType:
     """The `DType` of a numpy array (float64 data stays float64, as in `torch.from_numpy`)."""
     return resolve_dtype(array.dtype)

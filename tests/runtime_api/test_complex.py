@@ -5,7 +5,9 @@ table: factories make them, `randn` draws real and imaginary parts of
 variance 1/2 each (torch's complex normal), elementwise add and multiply
 and sums compute in them, and promotion follows torch (complex beats float;
 complex64 with a double is complex128; a Python complex number is
-complex64 with float32 tensors).
+complex64 with float32 tensors). The vector unit works on a complex
+element as two lanes of its real type, so a complex64 add takes the time of
+a float32 add over its real pairs.
 """
 
 from __future__ import annotations
@@ -49,3 +51,23 @@ def test_adr0020_t28_complex_tensors_are_made_added_multiplied_and_promoted_as_t
     assert draws.dtype == np.complex64 and (draws == again).all()
     assert abs(draws.mean()) < 0.01
     np.testing.assert_allclose([draws.real.var(), draws.imag.var()], [0.5, 0.5], rtol=0.02)
+
+
+def test_adr0020_t33_a_complex_op_costs_the_vector_work_of_its_real_pairs():
+    session = Session("default")
+
+    def timed(torch, dtype, n):
+        x, y = torch.ones(n, dtype=dtype), torch.ones(n, dtype=dtype)
+        start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
+        start.record()
+        x + y
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def bench(torch):
+        return timed(torch, torch.complex64, 1 << 14), timed(torch, torch.float32, 1 << 15), \
+            timed(torch, torch.float32, 1 << 14)
+
+    complex_time, pairs_time, float_time = session.run(bench, session.torch)
+    assert complex_time == pairs_time > float_time
