@@ -36,6 +36,10 @@ class DType:
     def is_floating_point(self) -> bool:
         return self.name.startswith(("f", "bf"))
 
+    @property
+    def is_complex(self) -> bool:
+        return self.name.startswith("c")
+
     def __repr__(self) -> str:
         return f"torch.{self.torch_name}"
 
@@ -53,11 +57,16 @@ bool_ = DType("bool", "bool", np.dtype(np.bool_))
 # torch's two float8 formats, as ml_dtypes stores them (storage and conversion only: no kernel computes in them).
 float8_e4m3fn = DType("f8e4m3fn", "float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn))
 float8_e5m2 = DType("f8e5m2", "float8_e5m2", np.dtype(ml_dtypes.float8_e5m2))
+# Complex numbers as pairs of their real type (numpy's layout, and torch's): collectives move them as reals.
+complex64 = DType("c64", "complex64", np.dtype(np.complex64))
+complex128 = DType("c128", "complex128", np.dtype(np.complex128))
 
-ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_, float8_e4m3fn, float8_e5m2)
+ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_, float8_e4m3fn, float8_e5m2,
+              complex64, complex128)
 
 # torch's aliases (torch.half, torch.float, ...) besides each dtype's two names.
-_ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "long": int64, "short": int16}
+_ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "long": int64, "short": int16,
+            "cfloat": complex64, "cdouble": complex128}
 _BY_NAME = {**{d.name: d for d in ALL_DTYPES}, **{d.torch_name: d for d in ALL_DTYPES}, **_ALIASES}
 _BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
 
@@ -81,6 +90,14 @@ def resolve_dtype(dtype: DType | str | np.dtype | type | None, default: DType = 
             return found
     valid = ", ".join(d.name for d in ALL_DTYPES)
     raise DTypeError(f"unknown dtype {dtype!r}; expected one of {valid} (or a torch name such as 'float16')")
+
+
+def as_real_pairs(dtype: DType, n_elements: int) -> tuple[DType, int]:
+    """The (dtype, elements) a vector unit works on: a complex element is two lanes of its real type, as PyTorch
+    hands complex data to NCCL (`view_as_real`) and a GPU kernel computes on it; any other is itself."""
+    if not dtype.is_complex:
+        return dtype, n_elements
+    return resolve_dtype(np.dtype(f"f{dtype.itemsize // 2}")), 2 * n_elements
 
 
 def dtype_of_array(array: np.ndarray) -> DType:

@@ -261,6 +261,7 @@ RUN_INDEPENDENT_NAMES = {
         **{d.torch_name: d for d in ALL_DTYPES},
         "half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64,
         "int": dtypes.int32, "long": dtypes.int64, "short": dtypes.int16, "bool": dtypes.bool_,
+        "cfloat": dtypes.complex64, "cdouble": dtypes.complex128,
     },
     "torch.distributed": {**{name: value for name, value in vars(Distributed).items() if isinstance(value, type)},
                           "DeviceMesh": dtensor.DeviceMesh, "init_device_mesh": dtensor.init_device_mesh},

@@ -48,6 +48,8 @@ REDUCTIONS = ("all_reduce", "reduce_scatter", "reduce")
 ROOTED = ("broadcast", "reduce", "scatter", "gather")
 REDUCE_OPS = tuple(REDUCERS)
 BITWISE_OPS = ("band", "bor", "bxor")
+# Ops with no meaning on complex numbers, which PyTorch refuses before viewing complex data as reals for NCCL.
+_NOT_ON_COMPLEX = ("max", "min", "product", *BITWISE_OPS)
 SHIPPED_ALGORITHMS = {
     "ring": "kernbench.ccl.algorithms.ring",
     "tree": "kernbench.ccl.algorithms.tree",
@@ -439,12 +441,15 @@ def _check_request(machine: Machine, request: CollectiveRequest) -> None:
 
 
 def _check_reduce_op(request: CollectiveRequest, dtype: np.dtype) -> None:
-    """The op exists, and fits the data: bitwise ops take integers or bools; premul_sum has a factor the dtype
-    holds (NCCL converts it to the data's type)."""
+    """The op exists, and fits the data: complex data sums (max, min, product and bitwise ops have no meaning on
+    it); bitwise ops take integers or bools; premul_sum has a factor the dtype holds (NCCL converts it to the
+    data's type)."""
     label, op = request.label, request.reduce_op
     if op not in REDUCE_OPS:
         raise CollectiveError(f"{label}: reduce op {op!r} is not one of {', '.join(REDUCE_OPS)}")
     name = resolve_dtype(dtype).name
+    if dtype.kind == "c" and op in _NOT_ON_COMPLEX:  # PyTorch's check: complex data reduces as pairs of reals
+        raise CollectiveError(f"{label}: {request.kind} does not support ReduceOp.{op.upper()} on complex tensors")
     if op in BITWISE_OPS and dtype.kind not in "iub":
         raise CollectiveError(f"{label}: reduce op {op!r} is bitwise and takes integer or bool data, not {name}")
     if op != "premul_sum":

@@ -26,7 +26,7 @@ import numpy as np
 
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.queues import CollectiveQueues
-from kernbench.dtypes import resolve_dtype
+from kernbench.dtypes import as_real_pairs, resolve_dtype
 from kernbench.machine import Machine
 from kernbench.machine.pe import vector_ps
 from kernbench.machine.placed_dma import RunDmas, issue_load, issue_store
@@ -196,13 +196,16 @@ class PeProgram:
         return np.multiply(values, values.dtype.type(self.request.premul_factor))
 
     def _vector(self, op: str, values: np.ndarray) -> int:
-        """Reserve the vector unit for `op` over `values` now and log it; return its end."""
+        """Reserve the vector unit for `op` over `values` now and log it; return its end.
+
+        Complex values are worked on as their real pairs (PyTorch hands NCCL `view_as_real`): twice the elements
+        of the real type."""
         key = (op, values.size, values.dtype)
         known = self._vector_ops.get(key)
         if known is None:  # pieces come in a few sizes: the rule's bigint arithmetic and the args once each
-            size = values.size
+            dtype, size = as_real_pairs(resolve_dtype(values.dtype), values.size)
             known = self._vector_ops[key] = (vector_ps(self._machine.topology, size),
-                                             (("op", op), ("elements", size), ("dtype", _dtype_name(values.dtype))))
+                                             (("op", op), ("elements", size), ("dtype", dtype.name)))
         return self._machine.issue_compute(self._pe.vector, known[0], kind="vector", label=self._label,
                                            program=self.rank, pairs=known[1])
 
@@ -345,12 +348,6 @@ def _reduced(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`a op b` as the vector unit computes it: an overflow is inf, as on the device, with no numpy warning."""
     with device_arithmetic():
         return REDUCERS[op](a, b)
-
-
-@functools.cache
-def _dtype_name(dtype: np.dtype) -> str:
-    """Cached per process, not per run (`kernbench.run_caches`): a pure function of the dtype, the same in every run."""
-    return resolve_dtype(dtype).name
 
 
 class Pending:

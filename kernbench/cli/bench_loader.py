@@ -101,6 +101,12 @@ def load_bench(bench: str) -> Callable:
     return load_bench_entry(bench).run
 
 
+def bench_module(bench: str) -> ModuleType:
+    """A bench imported as a module (a path, name or number), for a bench built on another's definitions: its
+    `import torch` statements give kernbench's torch as the bench's own do."""
+    return _import_file(resolve_bench_path(bench))
+
+
 def load_bench_entry(bench: str) -> Bench:
     """Import the bench (a path, name or number) and check it against the contract before anything runs.
 

@@ -27,7 +27,6 @@ KNOWN_UNSUPPORTED = {
     "torch.autocast": "no autocasting: give each tensor its dtype",
     "torch.fft": "no FFT ops on the simulated device",
     "torch.sparse": "tensors are dense (strided views of a storage, ADR 0015)",
-    "torch.complex64": "no complex dtypes in the dtype table",
     "torch.utils": "no data loading or checkpoint utilities",
     "torch.save": "no serialization: read values with .numpy() and save them with numpy",
     "torch.load": "no serialization: make tensors from numpy with torch.tensor or torch.from_numpy",

@@ -188,6 +188,31 @@ def _reciprocal_sqrt(data):
     return 1 / np.sqrt(data)
 
 
+_LOW_32 = np.uint64(0xFFFF_FFFF)
+_32 = np.uint64(32)
+
+
+def _unsigned_multiply_high(lhs, rhs):
+    """The high half of the full product of two integers read as unsigned at their width (`tl.umulhi`).
+
+    Signed operands take part through their bit pattern and the high half is
+    read back at their type, as the hardware instruction does. Up to 32 bits
+    the product fits a uint64; 64-bit operands are split into 32-bit limbs,
+    whose partial products and carries each fit a uint64, since numpy has no
+    128-bit integers.
+    """
+    lhs, rhs = np.broadcast_arrays(np.asarray(lhs), np.asarray(rhs))
+    dtype = lhs.dtype
+    unsigned = np.dtype(f"uint{dtype.itemsize * 8}")
+    a, b = lhs.view(unsigned).astype(np.uint64), rhs.view(unsigned).astype(np.uint64)
+    if dtype.itemsize < 8:
+        return (a * b >> np.uint64(dtype.itemsize * 8)).astype(unsigned).view(dtype)
+    a_lo, a_hi, b_lo, b_hi = a & _LOW_32, a >> _32, b & _LOW_32, b >> _32
+    low_cross = a_hi * b_lo
+    middle = (a_lo * b_lo >> _32) + (low_cross & _LOW_32) + a_lo * b_hi
+    return (a_hi * b_hi + (low_cross >> _32) + (middle >> _32)).view(dtype)
+
+
 class BridgeBuilder:
     """Executes one program's ops with numpy, its memory and costs through a port."""
 
@@ -533,6 +558,7 @@ class BridgeBuilder:
     create_maxui = _binary(np.maximum, "max")
     create_maximumf = _binary(np.maximum, "max")
     create_maxnumf = _binary(np.fmax, "max")
+    create_umulhi = _binary(_unsigned_multiply_high, "umulhi")
 
     create_icmpEQ = _comparison(np.equal)
     create_icmpNE = _comparison(np.not_equal)

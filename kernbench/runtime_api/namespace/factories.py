@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from kernbench.dtypes import DType, dtype_of_array, float32, int64, resolve_dtype
+from kernbench.dtypes import DType, complex64, dtype_of_array, float32, int64, resolve_dtype
 from kernbench.machine import Transfer, hbm
 from kernbench.machine.storage import HostMemoryError
 from kernbench.numerics import device_arithmetic
@@ -100,7 +100,7 @@ class Factories:
     def randn(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Standard normal samples, drawn from `generator=` or the calling rank's default generator."""
         dtype, shape, rng = resolve_dtype(dtype), _shape(size), self.rng_for(generator, device)
-        return self._generated(shape, dtype, device, dp, name, lambda: rng.standard_normal(shape).astype(dtype.numpy))
+        return self._generated(shape, dtype, device, dp, name, lambda: standard_normal(rng, shape, dtype))
 
     def rand(self, *size, dtype=None, device=None, dp=None, name=None, generator=None) -> Tensor:
         """Samples uniform in [0, 1), drawn from `generator=` or the calling rank's default generator."""
@@ -110,11 +110,11 @@ class Factories:
     def tensor(self, data, *, dtype=None, device=None, dp=None, name=None) -> Tensor:
         typed = isinstance(data, (Tensor, np.ndarray, np.generic))
         values = np.asarray(data.numpy() if isinstance(data, Tensor) else data)
-        # torch keeps an array's (or tensor's) dtype; numbers and lists get the default float / int64.
+        # torch keeps an array's (or tensor's) dtype; numbers and lists get the default float / int64 / complex64.
         if typed:
             default = dtype_of_array(values)
         else:
-            default = float32 if values.dtype.kind == "f" else int64 if values.dtype.kind in "iu" else dtype_of_array(values)
+            default = _LIST_DEFAULTS.get(values.dtype.kind) or dtype_of_array(values)
         dtype = resolve_dtype(dtype, default=default)
         out = self._new(values.shape, dtype, device, dp, name)
         with device_arithmetic():
@@ -185,6 +185,18 @@ class Factories:
             f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data))
         out._pending_writes.append(handle)
         return out
+
+
+# The dtype torch gives Python numbers and lists, by the numpy kind they convert to.
+_LIST_DEFAULTS = {"f": float32, "i": int64, "u": int64, "c": complex64}
+
+
+def standard_normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """`randn`'s draws: N(0, 1), or for a complex dtype real and imaginary parts each N(0, 1/2), as torch's."""
+    if not dtype.is_complex:
+        return rng.standard_normal(shape).astype(dtype.numpy)
+    parts = rng.standard_normal((*shape, 2)) * math.sqrt(0.5)
+    return (parts[..., 0] + 1j * parts[..., 1]).astype(dtype.numpy)
 
 
 def _shape(size: tuple) -> tuple[int, ...]:

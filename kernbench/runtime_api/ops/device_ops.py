@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from kernbench.dtypes import DType, float32, float64, int32, int64
+from kernbench.dtypes import DType, as_real_pairs, float32, float64, int32, int64
 from kernbench.machine.l2 import UNCACHED
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.machine.placed_dma import load_elements, store_elements
@@ -60,7 +60,9 @@ class Program:
                        values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
 
     def vector(self, op: str, n_elements: int, dtype: DType) -> None:
-        """One vector-unit op over `n_elements` (the cost rule of every elementwise op and reduction step)."""
+        """One vector-unit op over `n_elements` (the cost rule of every elementwise op and reduction step); complex
+        elements as their real pairs."""
+        dtype, n_elements = as_real_pairs(dtype, n_elements)
         self.ctx.machine.compute(self.pe.vector, vector_ps(self.ctx.topology, n_elements), kind="vector",
                                  label=self.label, program=self.number,
                                  args={"op": op, "elements": n_elements, "dtype": dtype.name})
@@ -123,6 +125,8 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
     """
     if layout.shape == shape and layout.is_contiguous():
         return slice(layout.offset + start, layout.offset + stop)
+    if stop <= start:  # no positions (a zero-size extent, reduced over): no rows to find
+        return np.empty(0, dtype=np.int64)
     lead = len(shape) - len(layout.shape)
     strides = (0,) * lead + tuple(stride if n != 1 else 0 for n, stride in zip(layout.shape, layout.strides))
     split, row = len(shape), 1

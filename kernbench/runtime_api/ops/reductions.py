@@ -58,7 +58,7 @@ def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
     if name == "mean" and not x.dtype.is_floating_point:
         raise TensorError(f"mean(): could not infer output dtype. Input dtype must be a floating point type, "
                           f"got {x.dtype.name}; pass dtype=")
-    if name in ("sum", "prod") and not x.dtype.is_floating_point:
+    if name in ("sum", "prod") and not (x.dtype.is_floating_point or x.dtype.is_complex):
         return int64, int64
     return x.dtype, wide_type(x.dtype)
 
@@ -66,11 +66,28 @@ def _dtypes(name: str, x, dtype) -> tuple[DType, DType]:
 def reduce(row, x, dim=None, keepdim: bool = False, *, dtype=None):
     """Reduction row `row` over `x`'s `dim` (an int, a tuple, or None for every dimension)."""
     dims = _dims(x, dim, row.name)
+    if row.name in _NO_IDENTITY and x.numel() == 0:
+        _refuse_empty(row.name, x, dim, dims)
     result, compute = _dtypes(row.name, x, dtype)
     out = device_ops.reduce(row.name, row.numpy, x, dims, keepdim, result, compute, result_maker((x,)))
     if row.grad is None:
         return out
     return autograd.record(out, row.name, (x,), functools.partial(_backward, row, x, dims, keepdim, out))
+
+
+# Reductions with no value over no elements (torch's `Expected reduction dim ... to have non-zero size`).
+_NO_IDENTITY = ("amax", "amin", "argmax", "argmin")
+
+
+def _refuse_empty(name: str, x, dim, dims) -> None:
+    """torch's error for an extreme over no elements: a zero-size reduced dim, or no dim given for an empty
+    tensor."""
+    if dim is None:
+        raise TensorError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                          f"reduction dim with the 'dim' argument.")
+    empty = next((d for d in dims if x.shape[d] == 0), None)
+    if empty is not None:
+        raise TensorError(f"{name}(): Expected reduction dim {empty} to have non-zero size.")
 
 
 def _backward(row, x, dims, keepdim: bool, out, grad):
@@ -100,10 +117,12 @@ def extreme(which: str):
     value, index, elementwise = ("amax", "argmax", "maximum") if which == "max" else ("amin", "argmin", "minimum")
 
     def op(x, dim=None, keepdim: bool = False):
-        if dim is None:
-            return getattr(x, value)()
         if is_tensor(dim):
             return getattr(x, elementwise)(dim)
+        if x.numel() == 0:
+            _refuse_empty(which, x, dim, _dims(x, dim, which))
+        if dim is None:
+            return getattr(x, value)()
         return ValuesIndices((getattr(x, value)(dim, keepdim), getattr(x, index)(dim, keepdim)))
     op.__name__ = op.__qualname__ = which
     op.__doc__ = f"The {which}imum of every element, or (values, indices) along `dim`, or with a tensor the " \

@@ -223,6 +223,10 @@ class Tensor(TensorOps):
         """Whether the dtype is a floating type."""
         return self.dtype.is_floating_point
 
+    def is_complex(self) -> bool:
+        """Whether the dtype is a complex type."""
+        return self.dtype.is_complex
+
     def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
         """An uninitialized tensor of `size`, this tensor's dtype and device unless given."""
         shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)

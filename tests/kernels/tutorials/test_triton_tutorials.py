@@ -1,4 +1,4 @@
-"""Triton's tutorials 01, 02, 03, 05 and 06 run on kernbench as written, checked against numpy.
+"""Triton's tutorials 01 to 06 run on kernbench as written, checked against numpy.
 
 Each tutorial module here holds the tutorial's kernels unchanged and its host
 code with `torch` being the running session's (see each module's header).
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import triton
 from tutorial_torch import import_tutorial, tutorial_driver
 
 from kernbench.numerics import assert_close
 from kernbench.session import Session
+from tests.philox_reference import reference_blocks
 
 
 @pytest.fixture
@@ -81,6 +83,32 @@ def test_adr0007_t52_tutorial_03_autotuned_matmul(tutorial, activation):
     if activation:
         expected = np.where(expected >= 0, expected, 0.01 * expected)
     assert_close(c, expected, "f16")
+
+
+def test_adr0007_t120_tutorial_04_seeded_dropout_draws_tritons_philox_numbers(tutorial):
+    t = tutorial("triton_04_low_memory_dropout")
+    p, size = 0.5, 3000
+
+    def bench(torch):
+        torch.manual_seed(0)
+        x = torch.randn(size=(size, ), device=t.DEVICE)
+        x_keep = (torch.rand(size=(size, ), device=t.DEVICE) > p).to(torch.int32)
+        start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
+        start.record()
+        outputs = [t.seeded_dropout(x, p=0.5, seed=seed) for seed in (123, 123, 512)]
+        end.record()
+        end.synchronize()
+        outputs.append(t.dropout(x, x_keep=x_keep, p=p))
+        return start.elapsed_time(end), None if torch.is_timing_only() else wide(x, x_keep, *outputs)
+
+    elapsed, (x, x_keep, same, again, other, baseline) = run_strict(bench)[0]
+    for seed, got in ((123, same), (123, again), (512, other)):
+        _, uniform, _ = reference_blocks(seed, np.arange(triton.cdiv(size, 1024) * 1024))
+        assert_close(got, np.where(uniform[:size] > p, x / (1 - p), 0.0), "f32")
+    assert (same == again).all() and (same != other).any()
+    assert_close(baseline, np.where(x_keep != 0, x / (1 - p), 0.0), "f32")
+    timing_only = Session("default", strict_hazards=True, timing_only=True)
+    assert timing_only.run(bench, timing_only.torch)[0] == elapsed  # the same simulated time without values
 
 
 def _layer_norm_reference(x, w, b, dy, eps):
