@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from kernbench.cli.interrupts import SIGNALS
 from kernbench.errors import KernbenchError
 
 
@@ -111,12 +113,14 @@ class Staging:
     def path(self, flag: str, target: Path, suffix: str = "") -> Path:
         """A fresh temporary path beside `target`, ending in `suffix`, for a writer that wants a path
         (matplotlib picks the format from it); what is there when the staging ends replaces `target`."""
-        try:
-            descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".tmp{suffix}")
-        except OSError as error:
-            raise _write_error(flag, target, error) from None
+        with _signals_held():  # a signal between the file's creation and its staging would leave it behind
+            try:
+                descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                                    suffix=f".tmp{suffix}")
+            except OSError as error:
+                raise _write_error(flag, target, error) from None
+            self._staged.append((flag, Path(name), target))
         os.close(descriptor)
-        self._staged.append((flag, Path(name), target))
         return Path(name)
 
     def _commit(self) -> None:
@@ -134,6 +138,19 @@ class Staging:
             with contextlib.suppress(OSError):
                 temporary.unlink()
         self._staged.clear()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held back in the block and delivered after it (where the platform can)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager
