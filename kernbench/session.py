@@ -210,7 +210,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
            for name in _RANDOM_FACTORY_NAMES},
         **{name: getattr(seeding, name) for name in _SEED_NAMES},
         nn=Namespace("torch.nn", None, **fixed["torch.nn"],
-                     **_submodules(fixed, "torch.nn.functional", "torch.nn.init", "torch.nn.parallel", "torch.nn.utils")),
+                     **_submodules(fixed, "torch.nn.functional", "torch.nn.init", "torch.nn.parallel",
+                                   "torch.nn.utils")),
         optim=Namespace("torch.optim", None, **fixed["torch.optim"],
                         **_submodules(fixed, "torch.optim.lr_scheduler")),
         autograd=Namespace("torch.autograd", None, **fixed["torch.autograd"]),
@@ -224,7 +225,8 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
 
 
 def lookup_before_a_run(module: str, attr: str):
-    """`module.attr` as a bench's module-level code finds it, before its run exists (runtime_api/namespace/torch_imports.py).
+    """`module.attr` as a bench's module-level code finds it, before its run exists
+    (runtime_api/namespace/torch_imports.py).
 
     A run-independent name is itself; a name no run has is its
     `UnsupportedError` line; a run's function is a `RunBound`, found in the

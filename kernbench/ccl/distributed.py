@@ -216,7 +216,8 @@ class Distributed:
         chosen = tuple(sorted(set(range(world.size) if ranks is None else ranks)))
         bad = [r for r in chosen if not (isinstance(r, (int, np.integer)) and 0 <= r < world.size)]
         if bad or not chosen:
-            raise CollectiveError(f"new_group(ranks={ranks!r}): ranks must be a non-empty subset of 0..{world.size - 1}")
+            raise CollectiveError(f"new_group(ranks={ranks!r}): ranks must be a non-empty subset of "
+                                  f"0..{world.size - 1}")
         return self._group(tuple(int(r) for r in chosen), group_desc or f"group{list(chosen)}")
 
     def new_subgroups(self, group_size: int | None = None, group=None, timeout=None, backend=None, pg_options=None,

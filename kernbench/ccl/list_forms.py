@@ -60,7 +60,8 @@ def check_list(tensors, size: int, like, call: str, what: str, *, equal: bool = 
     for index, tensor in enumerate(tensors):
         problem = None
         if getattr(tensor, "dtype", None) != like.dtype:
-            problem = f"is {getattr(getattr(tensor, 'dtype', None), 'name', type(tensor).__name__)}, not {like.dtype.name}"
+            kind = getattr(getattr(tensor, "dtype", None), "name", type(tensor).__name__)
+            problem = f"is {kind}, not {like.dtype.name}"
         elif tensor.device != like.device:
             problem = f"is on {tensor.device}, not {like.device}"
         elif equal and tensor.numel() != like.numel():

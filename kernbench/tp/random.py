@@ -238,9 +238,10 @@ def model_parallel_cuda_manual_seed(seed: int, te_rng_tracker: bool = False, inf
 
 
 def initial_values(torch, init_method, shape: tuple[int, ...], device: str = "cpu", numpy_rng=None) -> np.ndarray:
-    """kernbench's, for the layers: float32 values of `shape` drawn by `init_method`. Megatron's kind (`init_methods.takes_a_tensor`) fills a
-    float32 tensor on `device` from that device's default generator (inside a `fork()`, the tracker's state);
-    kernbench's kind fills an array from `numpy_rng`, else from that same generator (`default_generator_rng`)."""
+    """kernbench's, for the layers: float32 values of `shape` drawn by `init_method`. Megatron's kind
+    (`init_methods.takes_a_tensor`) fills a float32 tensor on `device` from that device's default generator
+    (inside a `fork()`, the tracker's state); kernbench's kind fills an array from `numpy_rng`, else from that
+    same generator (`default_generator_rng`)."""
     if takes_a_tensor(init_method):
         tensor = torch.empty(*shape, dtype=torch.float32, device=device)
         with torch.no_grad():

@@ -62,7 +62,8 @@ def test_adr0002_t47_a_partial_file_is_one_line_that_points_to_the_guide(tmp_pat
     result = run_kernbench("topo", "my.yaml", cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("kernbench: error: my.yaml:1: sip: missing key; expected a mapping with keys "
-                             f"cube_mesh, noc, l2, default_placement, kernel_start_ns; see {GUIDE} for every key and a minimal file\n")
+                             f"cube_mesh, noc, l2, default_placement, kernel_start_ns; see {GUIDE} for every key "
+                             "and a minimal file\n")
     assert f"\n{result.stderr}```" in section("When a file is refused"), "the page shows the message as it is"
 
 

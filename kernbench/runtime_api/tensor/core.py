@@ -230,8 +230,8 @@ class Tensor(TensorOps):
     def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
         """An uninitialized tensor of `size`, this tensor's dtype and device unless given."""
         shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
-        out = Tensor._make(self._ctx, shape, resolve_dtype(dtype or self.dtype),
-                           self.device if device is None else self._ctx.parse_device(device), self._ctx.next_tensor_name())
+        where = self.device if device is None else self._ctx.parse_device(device)
+        out = Tensor._make(self._ctx, shape, resolve_dtype(dtype or self.dtype), where, self._ctx.next_tensor_name())
         return out.requires_grad_() if requires_grad else out
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
