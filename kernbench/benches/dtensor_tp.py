@@ -29,7 +29,6 @@ Options: --hidden H --heads N --seq S --batch B --tp 1,2,4 --sp off,on.
 With --timing-only nothing is computed and the table is the same.
 """
 
-import argparse
 import math
 
 import torch
@@ -40,7 +39,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                SequenceParallel, parallelize_module)
 
 from kernbench.benches import tp_layer
-from kernbench.cli.bench_options import parse_bench_options, positive_count
+from kernbench.cli.bench_options import parse_bench_options, positive_count, positive_counts, switches
 from kernbench.errors import KernbenchError
 
 
@@ -162,21 +161,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--heads", type=positive_count, default=8, help="attention heads (default 8)")
     parser.add_argument("--seq", type=positive_count, default=256, help="sequence length (default 256)")
     parser.add_argument("--batch", type=positive_count, default=1, help="micro-batch size (default 1)")
-    parser.add_argument("--tp", type=_counts, default=None,
+    parser.add_argument("--tp", type=positive_counts, default=None,
                         help="tensor-parallel sizes, comma-separated (default: every divisor)")
-    parser.add_argument("--sp", type=_switches, default=[False, True],
+    parser.add_argument("--sp", type=switches, default=[False, True],
                         help="sequence parallelism: off, on, or off,on")
-
-
-def _counts(text: str) -> list[int]:
-    return [positive_count(part) for part in text.split(",")]
-
-
-def _switches(text: str) -> list[bool]:
-    choices = {"off": False, "on": True}
-    if any(part not in choices for part in text.split(",")):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected off, on or off,on")
-    return [choices[part] for part in text.split(",")]
 
 
 def options_of(argv):

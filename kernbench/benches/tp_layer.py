@@ -29,7 +29,7 @@ nothing is computed and the table is the same.
 """
 
 from kernbench.report.stream_timeline import StreamTimeline
-from kernbench.cli.bench_options import parse_bench_options
+from kernbench.cli.bench_options import parse_bench_options, positive_count, positive_counts, switches
 from kernbench.errors import KernbenchError
 from kernbench.tp import finalize_model_grads, parallel_state
 from kernbench.tp.config import TransformerConfig
@@ -64,15 +64,16 @@ def steps(torch, options) -> list[tuple]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--hidden", type=int, default=512, help="hidden size (default 512)")
-    parser.add_argument("--heads", type=int, default=8, help="attention heads (default 8)")
-    parser.add_argument("--seq", type=int, default=256, help="sequence length (default 256)")
-    parser.add_argument("--batch", type=int, default=1, help="micro-batch size (default 1)")
-    parser.add_argument("--tp", default=None, help="tensor-parallel sizes, comma-separated (default: every divisor)")
-    parser.add_argument("--dp", default=None,
+    parser.add_argument("--hidden", type=positive_count, default=512, help="hidden size (default 512)")
+    parser.add_argument("--heads", type=positive_count, default=8, help="attention heads (default 8)")
+    parser.add_argument("--seq", type=positive_count, default=256, help="sequence length (default 256)")
+    parser.add_argument("--batch", type=positive_count, default=1, help="micro-batch size (default 1)")
+    parser.add_argument("--tp", type=positive_counts, default=None,
+                        help="tensor-parallel sizes, comma-separated (default: every divisor)")
+    parser.add_argument("--dp", type=positive_count, default=None,
                         help="data-parallel replicas, tp x dp ranks in all (default: as many as fill the SIPs)")
-    parser.add_argument("--sp", default="off,on", help="sequence parallelism: off, on, or off,on")
-    parser.add_argument("--overlap", default="off,on",
+    parser.add_argument("--sp", type=switches, default=[False, True], help="sequence parallelism: off, on, or off,on")
+    parser.add_argument("--overlap", type=switches, default=[False, True],
                         help="tensor-parallel communication overlapped with the GEMMs: off, on, or off,on")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw the breakdown per configuration")
 
@@ -81,37 +82,15 @@ def options_of(torch, argv):
     """The bench's options from `argv` (its command line), checked against the machine."""
     options = parse_bench_options("tp_layer", add_arguments, argv, error_type=LayerBenchError)
     world = torch.ahbm.device_count()
-    options.tp = [d for d in range(1, world + 1) if world % d == 0] if options.tp is None else \
-        [_positive(value, "--tp") for value in options.tp.split(",")]
-    options.dp = None if options.dp is None else _positive(options.dp, "--dp")
+    if options.tp is None:
+        options.tp = [d for d in range(1, world + 1) if world % d == 0]
     for tp in options.tp:
         if world % tp or options.heads % tp or options.hidden % options.heads:
             raise LayerBenchError(f"tp_layer: --tp {tp} must divide the {world} SIPs and the {options.heads} heads, "
                                   f"and --heads must divide --hidden {options.hidden}")
         if options.dp and tp * options.dp > world:
             raise LayerBenchError(f"tp_layer: --tp {tp} x --dp {options.dp} ranks do not fit the {world} SIPs")
-    options.sp, options.overlap = _switch(options.sp, "--sp"), _switch(options.overlap, "--overlap")
-    for name in ("hidden", "heads", "seq", "batch"):
-        _positive(getattr(options, name), f"--{name}")
     return options
-
-
-def _switch(value: str, option: str) -> list[bool]:
-    """An off/on option's settings, in the order given."""
-    choices = {"off": False, "on": True}
-    if any(part not in choices for part in value.split(",")):
-        raise LayerBenchError(f"tp_layer: {option} takes off, on or off,on, got {value!r}")
-    return [choices[part] for part in value.split(",")]
-
-
-def _positive(value, option: str) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1:
-        raise LayerBenchError(f"tp_layer: {option} must be a positive whole number, got {value!r}")
-    return number
 
 
 def _worker(rank, torch, options, tp, sp, overlap, measured):

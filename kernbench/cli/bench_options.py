@@ -49,6 +49,19 @@ def positive_count(text: str) -> int:
     return value
 
 
+def positive_counts(text: str) -> list[int]:
+    """An argparse `type` for comma-separated whole numbers of at least 1 (the sizes a bench sweeps)."""
+    return [positive_count(part) for part in text.split(",")]
+
+
+def switches(text: str) -> list[bool]:
+    """An argparse `type` for an off/on option's settings, in the order given: off, on or off,on."""
+    choices = {"off": False, "on": True}
+    if any(part not in choices for part in text.split(",")):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected off, on or off,on")
+    return [choices[part] for part in text.split(",")]
+
+
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     """`--workers N` of the collective benches: above the SIP count, N spawned workers share the PE ranks out."""
     parser.add_argument("--workers", metavar="N", type=positive_count, default=1,
