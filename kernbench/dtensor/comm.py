@@ -12,7 +12,9 @@ from contextlib import contextmanager
 
 import greenlet
 
+from kernbench.dtensor.errors import DTensorError
 from kernbench.runtime_api.current_run import current_torch
+from kernbench.runtime_api.tensor.core import Tensor
 
 # The functional collective PyTorch's DTensor would run for each torch.distributed call kernbench makes.
 FUNCTIONAL_NAMES = {"all_reduce": "c10d_functional.all_reduce",
@@ -26,11 +28,27 @@ _BACKWARD: dict = {}  # a rank's greenlet -> how many backward Functions of DTen
 
 
 def issue(name: str, *args, **kwargs):
-    """`torch.distributed.<name>(*args, **kwargs)`, noted by the calling rank's CommDebugModes."""
+    """`torch.distributed.<name>(*args, **kwargs)`, noted by the calling rank's CommDebugModes.
+
+    A DTensor's collective needs every rank of its group in a worker of its
+    own: one run outside any spawned worker is refused in one line (its
+    collective would wait for ranks that never come).
+    """
+    distributed = current_torch().distributed
+    _check_a_worker_per_rank(name, distributed, args, kwargs.get("group"))
     me = greenlet.getcurrent()
     for listener in _LISTENERS.get(me, ()):
         listener.note(FUNCTIONAL_NAMES[name], "backward" if _BACKWARD.get(me) else "forward")
-    return getattr(current_torch().distributed, name)(*args, **kwargs)
+    return getattr(distributed, name)(*args, **kwargs)
+
+
+def _check_a_worker_per_rank(name: str, distributed, args, group) -> None:
+    tensor = next((arg for arg in args if isinstance(arg, Tensor)), None)
+    ranks = distributed.get_world_size(group)
+    if tensor is not None and ranks > 1 and tensor._ctx.spawned_rank() is None:
+        raise DTensorError(f"{name} over a mesh of {ranks} ranks: this code runs in no spawned worker, so the other "
+                           f"ranks never join; run it under torch.multiprocessing.spawn(fn, nprocs={ranks}), one "
+                           "worker per rank, as torchrun starts a process per rank")
 
 
 @contextmanager

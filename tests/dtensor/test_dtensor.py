@@ -685,3 +685,19 @@ def test_adr0021_t20_comm_debug_mode_counts_dtensors_collectives_per_module_forw
     assert [line.strip() for line in lines[out_proj + 1:out_proj + 7]] == [
         "*module type: class kernbench.runtime_api.nn.layers.Linear", "*Parameter List",
         "*weight: (Shard(dim=1),)", "*bias: (Replicate(),)", "FORWARD PASS", "*c10d_functional.all_reduce: 1"]
+
+
+def test_adr0021_t21_a_mesh_of_several_ranks_outside_spawned_workers_is_one_line(tmp_path):
+    """Every rank of a DTensor's mesh needs a worker of its own: code run in no spawned worker stops at its first
+    collective with one line saying how to spawn them, not with a wait for ranks that never come."""
+    bench = tmp_path / "unspawned_mesh.py"
+    bench.write_text("def run(torch):\n"
+                     "    from torch.distributed.device_mesh import init_device_mesh\n"
+                     "    from torch.distributed.tensor import Shard, distribute_tensor\n"
+                     "    mesh = init_device_mesh('cuda', (2,))\n"
+                     "    distribute_tensor(torch.randn(8, 8, device='cuda'), mesh, [Shard(0)])\n")
+    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr == ("kernbench: error: scatter over a mesh of 2 ranks: this code runs in no spawned worker, "
+                             "so the other ranks never join; run it under torch.multiprocessing.spawn(fn, nprocs=2), "
+                             "one worker per rank, as torchrun starts a process per rank\n")
