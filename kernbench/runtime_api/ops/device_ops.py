@@ -48,12 +48,17 @@ class Program:
     def data(self) -> bool:
         return not self.ctx.timing_only
 
-    def load(self, tensor, indices, pieces: tuple | None = None, l2_window: int | None = None) -> np.ndarray:
+    def load(self, tensor, indices, pieces: tuple | None = None) -> np.ndarray:
         """HBM → TCM: `tensor`'s storage elements `indices` (a slice or an array), in order (`pieces`: their
-        `placed_dma.plan_dmas` from this PE, if the caller kept it; `l2_window`: `Machine.issue_dma`'s)."""
+        `placed_dma.plan_dmas` from this PE, if the caller kept it)."""
         return load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, indices,
-                             label=self.label, program=self.number, data=self.data, pieces=pieces,
-                             l2_window=l2_window)
+                             label=self.label, program=self.number, data=self.data, pieces=pieces)
+
+    def reread(self, tensor, indices) -> None:
+        """The elements of an earlier `load` read from HBM again, for the time it takes: `UNCACHED` (the L2
+        neither serves nor holds it), no values moved (the program has them from the first read)."""
+        load_elements(self.ctx.machine, self.pe, tensor.allocation, tensor.dtype.numpy, indices, label=self.label,
+                      program=self.number, data=False, l2_window=UNCACHED)
 
     def store(self, tensor, indices, values: np.ndarray) -> None:
         store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
@@ -254,7 +259,7 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
         indices = storage_indices(x._layout, x.shape, start, stop)
         loaded_rows = p.load(x, indices)
         for _ in range(reads - 1):
-            p.load(x, indices, l2_window=UNCACHED)
+            p.reread(x, indices)
         loaded = [p.load(param, storage_indices(param._layout, param.shape, 0, row)) for param in values_of]
         p.vector(name, passes * (stop - start), compute_dtype)
         result = np.empty(stop - start, dtype=out.dtype.numpy)
