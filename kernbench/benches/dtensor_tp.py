@@ -39,7 +39,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                SequenceParallel, parallelize_module)
 
 from kernbench.benches import tp_layer
-from kernbench.cli.bench_options import parse_bench_options, positive_count, positive_counts, switches
+from kernbench.cli.bench_options import add_layer_arguments, parse_bench_options
 from kernbench.errors import KernbenchError
 
 
@@ -156,15 +156,7 @@ def run(_torch, argv=()):
     _print_table(options, rows)
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--hidden", type=positive_count, default=512, help="hidden size (default 512)")
-    parser.add_argument("--heads", type=positive_count, default=8, help="attention heads (default 8)")
-    parser.add_argument("--seq", type=positive_count, default=256, help="sequence length (default 256)")
-    parser.add_argument("--batch", type=positive_count, default=1, help="micro-batch size (default 1)")
-    parser.add_argument("--tp", type=positive_counts, default=None,
-                        help="tensor-parallel sizes, comma-separated (default: every divisor)")
-    parser.add_argument("--sp", type=switches, default=[False, True],
-                        help="sequence parallelism: off, on, or off,on")
+add_arguments = add_layer_arguments  # the bench's options: the layer's shape, tp sizes and sp, as tp_layer's
 
 
 def options_of(argv):

@@ -29,7 +29,7 @@ nothing is computed and the table is the same.
 """
 
 from kernbench.report.stream_timeline import StreamTimeline
-from kernbench.cli.bench_options import parse_bench_options, positive_count, positive_counts, switches
+from kernbench.cli.bench_options import add_layer_arguments, parse_bench_options, positive_count, switches
 from kernbench.errors import KernbenchError
 from kernbench.tp import finalize_model_grads, parallel_state
 from kernbench.tp.config import TransformerConfig
@@ -64,15 +64,9 @@ def steps(torch, options) -> list[tuple]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--hidden", type=positive_count, default=512, help="hidden size (default 512)")
-    parser.add_argument("--heads", type=positive_count, default=8, help="attention heads (default 8)")
-    parser.add_argument("--seq", type=positive_count, default=256, help="sequence length (default 256)")
-    parser.add_argument("--batch", type=positive_count, default=1, help="micro-batch size (default 1)")
-    parser.add_argument("--tp", type=positive_counts, default=None,
-                        help="tensor-parallel sizes, comma-separated (default: every divisor)")
+    add_layer_arguments(parser)
     parser.add_argument("--dp", type=positive_count, default=None,
                         help="data-parallel replicas, tp x dp ranks in all (default: as many as fill the SIPs)")
-    parser.add_argument("--sp", type=switches, default=[False, True], help="sequence parallelism: off, on, or off,on")
     parser.add_argument("--overlap", type=switches, default=[False, True],
                         help="tensor-parallel communication overlapped with the GEMMs: off, on, or off,on")
     parser.add_argument("--plot", metavar="OUT.png", default=None, help="draw the breakdown per configuration")

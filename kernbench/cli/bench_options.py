@@ -62,6 +62,18 @@ def switches(text: str) -> list[bool]:
     return [choices[part] for part in text.split(",")]
 
 
+def add_layer_arguments(parser: argparse.ArgumentParser) -> None:
+    """A transformer layer's shape, its tensor-parallel sizes and sequence parallelism, as the layer benches
+    (`tp_layer`, `dtensor_tp`) take them."""
+    parser.add_argument("--hidden", type=positive_count, default=512, help="hidden size (default 512)")
+    parser.add_argument("--heads", type=positive_count, default=8, help="attention heads (default 8)")
+    parser.add_argument("--seq", type=positive_count, default=256, help="sequence length (default 256)")
+    parser.add_argument("--batch", type=positive_count, default=1, help="micro-batch size (default 1)")
+    parser.add_argument("--tp", type=positive_counts, default=None,
+                        help="tensor-parallel sizes, comma-separated (default: every divisor)")
+    parser.add_argument("--sp", type=switches, default=[False, True], help="sequence parallelism: off, on, or off,on")
+
+
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
     """`--workers N` of the collective benches: above the SIP count, N spawned workers share the PE ranks out."""
     parser.add_argument("--workers", metavar="N", type=positive_count, default=1,
