@@ -24,9 +24,9 @@ from kernbench.dtypes import resolve_dtype
 from kernbench.numerics import assert_close
 from kernbench.policy import DPPolicy, PlacementError
 from kernbench.report import format_report, run_report
-from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.topology import load_topology
+from tests.spawned import run_ranks
 
 ALGORITHMS = ["ring", "tree", "direct", "halving_doubling"]
 DTYPES = ["f16", "bf16", "f32"]
@@ -75,10 +75,7 @@ def run_world(session: Session, fn) -> dict:
         else:
             torch.multiprocessing.spawn(worker, nprocs=world_size)
 
-    try:
-        session.run(bench, torch)
-    except SpawnException as failure:
-        raise failure.failures[failure.error_index] from failure
+    run_ranks(session, bench)
     return results
 
 

@@ -15,10 +15,10 @@ import pytest
 from kernbench.ccl.errors import CollectiveError
 from kernbench.cli.bench_loader import load_bench
 from kernbench.cli.bench_options import BenchUsageError
-from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
 from tests.ccl.test_distributed import ccl, restore_current_ccl  # noqa: F401 (autouse fixture)
+from tests.spawned import run_ranks
 
 SIPS, PER_SIP, WIDTH = 4, 2, 6
 WORLD = SIPS * PER_SIP
@@ -44,10 +44,7 @@ def spawn_workers(fn, algorithm: str = "ring") -> tuple[dict, Session]:
         dist.init_process_group()
         results[rank] = fn(torch, dist, dist.get_rank())
 
-    try:
-        session.run(lambda torch: torch.multiprocessing.spawn(worker, nprocs=SIPS), torch)
-    except SpawnException as failure:
-        raise failure.failures[failure.error_index] from failure
+    run_ranks(session, lambda torch: torch.multiprocessing.spawn(worker, nprocs=SIPS))
     return results, session
 
 

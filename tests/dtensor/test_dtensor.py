@@ -7,9 +7,9 @@ import pytest
 
 from kernbench.cli.bench_loader import load_bench
 from kernbench.dtensor import DTensorError, Replicate
-from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
+from tests.spawned import run_ranks
 
 WORLD = 4  # the default topology's SIPs, one rank each
 
@@ -30,10 +30,7 @@ def _spawned(fn, world: int = WORLD) -> dict:
     def bench(torch):
         torch.multiprocessing.spawn(worker, args=(torch,), nprocs=world)
 
-    try:
-        session.run(bench, session.torch)
-    except SpawnException as failure:
-        raise failure.failures[failure.error_index] from failure
+    run_ranks(session, bench)
     return results
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.tp import parallel_state
+from tests.spawned import run_ranks
 
 # tp 1 runs on one SIP as a world of one (no process group); 2 and 4 on the default machine's 4 SIPs,
 # where tp 2 leaves two data-parallel replicas.
@@ -34,10 +34,7 @@ def run_tensor_parallel(tp: int, fn, *args) -> dict:
         world_size = torch.ahbm.device_count()
         torch.multiprocessing.spawn(worker, args=(world_size,), nprocs=world_size)
 
-    try:
-        session.run(bench, torch)
-    except SpawnException as failure:
-        raise failure.failures[failure.error_index] from failure
+    run_ranks(session, bench)
     return results
 
 

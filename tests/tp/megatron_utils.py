@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.runtime_api.current_run import current_torch
-from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.tp import parallel_state
+from tests.spawned import run_ranks
 
 WORLD_SIZE = 8  # the GPUs of Megatron's CI node
 
@@ -38,10 +38,7 @@ def on_every_rank(body, world_size: int = WORLD_SIZE) -> dict:
     def launch(torch) -> None:
         torch.multiprocessing.spawn(one_rank, args=(torch,), nprocs=world_size)
 
-    try:
-        session.run(launch, session.torch)
-    except SpawnException as spawned:
-        raise spawned.failures[spawned.error_index] from spawned
+    run_ranks(session, launch)
     return returned
 
 
