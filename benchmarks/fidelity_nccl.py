@@ -25,8 +25,22 @@ on 4 x H100 with the same NVLink 4 / NVSwitch fabric
 `held_out_<collective>_geomean_abs_error_ge_1MiB: X`. That is a few minutes
 more, which a first line on stderr says before it starts.
 
+By default the script then holds the model against this project's own
+measurements on 2 and 4 H200s (`anchors/nccl_h200x2_nv18.json`,
+`anchors/nccl_h200x4_nv18.json`, taken by `anchors/measure_nccl.py`),
+scored on their CUDA-graph times (what the device spends per call, no host
+loop in it: adr/0010, "Protocols"), each run on `topology/h200x4.yaml` cut
+to the measurement's GPU count (only `system.sips.count` changed).
+Calibration: the 4-GPU all_reduce (NCCL's own choice and the runs forced to
+each protocol set the protocol terms). Held out: every other collective on
+4 GPUs and every collective on 2 GPUs; per collective and GPU count, then
+`held_out_geomean_abs_error_ge_1MiB` and `held_out_max_abs_error_ge_1MiB`,
+the last two lines. send/recv is printed apart, not scored: a send runs on
+one channel here, NCCL's on many. `--quick` skips the own-measurement part.
+
 Run as `python benchmarks/fidelity_nccl.py` from the repository root
-(about a minute: the 512 MiB case is ~200,000 simulated messages).
+(a few minutes of host CPU: the 1 GiB cases are each many thousands of
+simulated messages).
 """
 
 from __future__ import annotations
@@ -39,32 +53,55 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from kernbench.session import Session  # noqa: E402
+from kernbench.topology import load_topology  # noqa: E402
+from kernbench.topology.loader import resolve_topology_path  # noqa: E402
 
 ANCHOR = Path(__file__).resolve().parent / "anchors" / "nccl_allreduce_h200x4_nv18.json"
 HELD_OUT = Path(__file__).resolve().parent / "anchors" / "nccl_collectives_h100x4_nv18.json"
 SCORED_FROM_BYTES = 1 << 20
 HELD_OUT_COLLECTIVES = ("all_gather", "reduce_scatter", "broadcast")
+OWN = {gpus: Path(__file__).resolve().parent / "anchors" / f"nccl_h200x{gpus}_nv18.json" for gpus in (2, 4)}
+OWN_SIZES = [mib << 20 for mib in (1, 2, 4, 8, 16, 64, 256, 1024)]
+CALIBRATION = {(4, "all_reduce")}
 
 
 # One call of each collective on `n` fp16 elements in nccl-tests' sense (the whole buffer: all_gather's
-# output, reduce_scatter's input), tensors made by `empty(count)`, over 4 ranks.
+# output, reduce_scatter's input), tensors made by `empty(count)`, over p ranks.
 CALLS = {
-    "all_reduce": lambda dist, empty, n: dist.all_reduce(empty(n)),
-    "all_gather": lambda dist, empty, n: dist.all_gather_into_tensor(empty(n), empty(n // 4)),
-    "reduce_scatter": lambda dist, empty, n: dist.reduce_scatter_tensor(empty(n // 4), empty(n)),
-    "broadcast": lambda dist, empty, n: dist.broadcast(empty(n), 0),
+    "all_reduce": lambda dist, empty, n, p: dist.all_reduce(empty(n)),
+    "all_gather": lambda dist, empty, n, p: dist.all_gather_into_tensor(empty(n), empty(n // p)),
+    "reduce_scatter": lambda dist, empty, n, p: dist.reduce_scatter_tensor(empty(n // p), empty(n)),
+    "broadcast": lambda dist, empty, n, p: dist.broadcast(empty(n), 0),
 }
 
 
-def simulate(nbytes: int, collective: str = "all_reduce") -> tuple[int, str]:
-    """One `collective` of `nbytes` of fp16 on h200x4's 4 ranks; (its simulated time in ps, what ran)."""
-    session = Session("h200x4", timing_only=True)
+def cut_to(gpus: int, name: str = "h200x4"):
+    """The shipped topology `name` with `system.sips.count` set to `gpus` and nothing else changed: the file
+    describes one GPU and its links, so any count of them is the same file (adr/0010, "Protocols")."""
+    text = resolve_topology_path(name).read_text()
+    cut, found = re.subn(r"sips: \{count: \d+\}", f"sips: {{count: {gpus}}}", text, count=1)
+    if not found:
+        raise SystemExit(f"fidelity_nccl: {name}: no `sips: {{count: N}}` line to cut")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+        handle.write(cut)
+    try:
+        return load_topology(handle.name)
+    finally:
+        os.unlink(handle.name)
+
+
+def simulate(nbytes: int, collective: str = "all_reduce", topology="h200x4", gpus: int = 4) -> tuple[int, str]:
+    """One `collective` of `nbytes` of fp16 over `gpus` ranks of `topology`; (its simulated time in ps, what
+    ran). send_recv is rank 0 sending the buffer to rank 1."""
+    session = Session(topology, timing_only=True)
     torch = session.torch
-    n = nbytes // 2
+    n = max(gpus, nbytes // 2 // gpus * gpus)
 
     def bench(torch):
         dist = torch.distributed
@@ -72,16 +109,51 @@ def simulate(nbytes: int, collective: str = "all_reduce") -> tuple[int, str]:
 
         def worker(rank):
             torch.ahbm.set_device(rank)
-            CALLS[collective](dist, lambda count: torch.empty(count, dtype=torch.float16), n)
+            empty = lambda count: torch.empty(count, dtype=torch.float16)  # noqa: E731
+            if collective != "send_recv":
+                CALLS[collective](dist, empty, n, gpus)
+            elif rank < 2:
+                (dist.send if rank == 0 else dist.recv)(empty(nbytes // 2), 1 - rank)
             torch.ahbm.synchronize()
 
-        torch.multiprocessing.spawn(worker, nprocs=4)
+        torch.multiprocessing.spawn(worker, nprocs=gpus)
         dist.destroy_process_group()
 
     session.run(bench, torch)
     (record,) = session.ctx.collectives
     ran = record["algorithm"] + (f" x{record['channels']}" if record["channels"] > 1 else "")
-    return record["time_ps"], ran
+    return record["time_ps"], ran + (f" {record['protocol']}" if record.get("protocol") else "")
+
+
+def own_measurements() -> None:
+    """Calibration and held-out points of this project's 2- and 4-GPU measurements (CUDA-graph times, NCCL's
+    own algorithm and protocol), >= 1 MiB: per point, per collective and GPU count, then the held-out
+    summary last."""
+    print(f"{'set':>11} {'gpus':>4} {'collective':>14} {'bytes':>13} {'NCCL us':>9} {'kernbench us':>13} "
+          f"{'error':>8}  ran")
+    scored: dict[str, list[float]] = {"calibration": [], "held_out": []}
+    for gpus, path in OWN.items():
+        topology = cut_to(gpus)
+        rows = {(row["collective"], row["bytes"]): row for row in json.loads(path.read_text())["rows"]
+                if row["nccl_proto"] == "auto"}
+        for collective in (*CALLS, "send_recv"):
+            which = "calibration" if (gpus, collective) in CALIBRATION else "held_out"
+            which = "not scored" if collective == "send_recv" else which
+            errors = []
+            for nbytes in OWN_SIZES:
+                measured = rows[(collective, nbytes)]["graph_us"]
+                simulated_ps, ran = simulate(nbytes, collective, topology, gpus)
+                error = (simulated_ps / 1e6 - measured) / measured
+                errors.append(abs(error))
+                print(f"{which:>11} {gpus:>4} {collective:>14} {nbytes:>13,} {measured:>9.1f} "
+                      f"{simulated_ps / 1e6:>13.1f} {error:>+8.1%}  {ran}", flush=True)
+            print(f"{which}_{gpus}gpu_{collective}: geomean {geomean(errors):.1%}, max {max(errors):.1%}",
+                  flush=True)
+            if which != "not scored":
+                scored[which] += errors
+    for which, errors in scored.items():
+        print(f"{which}_geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
+        print(f"{which}_max_abs_error_ge_1MiB: {max(errors):.1%}")
 
 
 def held_out() -> None:
@@ -120,7 +192,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--held-out", action="store_true",
                         help="first the other collectives of the held-out measurement (a few minutes more)")
-    if parser.parse_args().held_out:
+    parser.add_argument("--quick", action="store_true",
+                        help="the 4 x H200 all-reduce anchor alone, not this project's 2- and 4-GPU measurements")
+    args = parser.parse_args()
+    if args.held_out:
         print(held_out_note(), file=sys.stderr, flush=True)
         held_out()
     anchor = json.loads(ANCHOR.read_text())
@@ -138,6 +213,8 @@ def main() -> int:
               + ("" if scored else "   (not scored: launch-bound)"), flush=True)
     print(f"geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
     print(f"max_abs_error_ge_1MiB: {max(errors):.1%}")
+    if not args.quick:
+        own_measurements()
     return 0
 
 

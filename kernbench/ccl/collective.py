@@ -33,7 +33,7 @@ from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
 from kernbench.ccl.symmetry import Replication, symmetric_plan
-from kernbench.ccl.tuner import AUTO, plan, slots_within
+from kernbench.ccl.tuner import AUTO, plan, protocol_for, slots_within
 from kernbench.ccl.watchdog import DEFAULT_TIMEOUT_S, watching
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
@@ -153,6 +153,7 @@ class Ran:
     algorithm: str
     channels: int = 1
     symmetric: bool = False  # rank 0 was simulated and the others logged as its rotations (`symmetry`)
+    protocol: str | None = None  # NCCL's protocol it ran under, where the topology gives protocols
 
 
 def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
@@ -171,12 +172,14 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
     _check_request(machine, request)
     if request.config.get("algorithm") == AUTO:
         request = _tuned(machine, request)
+    else:
+        request = _with_protocol(machine, request, request.config.get("algorithm"))
     schedule = schedule_for(request)
     settings = IpcqSettings.checked(
         machine.topology, buffer_kind=request.config.get("buffer_kind"),
         backpressure=request.config.get("backpressure"), n_slots=request.config.get("n_slots"),
         slot_size=request.config.get("slot_size"), poll_interval_ps=request.config.get("poll_interval_ps"),
-        source=f"{request.label}: ccl config")
+        source=f"{request.label}: ccl config", protocol=_protocol(machine, request))
     with watching(machine.engine, request.label, schedule.algorithm, schedule.module.__name__, request.timeout_s):
         return _run_schedule(machine, request, schedule, settings)
 
@@ -203,7 +206,8 @@ def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedu
         queues.check_drained()
     if plan is not None:
         replication.finish()
-    return Ran(schedule.algorithm, len(channels), symmetric=plan is not None)
+    return Ran(schedule.algorithm, len(channels), symmetric=plan is not None,
+               protocol=request.config.get("protocol"))
 
 
 def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
@@ -217,17 +221,33 @@ def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
         fixed = {"channels": 1, "slot_size": slot_size, "n_slots": n_slots}
     else:
         name, entry = choice.algorithm, config["candidates"][choice.algorithm]
-        fixed = {"channels": choice.channels, "slot_size": choice.slot_size, "n_slots": choice.n_slots}
+        fixed = {"channels": choice.channels, "slot_size": choice.slot_size, "n_slots": choice.n_slots,
+                 "protocol": choice.protocol}
     chosen = {key: value for key, value in config.items() if key != "candidates"}
     chosen.update(entry.get("params", {}), **{k: v for k, v in entry.items() if k != "params"}, **fixed,
                   algorithm=name)
-    return replace(request, config=chosen)
+    tuned = replace(request, config=chosen)
+    return tuned if choice is not None else _with_protocol(machine, tuned, name)
+
+
+def _with_protocol(machine: Machine, request: CollectiveRequest, algorithm: str) -> CollectiveRequest:
+    """`request` with the protocol it runs under in its config (`tuner.protocol_for`; None where the topology
+    gives no protocols)."""
+    chosen = protocol_for(machine, request, algorithm, SHIPPED_ALGORITHMS)
+    return replace(request, config={**request.config, "protocol": chosen})
+
+
+def _protocol(machine: Machine, request: CollectiveRequest):
+    """The `ProtocolSpec` the call runs under, or None (the topology's single-protocol terms)."""
+    name = request.config.get("protocol")
+    return None if name is None else machine.topology.ipcq.protocol(name)
 
 
 def _launch(machine: Machine, request: CollectiveRequest) -> None:
     """The topology's fixed cost of starting a collective (its programs' launch, its queues' first handshake),
     paid once per call before any member moves data, and logged on every member's SIP."""
-    latency = machine.topology.ipcq.launch_latency_ps
+    protocol = _protocol(machine, request)
+    latency = machine.topology.ipcq.launch_latency_ps if protocol is None else protocol.launch_latency_ps
     if not latency or len(request.members) == 1:
         return
     engine = machine.engine

@@ -35,6 +35,7 @@ from kernbench.runtime_api import current_run
 from kernbench.topology.document import Document, KeyPath, dotted, parse_document, read_bounded
 from kernbench.topology.errors import TopologyError
 from kernbench.topology.kinds import describe, suggestion
+from kernbench.topology.schema import PROTOCOLS
 
 SHIPPED_CCL_PATH = Path(__file__).resolve().parent.parent / "configs" / "ccl" / "ccl.yaml"
 PS_PER_NS = 1000
@@ -42,10 +43,12 @@ PS_PER_NS = 1000
 TOP_KEYS = ("world_size", "defaults", "algorithms")
 # Keys a `defaults` block may set; an algorithm's entry may override all but the first two.
 PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpressure", "n_slots", "slot_size",
-                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "symmetric", "candidates")
+                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "symmetric", "protocol", "candidates")
 # `params`: the algorithm's own keys, free-form (a user's algorithm reads them from its config).
 ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:-1])
-_CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES}
+# `protocol`: NCCL's protocol a collective runs under where the topology gives protocols (adr/0010, "Protocols");
+# `auto` lets the tuner pick per call, as NCCL does.
+_CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES, "protocol": (AUTO, *PROTOCOLS)}
 _POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size", "channels", "max_channels", "channel_min_kib")
 
 class CclConfigError(KernbenchError):

@@ -38,7 +38,8 @@ def record_count(kind: str, input_count: int, output_count: int, n: int) -> int:
 
 def collective_record(*, label: str, kind: str, algorithm: str, reduce_op: str | None, dtype: str, count: int,
                       nbytes: int, ranks: tuple[int, ...], start_ps: int, end_ps: int, collective: str | None = None,
-                      configured: str | None = None, channels: int = 1, symmetric: bool = False) -> dict:
+                      configured: str | None = None, channels: int = 1, symmetric: bool = False,
+                      protocol: str | None = None) -> dict:
     """One report row (plain data: ints in ps and bytes, bandwidths in GB/s).
 
     `collective` is the call the script made (`barrier`, `all_to_all_single`;
@@ -47,13 +48,15 @@ def collective_record(*, label: str, kind: str, algorithm: str, reduce_op: str |
     schedule for the collective and its fallback ran, or where ccl.yaml says
     `auto` and the tuner chose (ADR 0010); `channels` how many channels ran it;
     `symmetric` whether rank 0 alone was simulated and the others logged as
-    its rotations (ADR 0010, "Symmetric collectives").
+    its rotations (ADR 0010, "Symmetric collectives"); `protocol` NCCL's protocol it ran under, where the
+    topology gives protocols (ADR 0010, "Protocols"), else None.
     """
     time_ps = end_ps - start_ps
     algbw = nbytes * PS_PER_S / time_ps / 1e9 if time_ps else 0.0
     return {
         "label": label, "collective": collective or kind, "algorithm": algorithm,
         "configured_algorithm": configured or algorithm, "channels": channels, "symmetric": symmetric,
+        "protocol": protocol,
         "op": reduce_op, "dtype": dtype,
         "count": count, "bytes": nbytes, "ranks": list(ranks), "world_size": len(ranks),
         "start_ps": start_ps, "end_ps": end_ps, "time_ps": time_ps,

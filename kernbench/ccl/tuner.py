@@ -28,6 +28,20 @@ own, run on several channels; the caller says whether a call does
 (`splits`). The slots are the largest the topology and ccl.yaml allow:
 fewer messages for the same bytes.
 
+**Protocols.** Where the topology gives NCCL's protocols
+(`ipcq.protocols`: LL, LL128, Simple), each candidate is priced under each
+protocol π the config allows (`protocol: auto`: all; a name: that one), as
+NCCL's tuner prices every (algorithm, protocol) pair:
+
+    T(a, π, c) = L_π + steps_a(p) · (α_π + s / r_pe) + wire_a(p) · S / (e_π · min(c · r_pe, r_link))
+
+with L_π the protocol's launch latency, α_π the message latency with the
+protocol's message overhead in place of `ipcq.message_overhead_ns`, and e_π
+its bandwidth efficiency. The cheapest pair wins; the collective then runs
+under that protocol's terms (`protocol_terms`). Small calls go to LL (least
+fixed cost, half the rate), large ones to Simple (full rate, the dearest
+fixed cost), LL128 in between, as NCCL picks on NVLink.
+
 The candidates are the shipped algorithms listed in ccl.yaml's
 `algorithms` (a user's module has no model here) that run the kind natively
 at the group's size; the cheapest wins, ties going to the earlier entry.
@@ -65,10 +79,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kernbench.ccl.algorithms.support import nested, runnable
+from kernbench.ccl.errors import CollectiveError
 from kernbench.machine.endpoints import tcm
 from kernbench.sim_engine.simtime import PS_PER_S
 
 AUTO = "auto"
+# Where the group's ranks share SIPs (two-level model) or the algorithm has no shape, an `auto` protocol is the
+# bulk one: NCCL's Simple, the protocol every collective supports.
+BULK_PROTOCOL = "Simple"
 # A file that sets no `max_channels` gets one channel; no `channel_min_kib`, the shipped file's.
 DEFAULT_CHANNEL_MIN_KIB = 128
 
@@ -119,6 +137,7 @@ class Plan:
     slot_size: int
     n_slots: int
     predicted_ps: int
+    protocol: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,21 +162,74 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
     nbytes = _bytes_per_rank(request)
     if nested(request.sips):
         return _plan_nested(machine, request, shipped, slot, n_slots, nbytes)
-    channels = channel_count(machine, request, nbytes, config) if splits else 1
     alpha, pe_rate, link_rate = _route_terms(machine, request)
-    piece = min(slot, max(1, nbytes // (p * channels)))
+    protocols = protocol_options(machine.topology, config, request.label)
     best = None
     for name, entry in config["candidates"].items():
         shape = SHAPES.get(kind, {}).get(_shipped_name(entry.get("module"), shipped))
         if shape is None or runnable(importlib.import_module(entry["module"]), kind, request.sips) is None:
             continue
         steps, wire = shape(p)
-        seconds = (steps * (alpha / PS_PER_S + piece / pe_rate)
-                   + wire * nbytes / min(channels * pe_rate, link_rate))
-        predicted = round(seconds * PS_PER_S)
-        if best is None or predicted < best.predicted_ps:
-            best = Plan(name, channels, slot, n_slots, predicted)
+        for protocol in protocols:
+            channels = channel_count(machine, request, nbytes, config, protocol) if splits else 1
+            piece = min(slot, max(1, nbytes // (p * channels)))
+            seconds = _model_seconds(machine.topology, protocol, steps, wire, alpha, piece, pe_rate,
+                                     min(channels * pe_rate, link_rate), nbytes)
+            predicted = round(seconds * PS_PER_S)
+            if best is None or predicted < best.predicted_ps:
+                best = Plan(name, channels, slot, n_slots, predicted, protocol and protocol.name)
     return best
+
+
+def _model_seconds(topology, protocol, steps: float, wire: float, alpha: int, piece: int, pe_rate: float,
+                   rate: float, nbytes: int) -> float:
+    """The module docstring's T for one candidate: without a protocol the original model (no launch term: the
+    same for every candidate), with one the protocol's launch, message overhead and efficiency."""
+    if protocol is None:
+        return steps * (alpha / PS_PER_S + piece / pe_rate) + wire * nbytes / rate
+    alpha += protocol.message_overhead_ps - topology.ipcq.message_overhead_ps
+    return (protocol.launch_latency_ps / PS_PER_S + steps * (alpha / PS_PER_S + piece / pe_rate)
+            + wire * nbytes / (rate * float(protocol.bandwidth_efficiency)))
+
+
+def protocol_options(topology, config: dict, label: str) -> list:
+    """The protocols a call may run under: [None] where the topology gives none (the original single-protocol
+    model), else the config's `protocol` (default `auto`: every one the topology gives). A protocol the
+    topology lacks is a `CollectiveError` naming the key."""
+    given = topology.ipcq.protocols
+    if not given:
+        return [None]
+    wanted = config.get("protocol", AUTO)
+    if wanted == AUTO:
+        return list(given)
+    try:
+        return [topology.ipcq.protocol(wanted)]
+    except KeyError:
+        names = ", ".join(protocol.name for protocol in given)
+        raise CollectiveError(f"{label}: ccl config protocol {wanted!r}: the topology gives no "
+                              f"ipcq.protocols.{wanted} (it gives {names})") from None
+
+
+def protocol_for(machine, request, algorithm: str, shipped: dict[str, str]) -> str | None:
+    """The protocol a call of a named `algorithm` runs under: None without protocols in the topology; the
+    config's name; for `auto`, the cheapest under the model above where the algorithm is a shipped one with
+    a shape for the kind on one rank per SIP, else `BULK_PROTOCOL` (or the last the topology gives)."""
+    protocols = protocol_options(machine.topology, request.config, request.label)
+    if len(protocols) == 1:
+        return protocols[0] and protocols[0].name
+    shape = SHAPES.get(request.kind, {}).get(_shipped_name(request.config.get("module"), shipped))
+    if shape is None or nested(request.sips):
+        return _bulk(machine.topology, request)
+    config, p = request.config, len(request.members)
+    _, slot = slots_within(machine.topology, config)
+    nbytes = _bytes_per_rank(request)
+    channels = max(1, min(config.get("channels", 1), machine.topology.pes_per_sip))
+    alpha, pe_rate, link_rate = _route_terms(machine, request)
+    piece = min(slot, max(1, nbytes // (p * channels)))
+    steps, wire = shape(p)
+    return min(protocols, key=lambda protocol: _model_seconds(
+        machine.topology, protocol, steps, wire, alpha, piece, pe_rate, min(channels * pe_rate, link_rate),
+        nbytes)).name
 
 
 def _plan_nested(machine, request, shipped: dict[str, str], slot: int, n_slots: int, nbytes: int) -> Plan | None:
@@ -171,8 +243,17 @@ def _plan_nested(machine, request, shipped: dict[str, str], slot: int, n_slots: 
             continue
         predicted = round(model(terms) * PS_PER_S)
         if best is None or predicted < best.predicted_ps:
-            best = Plan(name, 1, slot, n_slots, predicted)
+            best = Plan(name, 1, slot, n_slots, predicted, _bulk(machine.topology, request))
     return best
+
+
+def _bulk(topology, request) -> str | None:
+    """The protocol of a call the two-level model planned: the config's, or for `auto` `BULK_PROTOCOL`."""
+    protocols = protocol_options(topology, request.config, request.label)
+    names = [protocol.name for protocol in protocols if protocol is not None]
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else BULK_PROTOCOL if BULK_PROTOCOL in names else names[-1]
 
 
 @dataclass(frozen=True)
@@ -246,11 +327,15 @@ def slots_within(topology, config: dict) -> tuple[int, int]:
     return min(config["n_slots"], topology.ipcq.depth), min(config["slot_size"], topology.ipcq.max_slot_bytes)
 
 
-def channel_count(machine, request, nbytes: int, config: dict) -> int:
+def channel_count(machine, request, nbytes: int, config: dict, protocol=None) -> int:
     """Channels for a call that can split: enough that each channel's chunk holds `channel_min_kib`, at most
-    `max_channels` (1 when the file sets none), the PEs of a SIP and the elements."""
+    `max_channels` (1 when the file sets none), the PEs of a SIP and the elements. Under a protocol, its own
+    `channel_min_kib` of the call's bytes per channel (NCCL's thread thresholds) instead."""
     p = len(request.members)
-    wanted = nbytes // (p * config.get("channel_min_kib", DEFAULT_CHANNEL_MIN_KIB) * 1024)
+    if protocol is not None:
+        wanted = nbytes // protocol.channel_min_bytes
+    else:
+        wanted = nbytes // (p * config.get("channel_min_kib", DEFAULT_CHANNEL_MIN_KIB) * 1024)
     limit = min(config.get("max_channels", 1), machine.topology.pes_per_sip, request.members[0].input.count)
     return max(1, min(wanted, limit))
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -76,11 +77,17 @@ class IpcqSettings:
     n_slots: int
     slot_size: int
     poll_interval_ps: int
+    # The protocol's terms (adr/0010, "Protocols"): its message overhead in place of the topology's (None: the
+    # topology's), and the share of the wire's rate its messages' payload gets (a message of b bytes occupies
+    # its route as b / wire_efficiency bytes would).
+    message_overhead_ps: int | None = None
+    wire_efficiency: Fraction = Fraction(1)
 
     @classmethod
     def checked(cls, topology: Topology, *, buffer_kind, backpressure, n_slots, slot_size, poll_interval_ps,
-                source: str = "ccl config") -> "IpcqSettings":
-        """Settings after checking each value; a bad one is an `IpcqError` naming the key and the limit."""
+                source: str = "ccl config", protocol=None) -> "IpcqSettings":
+        """Settings after checking each value; a bad one is an `IpcqError` naming the key and the limit.
+        `protocol` (a `ProtocolSpec`, or None) gives the message overhead and wire efficiency."""
         ipcq = topology.ipcq
         if buffer_kind not in BUFFER_KINDS:
             raise IpcqError(f"{source}: buffer_kind {buffer_kind!r} is not one of {', '.join(BUFFER_KINDS)}")
@@ -91,7 +98,10 @@ class IpcqSettings:
         if not _is_int(poll_interval_ps) or poll_interval_ps < 1:
             raise IpcqError(f"{source}: poll_interval_ps must be a positive integer of picoseconds, "
                             f"got {poll_interval_ps!r}")
-        return cls(buffer_kind, backpressure, int(n_slots), int(slot_size), int(poll_interval_ps))
+        if protocol is None:
+            return cls(buffer_kind, backpressure, int(n_slots), int(slot_size), int(poll_interval_ps))
+        return cls(buffer_kind, backpressure, int(n_slots), int(slot_size), int(poll_interval_ps),
+                   protocol.message_overhead_ps, protocol.bandwidth_efficiency)
 
 
 class IpcQueue:
@@ -117,7 +127,9 @@ class IpcQueue:
         self._label = label
         self._programs = programs
         self._data = data
-        self._overhead = machine.topology.ipcq.message_overhead_ps
+        self._overhead = (machine.topology.ipcq.message_overhead_ps if settings.message_overhead_ps is None
+                          else settings.message_overhead_ps)
+        self._efficiency = settings.wire_efficiency
         if sender == receiver:
             raise IpcqError(f"{label}: an IPCQ joins two different PEs, got {pe_name(sender)} twice")
         booked_on = booked_on or _itself
@@ -190,10 +202,12 @@ class IpcQueue:
             yield from self._credit_steps()
         self._free_slots -= 1
         network = self._network
-        ready = network.ready(engine._now, nbytes)  # every hop free for the chunk when its first byte reaches it
+        wire = nbytes if self._efficiency == 1 else -(-nbytes * self._efficiency.denominator
+                                                        // self._efficiency.numerator)
+        ready = network.ready(engine._now, wire)  # every hop free for the chunk when its first byte reaches it
         if ready > engine._now:
             yield ready
-        start, network_end = network.transfer(engine, nbytes)
+        start, network_end = network.transfer(engine, wire)
         chunk = _Chunk(values, nbytes, number, count, start, network_end)
         self._chunks.append(chunk)
         engine.call_at(start + self._to_buffer, self._land, chunk)

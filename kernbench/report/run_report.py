@@ -122,11 +122,13 @@ def format_ps(ps: int) -> str:
 
 def _algorithm_ran(row: dict) -> str:
     """The schedule that ran, with its channels where more than one, marked where the tuner chose it
-    (`auto`) or where it is the configured algorithm's fallback, and where one rank stood for all (ADR 0010)."""
+    (`auto`) or where it is the configured algorithm's fallback, where one rank stood for all, and the protocol
+    where the topology gives protocols (ADR 0010)."""
     configured = row.get("configured_algorithm", row["algorithm"])
     channels = row.get("channels", 1)
     ran = row["algorithm"] + (f" x{channels}" if channels > 1 else "")
     ran += SYMMETRIC_MARK if row.get("symmetric") else ""
+    ran += f" {row['protocol']}" if row.get("protocol") else ""
     if configured == row["algorithm"]:
         return ran
     return f"{ran} (auto)" if configured == "auto" else f"{ran} (fallback)"

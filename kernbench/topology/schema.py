@@ -40,6 +40,10 @@ DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32")
 # its storage over every cube and PE, as a GPU interleaves every allocation over its memory stacks;
 # `first_pe` keeps it whole on cube 0, PE 0.
 DEFAULT_PLACEMENTS = ("interleaved", "first_pe")
+# NCCL's protocols (adr/0010, "Protocols"): LL (8-byte stores, 4 of them payload, with a flag), LL128 (128-byte
+# lines, 120 of them payload) and Simple (bulk copies, a fence and a flag per step).
+PROTOCOLS = ("LL", "LL128", "Simple")
+PROTOCOL_TERMS = ("bandwidth_efficiency", "message_overhead_ns", "launch_latency_ns", "channel_min_kib")
 
 # Bounds on the size of a machine (adr/0002, "Size"): far above any machine a
 # study would simulate, low enough that what is listed per SIP, cube or PE
@@ -134,6 +138,18 @@ SCHEMA: tuple[Field, ...] = (
     Field("ipcq.launch_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
           "fixed cost of starting one collective: its programs' launch on every member and its queues' first "
           "handshake", default=0),
+    *(field for name in PROTOCOLS for field in (
+        Field(f"ipcq.protocols.{name}.bandwidth_efficiency", Fraction01(),
+              f"share of the payload rate a message moves under NCCL's {name} protocol (its flags and line "
+              "format take the rest)", default=None),
+        Field(f"ipcq.protocols.{name}.message_overhead_ns", Quantity(NANOSECONDS, allow_zero=True),
+              f"fixed cost of one IPCQ message under {name}, in place of ipcq.message_overhead_ns", default=None),
+        Field(f"ipcq.protocols.{name}.launch_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
+              f"fixed cost of starting one collective under {name}, in place of ipcq.launch_latency_ns",
+              default=None),
+        Field(f"ipcq.protocols.{name}.channel_min_kib", Quantity(KIB),
+              f"bytes of a call per channel under {name} before `auto` opens another (NCCL's threads per channel "
+              "times its per-thread threshold), in place of ccl.yaml's channel_min_kib", default=None))),
 )
 
 
@@ -167,7 +183,19 @@ def _l2_whole(values: Mapping[str, Any]) -> str | None:
             "(leave sip.l2 out for no L2)")
 
 
-RULES: tuple[Rule, ...] = (Rule("ipcq.max_slot_kib", _ipcq_fits_in_tcm), Rule("sip.l2", _l2_whole))
+def _protocols_whole(values: Mapping[str, Any]) -> str | None:
+    """A protocol given at all is given whole: each of its terms present (adr/0010, "Protocols")."""
+    for name in PROTOCOLS:
+        keys = [f"ipcq.protocols.{name}.{term}" for term in PROTOCOL_TERMS]
+        missing = [key for key in keys if values[key] is None]
+        if 0 < len(missing) < len(keys):
+            return (f"protocol {name} is missing {', '.join(missing)}; expected all of "
+                    f"{', '.join(PROTOCOL_TERMS)} (or leave ipcq.protocols.{name} out)")
+    return None
+
+
+RULES: tuple[Rule, ...] = (Rule("ipcq.max_slot_kib", _ipcq_fits_in_tcm), Rule("sip.l2", _l2_whole),
+                           Rule("ipcq.protocols", _protocols_whole))
 
 
 def _tree(fields: tuple[Field, ...]) -> dict[str, Any]:

@@ -179,3 +179,23 @@ class IpcqSpec:
     message_overhead_ps: int
     engine_bandwidth_bytes_per_s: int | None = None
     launch_latency_ps: int = 0
+    protocols: tuple["ProtocolSpec", ...] = ()
+
+    def protocol(self, name: str) -> "ProtocolSpec":
+        """The protocol called `name`; a `KeyError` where the topology does not give it."""
+        for protocol in self.protocols:
+            if protocol.name == name:
+                return protocol
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """One NCCL protocol's terms (adr/0010, "Protocols"): the share of the payload rate its messages carry,
+    its per-message and per-call fixed costs, and the bytes of a call per channel `auto` opens."""
+
+    name: str
+    bandwidth_efficiency: Fraction
+    message_overhead_ps: int
+    launch_latency_ps: int
+    channel_min_bytes: int

@@ -34,7 +34,7 @@ def path_ps(nbytes: int, hops: list[Hop]) -> int:
 class Costs:
     """Per-op times of one member with buffer kind `buffer_kind`, messages crossing `links` inter-SIP links."""
 
-    def __init__(self, topology, buffer_kind: str, links: int = 1):
+    def __init__(self, topology, buffer_kind: str, links: int = 1, protocol: str | None = None):
         pe, cube, link = topology.pe, topology.cube, topology.system.inter_sip
         self.topology = topology
         self.tcm = Hop(pe.tcm.bandwidth_bytes_per_s, pe.tcm.latency_ps)
@@ -50,6 +50,13 @@ class Costs:
         # Copying a slot out: a TCM slot is read and written through the one TCM port.
         self.copy_hops = [self.tcm] if buffer_kind == "tcm" else [self.buffer, self.tcm]
         self.overhead = topology.ipcq.message_overhead_ps
+        # Under a protocol (adr/0010, "Protocols"): its overhead and launch, and its messages occupying the route
+        # up to the slot as bytes / efficiency would (the slot itself takes the payload).
+        self.efficiency = 1
+        if protocol is not None:
+            spec = topology.ipcq.protocol(protocol)
+            self.overhead, self.launch, self.efficiency = (spec.message_overhead_ps, spec.launch_latency_ps,
+                                                           spec.bandwidth_efficiency)
 
     def load(self, nbytes: int) -> int:
         """HBM → TCM (and TCM → HBM, the same hops): DMA engine, HBM stack, TCM port."""
@@ -59,7 +66,13 @@ class Costs:
 
     def message(self, nbytes: int) -> int:
         """Send start → visible at the receiver: TCM, link(s), buffer, then the message overhead."""
-        return path_ps(nbytes, [*self.engine, self.tcm, *[self.link] * self.links, self.buffer]) + self.overhead
+        network = [*self.engine, self.tcm, *[self.link] * self.links]
+        wire = ceil_div(nbytes * self.efficiency.denominator, self.efficiency.numerator) \
+            if self.efficiency != 1 else nbytes
+        latency = sum(h.latency for h in network) + self.buffer.latency
+        slowest = max(max(ceil_div(wire * PS_PER_S, h.bandwidth) for h in network),
+                      ceil_div(nbytes * PS_PER_S, self.buffer.bandwidth))
+        return latency + slowest + self.overhead
 
     def copy(self, nbytes: int) -> int:
         """Slot → receiver's TCM."""

@@ -130,7 +130,7 @@ class RankBackend(abc.ABC):
         reported = "barrier" if entry.kind == "barrier" else kind  # a barrier's all-reduce is reported as itself
         self._ctx.collectives.append(collective_record(
             label=label, kind=kind, collective=reported, algorithm=ran.algorithm, channels=ran.channels,
-            symmetric=ran.symmetric,
+            symmetric=ran.symmetric, protocol=ran.protocol,
             configured=self.world.config["algorithm"],
             reduce_op=op, dtype=entry.dtype, count=count, nbytes=count * itemsize, ranks=tuple(ranks),
             start_ps=start, end_ps=engine.now))
