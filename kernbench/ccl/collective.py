@@ -33,7 +33,7 @@ from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
 from kernbench.ccl.symmetry import Replication, symmetric_plan
-from kernbench.ccl.tuner import AUTO, plan, protocol_for, slots_within
+from kernbench.ccl.tuner import AUTO, plan, protocol_for, slots_within, steps_for
 from kernbench.ccl.watchdog import DEFAULT_TIMEOUT_S, watching
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
@@ -245,9 +245,11 @@ def _protocol(machine: Machine, request: CollectiveRequest):
 
 def _launch(machine: Machine, request: CollectiveRequest) -> None:
     """The topology's fixed cost of starting a collective (its programs' launch, its queues' first handshake),
-    paid once per call before any member moves data, and logged on every member's SIP."""
+    paid once per call before any member moves data, and logged on every member's SIP. Under a protocol, its
+    launch latency and its step latency once per step of the algorithm (adr/0010, "Protocols")."""
     protocol = _protocol(machine, request)
-    latency = machine.topology.ipcq.launch_latency_ps if protocol is None else protocol.launch_latency_ps
+    latency = (machine.topology.ipcq.launch_latency_ps if protocol is None
+               else protocol.launch_latency_ps + steps_for(request, SHIPPED_ALGORITHMS) * protocol.step_latency_ps)
     if not latency or len(request.members) == 1:
         return
     engine = machine.engine

@@ -33,14 +33,19 @@ fewer messages for the same bytes.
 protocol π the config allows (`protocol: auto`: all; a name: that one), as
 NCCL's tuner prices every (algorithm, protocol) pair:
 
-    T(a, π, c) = L_π + steps_a(p) · (α_π + s / r_pe) + wire_a(p) · S / (e_π · min(c · r_pe, r_link))
+    T(a, π) = L_π + steps_a(p) · h_π + wire_a(p) · S / (e_π · r_link)
 
-with L_π the protocol's launch latency, α_π the message latency with the
-protocol's message overhead in place of `ipcq.message_overhead_ns`, and e_π
-its bandwidth efficiency. The cheapest pair wins; the collective then runs
-under that protocol's terms (`protocol_terms`). Small calls go to LL (least
-fixed cost, half the rate), large ones to Simple (full rate, the dearest
-fixed cost), LL128 in between, as NCCL picks on NVLink.
+with L_π NCCL's base latency and e_π the share of the link's rate NCCL
+credits the protocol (`ipcq.protocols.<π>.tuner_latency_ns`,
+`tuner_efficiency`), h_π the protocol's latency per step
+(`step_latency_ns`). This is NCCL's belief, which is what decides NCCL's
+choice; what the call then costs is simulated under the protocol's terms
+(its launch plus steps_a(p) · h_π, its message overhead and efficiency),
+which the measurements set (`steps_for`). The cheapest pair wins, with the protocol's own
+channel count (its `channel_min_kib` of the call per channel). Small calls
+go to LL (least fixed cost, under half the rate), large ones to Simple,
+LL128 between where its latency and rate beat both, as NCCL picks on
+NVLink.
 
 The candidates are the shipped algorithms listed in ccl.yaml's
 `algorithms` (a user's module has no model here) that run the kind natively
@@ -173,23 +178,28 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
         for protocol in protocols:
             channels = channel_count(machine, request, nbytes, config, protocol) if splits else 1
             piece = min(slot, max(1, nbytes // (p * channels)))
-            seconds = _model_seconds(machine.topology, protocol, steps, wire, alpha, piece, pe_rate,
-                                     min(channels * pe_rate, link_rate), nbytes)
+            if protocol is None:
+                seconds = steps * (alpha / PS_PER_S + piece / pe_rate) + wire * nbytes / min(channels * pe_rate,
+                                                                                            link_rate)
+            else:
+                seconds = _nccl_seconds(protocol, steps, wire, link_rate, nbytes)
             predicted = round(seconds * PS_PER_S)
             if best is None or predicted < best.predicted_ps:
                 best = Plan(name, channels, slot, n_slots, predicted, protocol and protocol.name)
     return best
 
 
-def _model_seconds(topology, protocol, steps: float, wire: float, alpha: int, piece: int, pe_rate: float,
-                   rate: float, nbytes: int) -> float:
-    """The module docstring's T for one candidate: without a protocol the original model (no launch term: the
-    same for every candidate), with one the protocol's launch, message overhead and efficiency."""
-    if protocol is None:
-        return steps * (alpha / PS_PER_S + piece / pe_rate) + wire * nbytes / rate
-    alpha += protocol.message_overhead_ps - topology.ipcq.message_overhead_ps
-    return (protocol.launch_latency_ps / PS_PER_S + steps * (alpha / PS_PER_S + piece / pe_rate)
-            + wire * nbytes / (rate * float(protocol.bandwidth_efficiency)))
+def steps_for(request, shipped: dict[str, str]) -> int:
+    """steps_a(p) of the algorithm `request`'s config names (its module), 0 where the model has no shape for it
+    (a user's module): how many per-step latencies a call's launch pays under a protocol."""
+    shape = SHAPES.get(request.kind, {}).get(_shipped_name(request.config.get("module"), shipped))
+    return 0 if shape is None else round(shape(len(request.members))[0])
+
+
+def _nccl_seconds(protocol, steps: float, wire: float, link_rate: float, nbytes: int) -> float:
+    """T(a, π) of the module docstring: NCCL's tuner's time for a call under `protocol`."""
+    return ((protocol.tuner_latency_ps + steps * protocol.step_latency_ps) / PS_PER_S
+            + wire * nbytes / (link_rate * float(protocol.tuner_efficiency)))
 
 
 def protocol_options(topology, config: dict, label: str) -> list:
@@ -220,16 +230,10 @@ def protocol_for(machine, request, algorithm: str, shipped: dict[str, str]) -> s
     shape = SHAPES.get(request.kind, {}).get(_shipped_name(request.config.get("module"), shipped))
     if shape is None or nested(request.sips):
         return _bulk(machine.topology, request)
-    config, p = request.config, len(request.members)
-    _, slot = slots_within(machine.topology, config)
+    _, _, link_rate = _route_terms(machine, request)
+    steps, wire = shape(len(request.members))
     nbytes = _bytes_per_rank(request)
-    channels = max(1, min(config.get("channels", 1), machine.topology.pes_per_sip))
-    alpha, pe_rate, link_rate = _route_terms(machine, request)
-    piece = min(slot, max(1, nbytes // (p * channels)))
-    steps, wire = shape(p)
-    return min(protocols, key=lambda protocol: _model_seconds(
-        machine.topology, protocol, steps, wire, alpha, piece, pe_rate, min(channels * pe_rate, link_rate),
-        nbytes)).name
+    return min(protocols, key=lambda protocol: _nccl_seconds(protocol, steps, wire, link_rate, nbytes)).name
 
 
 def _plan_nested(machine, request, shipped: dict[str, str], slot: int, n_slots: int, nbytes: int) -> Plan | None:

@@ -16,7 +16,7 @@ from typing import Any
 from kernbench.topology.document import parse_document, read_bounded
 from kernbench.topology.errors import TopologyError
 from kernbench.topology.model import Topology
-from kernbench.topology.schema import PROTOCOLS, validate
+from kernbench.topology.schema import PROTOCOL_TERMS, PROTOCOLS, validate
 from kernbench.topology.specs import (
     CubeSpec,
     DmaSpec,
@@ -135,10 +135,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
             engine_bandwidth_bytes_per_s=values["ipcq.engine_bandwidth_gb_per_s"],
             launch_latency_ps=values["ipcq.launch_latency_ns"],
             protocols=tuple(
-                ProtocolSpec(name, values[f"ipcq.protocols.{name}.bandwidth_efficiency"],
-                             values[f"ipcq.protocols.{name}.message_overhead_ns"],
-                             values[f"ipcq.protocols.{name}.launch_latency_ns"],
-                             values[f"ipcq.protocols.{name}.channel_min_kib"])
+                ProtocolSpec(name, *(values[f"ipcq.protocols.{name}.{term}"] for term in PROTOCOL_TERMS))
                 for name in PROTOCOLS if values[f"ipcq.protocols.{name}.bandwidth_efficiency"] is not None),
         ),
         source=path,

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.install import CclConfigError, load_ccl_config
+from kernbench.ccl.tuner import SHAPES
 from kernbench.session import Session
 from kernbench.topology import load_topology
 from kernbench.topology.errors import TopologyError
@@ -46,14 +48,14 @@ def _all_reduce(topology, nbytes: int, ccl=None, gpus: int = 4) -> dict:
 
 def test_adr0010_t98_a_bad_protocol_term_or_name_is_one_line_naming_the_key(tmp_path):
     with pytest.raises(TopologyError, match=r"ipcq.protocols.LL.channel_min_kib"):
-        _h200(tmp_path, edit=lambda text: text.replace(", launch_latency_ns: 6000, channel_min_kib: 16", ""))
+        _h200(tmp_path, edit=lambda text: text.replace(" channel_min_kib: 16,", ""))
     with pytest.raises(TopologyError, match=r"LL64.*did you mean"):
         _h200(tmp_path, edit=lambda text: text.replace("    LL: {", "    LL64: {"))
     shipped = load_ccl_config()
     with pytest.raises(CclConfigError, match=r"protocol.*LL64.*expected one of: auto, LL, LL128, Simple"):
         load_ccl_config({**shipped, "defaults": {**shipped["defaults"], "protocol": "LL64"}})
     # A protocol the topology does not give: one line naming the key it lacks.
-    without = _h200(tmp_path, edit=lambda text: text.replace("    LL128: {", "    # LL128: {"))
+    without = _h200(tmp_path, edit=lambda text: re.sub(r"\n    LL128: \{[^}]*\}", "", text))
     with pytest.raises(Exception, match=r"ipcq.protocols.LL128") as raised:
         _all_reduce(without, 1 << 20, {**shipped, "defaults": {**shipped["defaults"], "protocol": "LL128"}})
     assert "\n" not in str(raised.value).strip()
@@ -61,7 +63,8 @@ def test_adr0010_t98_a_bad_protocol_term_or_name_is_one_line_naming_the_key(tmp_
 
 def test_adr0010_t99_auto_picks_nccls_protocol_by_size_and_pays_its_launch(tmp_path):
     """Small calls run LL (least fixed cost), the largest Simple (full rate), as NCCL picks on NVLink; a named
-    protocol is run as named; each pays its own launch latency before any message."""
+    protocol is run as named; each pays its own launch latency and its step latency per step of the algorithm
+    that ran (ring 2(p - 1), tree 2 log2 p) before any message."""
     topology = load_topology("h200x4")
     small, large = _all_reduce(topology, 64 << 10), _all_reduce(topology, 256 << 20)
     assert small["protocol"] == "LL" and large["protocol"] == "Simple", (small["protocol"], large["protocol"])
@@ -69,7 +72,8 @@ def test_adr0010_t99_auto_picks_nccls_protocol_by_size_and_pays_its_launch(tmp_p
     forced = _all_reduce(topology, 64 << 10, {**shipped, "defaults": {**shipped["defaults"], "protocol": "Simple"}})
     assert forced["protocol"] == "Simple"
     for row in (small, large, forced):
-        assert row["launches"] == {topology.ipcq.protocol(row["protocol"]).launch_latency_ps}
+        spec, (steps, _) = topology.ipcq.protocol(row["protocol"]), SHAPES["all_reduce"][row["algorithm"]](4)
+        assert row["launches"] == {spec.launch_latency_ps + steps * spec.step_latency_ps}
     assert forced["time_ps"] > small["time_ps"]  # what auto chose is the faster, as its model said
 
 
@@ -87,17 +91,18 @@ def test_adr0010_t100_one_gpu_description_serves_every_gpu_count(tmp_path):
     assert row["world_size"] == 2 and row["protocol"] in ("LL", "LL128", "Simple")
 
 
+TUNER = "tuner_latency_ns: 5000, tuner_efficiency: 0.5"
 PROTOCOLS = (", protocols: {LL: {bandwidth_efficiency: 0.5, message_overhead_ns: 300, launch_latency_ns: 2000, "
-             "channel_min_kib: 16}, Simple: {bandwidth_efficiency: 1, message_overhead_ns: 900, "
-             "launch_latency_ns: 7000, channel_min_kib: 32}}")
+             f"step_latency_ns: 400, channel_min_kib: 16, {TUNER}}}, Simple: {{bandwidth_efficiency: 1, message_overhead_ns: 900, "
+             f"launch_latency_ns: 7000, step_latency_ns: 900, channel_min_kib: 32, {TUNER}}}}}")
 
 
 @pytest.mark.parametrize("protocol", ["LL", "Simple"])
 @pytest.mark.parametrize("nbytes", [1000, 64 * 1024])
 def test_adr0010_t101_a_protocols_terms_enter_the_chain_broadcasts_closed_form(tmp_path, protocol, nbytes):
-    """Under a protocol the chain broadcast's closed form holds with the protocol's launch once, its message
-    overhead per message and its messages on the route as bytes / efficiency (the slot takes the payload);
-    default.yaml without protocols keeps the old time."""
+    """Under a protocol the chain broadcast's closed form holds with the protocol's launch once and its step
+    latency once per step (p - 1 for the chain), its message overhead per message and its messages on the route
+    as bytes / efficiency (the slot takes the payload); default.yaml without protocols keeps the old time."""
     import numpy as np
 
     from tests.ccl.closed_forms import Costs, chain_broadcast
@@ -111,6 +116,7 @@ def test_adr0010_t101_a_protocols_terms_enter_the_chain_broadcasts_closed_form(t
     took = run(session, "broadcast", members, config("ring", **BIG_SLOTS, buffer_kind="tcm", protocol=protocol),
                root=0, op=None)
     costs = Costs(topology, "tcm", protocol=protocol)
-    assert took == costs.launch + chain_broadcast(costs, 4, nbytes)
+    step = topology.ipcq.protocol(protocol).step_latency_ps
+    assert took == costs.launch + 3 * step + chain_broadcast(costs, 4, nbytes)
     plain = load_topology("default")
     assert broadcast_time(plain, 4, nbytes // 4) == chain_broadcast(Costs(plain, "tcm"), 4, nbytes)
