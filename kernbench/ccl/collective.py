@@ -173,7 +173,7 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
     if request.config.get("algorithm") == AUTO:
         request = _tuned(machine, request)
     else:
-        request = _with_protocol(machine, request, request.config.get("algorithm"))
+        request = _with_protocol(machine, request)
     schedule = schedule_for(request)
     settings = IpcqSettings.checked(
         machine.topology, buffer_kind=request.config.get("buffer_kind"),
@@ -227,13 +227,13 @@ def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
     chosen.update(entry.get("params", {}), **{k: v for k, v in entry.items() if k != "params"}, **fixed,
                   algorithm=name)
     tuned = replace(request, config=chosen)
-    return tuned if choice is not None else _with_protocol(machine, tuned, name)
+    return tuned if choice is not None else _with_protocol(machine, tuned)
 
 
-def _with_protocol(machine: Machine, request: CollectiveRequest, algorithm: str) -> CollectiveRequest:
+def _with_protocol(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
     """`request` with the protocol it runs under in its config (`tuner.protocol_for`; None where the topology
     gives no protocols)."""
-    chosen = protocol_for(machine, request, algorithm, SHIPPED_ALGORITHMS)
+    chosen = protocol_for(machine, request, SHIPPED_ALGORITHMS)
     return replace(request, config={**request.config, "protocol": chosen})
 
 

@@ -175,6 +175,7 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
         if shape is None or runnable(importlib.import_module(entry["module"]), kind, request.sips) is None:
             continue
         steps, wire = shape(p)
+        algorithm = _shipped_name(entry.get("module"), shipped)
         for protocol in protocols:
             channels = channel_count(machine, request, nbytes, config, protocol) if splits else 1
             piece = min(slot, max(1, nbytes // (p * channels)))
@@ -182,18 +183,30 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
                 seconds = steps * (alpha / PS_PER_S + piece / pe_rate) + wire * nbytes / min(channels * pe_rate,
                                                                                             link_rate)
             else:
-                seconds = _nccl_seconds(protocol, steps, wire, link_rate, nbytes)
+                seconds = _nccl_seconds(protocol, latency_steps(kind, algorithm, p), wire, link_rate, nbytes)
             predicted = round(seconds * PS_PER_S)
             if best is None or predicted < best.predicted_ps:
                 best = Plan(name, channels, slot, n_slots, predicted, protocol and protocol.name)
     return best
 
 
+# Steps whose latency a call pays under a protocol, where they differ from `SHAPES`' critical path: a chain
+# broadcast or reduce streams its pieces down the chain, so NCCL's tuner charges its per-hop latency once.
+LATENCY_STEPS = {("broadcast", "ring"): lambda p: 1, ("reduce", "ring"): lambda p: 1}
+
+
+def latency_steps(kind: str, algorithm: str, p: int) -> int:
+    """How many per-step latencies a call of `kind` by the shipped `algorithm` over p ranks pays under a
+    protocol (`LATENCY_STEPS`, else the critical path's steps of `SHAPES`)."""
+    steps = LATENCY_STEPS.get((kind, algorithm))
+    return steps(p) if steps is not None else round(SHAPES[kind][algorithm](p)[0])
+
+
 def steps_for(request, shipped: dict[str, str]) -> int:
-    """steps_a(p) of the algorithm `request`'s config names (its module), 0 where the model has no shape for it
-    (a user's module): how many per-step latencies a call's launch pays under a protocol."""
-    shape = SHAPES.get(request.kind, {}).get(_shipped_name(request.config.get("module"), shipped))
-    return 0 if shape is None else round(shape(len(request.members))[0])
+    """`latency_steps` of the algorithm `request`'s config names (its module), 0 where the model has no shape
+    for it (a user's module): how many per-step latencies a call's launch pays under a protocol."""
+    name = _shipped_name(request.config.get("module"), shipped)
+    return latency_steps(request.kind, name, len(request.members)) if name in SHAPES.get(request.kind, {}) else 0
 
 
 def _nccl_seconds(protocol, steps: float, wire: float, link_rate: float, nbytes: int) -> float:
@@ -220,10 +233,11 @@ def protocol_options(topology, config: dict, label: str) -> list:
                               f"ipcq.protocols.{wanted} (it gives {names})") from None
 
 
-def protocol_for(machine, request, algorithm: str, shipped: dict[str, str]) -> str | None:
-    """The protocol a call of a named `algorithm` runs under: None without protocols in the topology; the
-    config's name; for `auto`, the cheapest under the model above where the algorithm is a shipped one with
-    a shape for the kind on one rank per SIP, else `BULK_PROTOCOL` (or the last the topology gives)."""
+def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
+    """The protocol a call of the algorithm its config names runs under: None without protocols in the
+    topology; the config's name; for `auto`, the cheapest under the model above where the algorithm is a
+    shipped one with a shape for the kind on one rank per SIP, else `BULK_PROTOCOL` (or the last the
+    topology gives)."""
     protocols = protocol_options(machine.topology, request.config, request.label)
     if len(protocols) == 1:
         return protocols[0] and protocols[0].name
@@ -231,7 +245,8 @@ def protocol_for(machine, request, algorithm: str, shipped: dict[str, str]) -> s
     if shape is None or nested(request.sips):
         return _bulk(machine.topology, request)
     _, _, link_rate = _route_terms(machine, request)
-    steps, wire = shape(len(request.members))
+    _, wire = shape(len(request.members))
+    steps = steps_for(request, shipped)
     nbytes = _bytes_per_rank(request)
     return min(protocols, key=lambda protocol: _nccl_seconds(protocol, steps, wire, link_rate, nbytes)).name
 
