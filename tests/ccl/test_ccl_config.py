@@ -187,7 +187,8 @@ def test_adr0012_t33_resolve_algorithm_config_flattens_defaults_under_the_chosen
     assert flat == {"algorithm": "ring", "module": "kernbench.ccl.algorithms.ring", "wiring": "ring_1d",
                     "n_elem": 32, "buffer_kind": "tcm", "backpressure": "sleep", "n_slots": 8, "slot_size": 65536,
                     "poll_interval_ns": 20, "poll_interval_ps": 20_000, "candidates": ["ring", "tree", "hierarchical"],
-                    "channels": 1, "max_channels": 16, "channel_min_kib": 128, "symmetric": True}
+                    "channels": 1, "max_channels": 16, "channel_min_kib": 128, "symmetric": True,
+                    "protocol": "auto"}
     tree = resolve_algorithm_config(cfg, algorithm="tree")
     assert tree == {**flat, "algorithm": "tree", "module": "kernbench.ccl.algorithms.tree", "wiring": "binary_tree",
                     "n_slots": 2}

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from kernbench.ccl.errors import CollectiveError
-from kernbench.ccl.install import CclConfigError, load_ccl_config
+from kernbench.ccl.install import SHIPPED_CCL_PATH, CclConfigError, load_ccl_config
 from kernbench.ccl.tuner import SHAPES
 from kernbench.session import Session
 from kernbench.topology import load_topology
@@ -51,7 +51,7 @@ def test_adr0010_t98_a_bad_protocol_term_or_name_is_one_line_naming_the_key(tmp_
         _h200(tmp_path, edit=lambda text: text.replace(" channel_min_kib: 16,", ""))
     with pytest.raises(TopologyError, match=r"LL64.*did you mean"):
         _h200(tmp_path, edit=lambda text: text.replace("    LL: {", "    LL64: {"))
-    shipped = load_ccl_config()
+    shipped = load_ccl_config(SHIPPED_CCL_PATH)
     with pytest.raises(CclConfigError, match=r"protocol.*LL64.*expected one of: auto, LL, LL128, Simple"):
         load_ccl_config({**shipped, "defaults": {**shipped["defaults"], "protocol": "LL64"}})
     # A protocol the topology does not give: one line naming the key it lacks.
@@ -68,7 +68,7 @@ def test_adr0010_t99_auto_picks_nccls_protocol_by_size_and_pays_its_launch(tmp_p
     topology = load_topology("h200x4")
     small, large = _all_reduce(topology, 64 << 10), _all_reduce(topology, 256 << 20)
     assert small["protocol"] == "LL" and large["protocol"] == "Simple", (small["protocol"], large["protocol"])
-    shipped = load_ccl_config()
+    shipped = load_ccl_config(SHIPPED_CCL_PATH)
     forced = _all_reduce(topology, 64 << 10, {**shipped, "defaults": {**shipped["defaults"], "protocol": "Simple"}})
     assert forced["protocol"] == "Simple"
     for row in (small, large, forced):
@@ -79,7 +79,8 @@ def test_adr0010_t99_auto_picks_nccls_protocol_by_size_and_pays_its_launch(tmp_p
 
 def test_adr0010_t100_one_gpu_description_serves_every_gpu_count(tmp_path):
     """The H200 files describe one GPU and its links: h200x4 cut to 2 or 8 GPUs is h200x8 but for the count,
-    and a 2-GPU all-reduce on the cut file runs (the same terms price it)."""
+    and a 2-GPU all-reduce on the cut file runs (the same terms price it); h100.yaml raised to 4 GPUs has the
+    same links and queues."""
     four, eight = load_topology("h200x4"), load_topology("h200x8")
     for gpus in (2, 8):
         cut = _h200(tmp_path, gpus)
@@ -89,6 +90,11 @@ def test_adr0010_t100_one_gpu_description_serves_every_gpu_count(tmp_path):
         assert (cut.sip, cut.cube, cut.pe, cut.ipcq) == (eight.sip, eight.cube, eight.pe, eight.ipcq)
     row = _all_reduce(_h200(tmp_path, 2), 8 << 20, gpus=2)
     assert row["world_size"] == 2 and row["protocol"] in ("LL", "LL128", "Simple")
+    # One H100 raised to 4 is 4 H100s behind the same NVLink 4 / NVSwitch fabric, with the same queues.
+    text = resolve_topology_path("h100").read_text().replace("sips: {count: 1}", "sips: {count: 4}")
+    (tmp_path / "h100x4.yaml").write_text(text)
+    h100x4 = load_topology(tmp_path / "h100x4.yaml")
+    assert (h100x4.system.inter_sip, h100x4.ipcq) == (four.system.inter_sip, four.ipcq)
 
 
 TUNER = "tuner_latency_ns: 5000, tuner_efficiency: 0.5"
