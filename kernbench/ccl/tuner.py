@@ -186,7 +186,8 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
                 seconds = _nccl_seconds(protocol, latency_steps(kind, algorithm, p), wire, link_rate, nbytes)
             predicted = round(seconds * PS_PER_S)
             if best is None or predicted < best.predicted_ps:
-                best = Plan(name, channels, slot, n_slots, predicted, protocol and protocol.name)
+                best = Plan(name, channels, slot if protocol is None else min(slot, protocol.slot_bytes), n_slots,
+                            predicted, protocol and protocol.name)
     return best
 
 

@@ -44,7 +44,7 @@ DEFAULT_PLACEMENTS = ("interleaved", "first_pe")
 # lines, 120 of them payload) and Simple (bulk copies, a fence and a flag per step).
 PROTOCOLS = ("LL", "LL128", "Simple")
 PROTOCOL_TERMS = ("bandwidth_efficiency", "message_overhead_ns", "launch_latency_ns", "step_latency_ns",
-                  "channel_min_kib", "tuner_latency_ns", "tuner_efficiency")
+                  "channel_min_kib", "slot_kib", "tuner_latency_ns", "tuner_efficiency")
 
 # Bounds on the size of a machine (adr/0002, "Size"): far above any machine a
 # study would simulate, low enough that what is listed per SIP, cube or PE
@@ -154,6 +154,9 @@ SCHEMA: tuple[Field, ...] = (
         Field(f"ipcq.protocols.{name}.channel_min_kib", Quantity(KIB),
               f"bytes of a call per channel under {name} before `auto` opens another (NCCL's threads per channel "
               "times its per-thread threshold), in place of ccl.yaml's channel_min_kib", default=None),
+        Field(f"ipcq.protocols.{name}.slot_kib", Quantity(KIB),
+              f"largest IPCQ slot `auto` gives a message under {name} (NCCL's step of that protocol's buffer), at "
+              "most ipcq.max_slot_kib", default=None),
         Field(f"ipcq.protocols.{name}.tuner_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
               f"what `auto`'s model, as NCCL's tuner, charges a call under {name} once (NCCL's base latency)",
               default=None),
@@ -201,6 +204,10 @@ def _protocols_whole(values: Mapping[str, Any]) -> str | None:
         if 0 < len(missing) < len(keys):
             return (f"protocol {name} is missing {', '.join(missing)}; expected all of "
                     f"{', '.join(PROTOCOL_TERMS)} (or leave ipcq.protocols.{name} out)")
+        slot = values[f"ipcq.protocols.{name}.slot_kib"]
+        if slot is not None and slot > values["ipcq.max_slot_kib"]:
+            return (f"ipcq.protocols.{name}.slot_kib = {slot / 1024:g} KiB is above ipcq.max_slot_kib = "
+                    f"{values['ipcq.max_slot_kib'] / 1024:g} KiB; expected a slot the queues can hold")
     return None
 
 

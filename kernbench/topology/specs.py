@@ -201,5 +201,6 @@ class ProtocolSpec:
     launch_latency_ps: int
     step_latency_ps: int
     channel_min_bytes: int
+    slot_bytes: int
     tuner_latency_ps: int
     tuner_efficiency: Fraction

@@ -49,6 +49,8 @@ def _all_reduce(topology, nbytes: int, ccl=None, gpus: int = 4) -> dict:
 def test_adr0010_t98_a_bad_protocol_term_or_name_is_one_line_naming_the_key(tmp_path):
     with pytest.raises(TopologyError, match=r"ipcq.protocols.LL.channel_min_kib"):
         _h200(tmp_path, edit=lambda text: text.replace(" channel_min_kib: 16,", ""))
+    with pytest.raises(TopologyError, match=r"ipcq.protocols.LL.slot_kib = 64 KiB is above ipcq.max_slot_kib"):
+        _h200(tmp_path, edit=lambda text: text.replace("slot_kib: 4,", "slot_kib: 64,"))
     with pytest.raises(TopologyError, match=r"LL64.*did you mean"):
         _h200(tmp_path, edit=lambda text: text.replace("    LL: {", "    LL64: {"))
     shipped = load_ccl_config(SHIPPED_CCL_PATH)
@@ -98,9 +100,11 @@ def test_adr0010_t100_one_gpu_description_serves_every_gpu_count(tmp_path):
 
 
 TUNER = "tuner_latency_ns: 5000, tuner_efficiency: 0.5"
-PROTOCOLS = (", protocols: {LL: {bandwidth_efficiency: 0.5, message_overhead_ns: 300, launch_latency_ns: 2000, "
-             f"step_latency_ns: 400, channel_min_kib: 16, {TUNER}}}, Simple: {{bandwidth_efficiency: 1, message_overhead_ns: 900, "
-             f"launch_latency_ns: 7000, step_latency_ns: 900, channel_min_kib: 32, {TUNER}}}}}")
+PROTOCOLS = (", protocols: {"
+             "LL: {bandwidth_efficiency: 0.5, message_overhead_ns: 300, launch_latency_ns: 2000, "
+             f"step_latency_ns: 400, channel_min_kib: 16, slot_kib: 64, {TUNER}}}, "
+             "Simple: {bandwidth_efficiency: 1, message_overhead_ns: 900, launch_latency_ns: 7000, "
+             f"step_latency_ns: 900, channel_min_kib: 32, slot_kib: 64, {TUNER}}}}}")
 
 
 @pytest.mark.parametrize("protocol", ["LL", "Simple"])
