@@ -131,3 +131,16 @@ def test_adr0010_t101_a_protocols_terms_enter_the_chain_broadcasts_closed_form(t
     assert took == costs.launch + step + chain_broadcast(costs, 4, nbytes)  # a chain pays one step's latency
     plain = load_topology("default")
     assert broadcast_time(plain, 4, nbytes // 4) == chain_broadcast(Costs(plain, "tcm"), 4, nbytes)
+
+
+@pytest.mark.parametrize("protocol", ["LL", "Simple"])
+def test_adr0010_t102_a_symmetric_collective_under_a_protocol_takes_the_full_runs_time(protocol):
+    """The protocol's overhead and wire bytes are in every queue's settings, rank 0's loop queues too: the
+    symmetric shortcut (adr/0010, "Symmetric collectives") keeps the full run's picoseconds."""
+    shipped = load_ccl_config(SHIPPED_CCL_PATH)
+    topology = load_topology("h200x4")
+    rows = [_all_reduce(topology, 1 << 20, {**shipped, "defaults": {**shipped["defaults"], "protocol": protocol,
+                                                                       "symmetric": symmetric, "candidates": ["ring"]}})
+            for symmetric in (True, False)]
+    assert [row["symmetric"] for row in rows] == [True, False]
+    assert rows[0]["time_ps"] == rows[1]["time_ps"] and rows[0]["protocol"] == protocol
