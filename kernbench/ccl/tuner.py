@@ -33,19 +33,21 @@ fewer messages for the same bytes.
 protocol π the config allows (`protocol: auto`: all; a name: that one), as
 NCCL's tuner prices every (algorithm, protocol) pair:
 
-    T(a, π) = L_π + steps_a(p) · h_π + wire_a(p) · S / (e_π · r_link)
+    T(a, π) = L_π + n_a(p) · h_π + wire_a(p) · S / (e_π · r_link)
 
 with L_π NCCL's base latency and e_π the share of the link's rate NCCL
 credits the protocol (`ipcq.protocols.<π>.tuner_latency_ns`,
 `tuner_efficiency`), h_π the protocol's latency per step
-(`step_latency_ns`). This is NCCL's belief, which is what decides NCCL's
-choice; what the call then costs is simulated under the protocol's terms
-(its launch plus steps_a(p) · h_π, its message overhead and efficiency),
-which the measurements set (`steps_for`). The cheapest pair wins, with the protocol's own
-channel count (its `channel_min_kib` of the call per channel). Small calls
-go to LL (least fixed cost, under half the rate), large ones to Simple,
-LL128 between where its latency and rate beat both, as NCCL picks on
-NVLink.
+(`step_latency_ns`) and n_a(p) the steps that pay it (`latency_steps`:
+`SHAPES`' steps, but one for a chain broadcast or reduce, which streams).
+This is NCCL's belief, which is what decides NCCL's choice; what the call
+then costs is simulated under the protocol's terms (its launch plus
+n_a(p) · h_π, its message overhead, efficiency and slot), which the
+measurements set. The cheapest pair wins, with the protocol's own channel
+count (its `channel_min_kib` of the call per channel) and slot
+(`slot_kib`). Small calls go to LL (least fixed cost, under half the
+rate), large ones to Simple, LL128 between where its latency and rate beat
+both, as NCCL picks on NVLink.
 
 The candidates are the shipped algorithms listed in ccl.yaml's
 `algorithms` (a user's module has no model here) that run the kind natively
