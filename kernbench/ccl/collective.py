@@ -33,7 +33,8 @@ from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
 from kernbench.ccl.symmetry import Replication, symmetric_plan
-from kernbench.ccl.tuner import AUTO, plan, protocol_for, slots_within, steps_for
+from kernbench.ccl.tuner import (AUTO, bytes_per_rank, channel_count, plan, protocol_for, slots_within,
+                                 steps_for)
 from kernbench.ccl.watchdog import DEFAULT_TIMEOUT_S, watching
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine import Allocation, Machine
@@ -211,7 +212,9 @@ def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedu
 
 
 def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
-    """`request` with the tuner's choice in its config (the kind's shipped fallback where no candidate runs it)."""
+    """`request` with the tuner's choice in its config: where no candidate runs the kind, its shipped fallback
+    under the protocol `_with_protocol` gives, on as many channels as that protocol opens for its bytes where
+    the call can split (a send: NCCL spreads one over channels as it does a collective)."""
     config = request.config
     choice = plan(machine, request, SHIPPED_ALGORITHMS, splits_into_channels(request))
     if choice is None:
@@ -227,7 +230,13 @@ def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
     chosen.update(entry.get("params", {}), **{k: v for k, v in entry.items() if k != "params"}, **fixed,
                   algorithm=name)
     tuned = replace(request, config=chosen)
-    return tuned if choice is not None else _with_protocol(machine, tuned)
+    if choice is not None:
+        return tuned
+    tuned = _with_protocol(machine, tuned)
+    if not splits_into_channels(tuned):
+        return tuned
+    channels = channel_count(machine, tuned, bytes_per_rank(tuned), tuned.config, _protocol(machine, tuned))
+    return replace(tuned, config={**tuned.config, "channels": channels})
 
 
 def _with_protocol(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:
@@ -310,7 +319,8 @@ def _strided(region: Region, a: int, b: int, count: int, p: int) -> Region:
 
 
 CHANNEL_CUTS = {
-    **dict.fromkeys(("all_reduce", "broadcast", "reduce"), ChannelCut(lambda m: m.input.count, _elementwise_parts)),
+    **dict.fromkeys(("all_reduce", "broadcast", "reduce", "send"),
+                    ChannelCut(lambda m: m.input.count, _elementwise_parts)),
     # Rank r's piece lands at piece r of every output: a channel gathers the same slice of each.
     "all_gather": ChannelCut(lambda m: m.input.count,
                              lambda m, a, b, n, p: (_part(m.input, a, b), _strided(m.output, a, b, n, p))),

@@ -426,8 +426,8 @@ class Distributed:
             raise CollectiveError(f"batch_isend_irecv: expected a non-empty list of dist.P2POp, got {p2p_op_list!r}")
         if len({id(op.group) for op in p2p_op_list}) > 1:
             raise CollectiveError("batch_isend_irecv: every P2POp of a batch must use the same group")
-        return [self._p2p(op.role, op.tensor, op.peer, op.group_peer, op.group, op.tag, async_op=True)
-                for op in p2p_op_list]
+        return [self._p2p(op.role, op.tensor, op.peer, op.group_peer, op.group, op.tag, async_op=True,
+                          issued=i > 0) for i, op in enumerate(p2p_op_list)]
 
     # ---- machinery -----------------------------------------------------------------------
     def _require(self, call: str) -> World:
@@ -492,12 +492,18 @@ class Distributed:
         if input.dtype != output.dtype:
             raise CollectiveError(f"{call}: input is {input.dtype.name} but output is {output.dtype.name}")
         label = f"{call}#{{seq}}" + ("" if group is world.group else f"[{group.name}]")
-        return self._backend(world).collective(group, kind, call, (reduce_op, factor), root, input, output, label,
-                                               splits, async_op)
+        backend = self._backend(world)
+        backend.spend_host_call()
+        return backend.collective(group, kind, call, (reduce_op, factor), root, input, output, label, splits,
+                                  async_op)
 
-    def _p2p(self, role: str, tensor, peer, group_peer, group, tag, *, async_op: bool):
+    def _p2p(self, role: str, tensor, peer, group_peer, group, tag, *, async_op: bool, issued: bool = False):
+        """One side of a send/recv; `issued`: the host already spent the call's cost (a later op of a batch,
+        which NCCL's group call issues with the first)."""
         backend, group = self._backend_and_group(role, group)
         check_device_tensor(tensor, role)
+        if not issued:
+            backend.spend_host_call()
         handle, label, peer = backend.p2p(role, tensor, peer, group_peer, group, tag, async_op)
         if async_op:
             return Work(self._ctx, [handle], label)

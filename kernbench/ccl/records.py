@@ -39,7 +39,7 @@ def record_count(kind: str, input_count: int, output_count: int, n: int) -> int:
 def collective_record(*, label: str, kind: str, algorithm: str, reduce_op: str | None, dtype: str, count: int,
                       nbytes: int, ranks: tuple[int, ...], start_ps: int, end_ps: int, collective: str | None = None,
                       configured: str | None = None, channels: int = 1, symmetric: bool = False,
-                      protocol: str | None = None) -> dict:
+                      protocol: str | None = None, host_ps: int = 0) -> dict:
     """One report row (plain data: ints in ps and bytes, bandwidths in GB/s).
 
     `collective` is the call the script made (`barrier`, `all_to_all_single`;
@@ -50,8 +50,15 @@ def collective_record(*, label: str, kind: str, algorithm: str, reduce_op: str |
     `symmetric` whether rank 0 alone was simulated and the others logged as
     its rotations (ADR 0010, "Symmetric collectives"); `protocol` NCCL's protocol it ran under, where the
     topology gives protocols (ADR 0010, "Protocols"), else None.
+
+    `time_ps` is the call's time as nccl-tests and a host loop measure it,
+    calls issued back to back: its device span (`end_ps - start_ps`,
+    `device_ps`), or the host's time to issue a call (`host_ps`) where that
+    is longer, the device then idling between calls (ADR 0010, "Host cost of
+    a call"). The bandwidths are of that time.
     """
-    time_ps = end_ps - start_ps
+    device_ps = end_ps - start_ps
+    time_ps = max(device_ps, host_ps)
     algbw = nbytes * PS_PER_S / time_ps / 1e9 if time_ps else 0.0
     return {
         "label": label, "collective": collective or kind, "algorithm": algorithm,
@@ -59,6 +66,6 @@ def collective_record(*, label: str, kind: str, algorithm: str, reduce_op: str |
         "protocol": protocol,
         "op": reduce_op, "dtype": dtype,
         "count": count, "bytes": nbytes, "ranks": list(ranks), "world_size": len(ranks),
-        "start_ps": start_ps, "end_ps": end_ps, "time_ps": time_ps,
+        "start_ps": start_ps, "end_ps": end_ps, "device_ps": device_ps, "host_ps": host_ps, "time_ps": time_ps,
         "algbw_gb_per_s": algbw, "busbw_gb_per_s": algbw * bus_factor(kind, len(ranks)),
     }

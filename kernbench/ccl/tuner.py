@@ -166,7 +166,7 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
     """
     config, kind, p = request.config, request.kind, len(request.members)
     n_slots, slot = slots_within(machine.topology, config)
-    nbytes = _bytes_per_rank(request)
+    nbytes = bytes_per_rank(request)
     if nested(request.sips):
         return _plan_nested(machine, request, shipped, slot, n_slots, nbytes)
     alpha, pe_rate, link_rate = _route_terms(machine, request)
@@ -250,7 +250,7 @@ def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
     _, _, link_rate = _route_terms(machine, request)
     _, wire = shape(len(request.members))
     steps = steps_for(request, shipped)
-    nbytes = _bytes_per_rank(request)
+    nbytes = bytes_per_rank(request)
     return min(protocols, key=lambda protocol: _nccl_seconds(protocol, steps, wire, link_rate, nbytes)).name
 
 
@@ -362,7 +362,8 @@ def channel_count(machine, request, nbytes: int, config: dict, protocol=None) ->
     return max(1, min(wanted, limit))
 
 
-def _bytes_per_rank(request) -> int:
+def bytes_per_rank(request) -> int:
+    """The bytes the tuner prices a call by: the larger of its root's (or rank 0's) input and output."""
     member = request.members[request.root or 0]
     return max(member.input.count, member.output.count) * member.input.dtype.itemsize
 

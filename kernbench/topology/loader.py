@@ -101,6 +101,8 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
                 latency_ps=values["system.host_link.latency_ns"],
             ),
             kernel_launch_ps=values["system.host_link.kernel_launch_ns"],
+            collective_call_ps=values["system.host_link.collective_call_ns"],
+            collective_call_per_gpu_ps=values["system.host_link.collective_call_per_gpu_ns"],
         ),
         sip=SipSpec(
             cube_mesh=MeshSpec(w=values["sip.cube_mesh.w"], h=values["sip.cube_mesh.h"]),

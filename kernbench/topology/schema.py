@@ -101,6 +101,11 @@ SCHEMA: tuple[Field, ...] = (
     Field("system.host_link.kernel_launch_ns", Quantity(NANOSECONDS, allow_zero=True),
           "the host's time to launch one kernel or device op (framework, autograd and driver), during which "
           "device work already enqueued runs on", default=0),
+    Field("system.host_link.collective_call_ns", Quantity(NANOSECONDS, allow_zero=True),
+          "the host's time to issue one collective or send/recv call (the framework's work object, the "
+          "collective library's enqueue and its kernel's launch), beside collective_call_per_gpu_ns", default=0),
+    Field("system.host_link.collective_call_per_gpu_ns", Quantity(NANOSECONDS, allow_zero=True),
+          "what one collective call's host time grows by for each GPU (rank process) of the job", default=0),
     Field("sip.cube_mesh.w", Count(maximum=MAX_MESH_SIDE), "cubes across the SIP's mesh"),
     Field("sip.cube_mesh.h", Count(maximum=MAX_MESH_SIDE), "cubes down the SIP's mesh"),
     Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),

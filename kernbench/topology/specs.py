@@ -50,6 +50,13 @@ class SystemSpec:
     inter_sip: InterSipSpec
     host_link: LinkSpec
     kernel_launch_ps: int = 0  # the host's time to launch one kernel or device op (adr/0016, "Launch cost")
+    collective_call_ps: int = 0  # the host's time to issue one collective call, beside the next (adr/0010)
+    collective_call_per_gpu_ps: int = 0  # what that grows by per GPU (rank process) of the job
+
+    def collective_call_ps_for(self, gpus: int) -> int:
+        """The host's time to issue one collective call in a job of `gpus` rank processes (adr/0010, "Host
+        cost of a call")."""
+        return self.collective_call_ps + gpus * self.collective_call_per_gpu_ps
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,20 @@ class RankBackend(abc.ABC):
         topology = self._ctx.topology
         return DPPolicy.over_pes(ranks, topology.cubes_per_sip, topology.pes_per_cube)
 
+    # ---- the host's side of a call ------------------------------------------------------------
+    def host_call_ps(self) -> int:
+        """The host's time to issue one call of this world's (adr/0010, "Host cost of a call"): the topology's
+        per-call cost for a job of as many rank processes as the world has workers."""
+        return self._ctx.topology.system.collective_call_ps_for(self.world.size // self.ranks_per_worker)
+
+    def spend_host_call(self) -> None:
+        """The calling worker's host spends `host_call_ps` before the call is enqueued, as PyTorch and NCCL
+        spend it; work already on the device runs on meanwhile. A call from outside any process has no host
+        timeline to spend it on."""
+        cost, engine = self.host_call_ps(), self._ctx.engine
+        if cost and engine.current_process is not None:
+            engine.sleep(cost)
+
     # ---- machinery ---------------------------------------------------------------------------
     def _stream_for(self, device: int, group, async_op: bool) -> Stream:
         """Where a collective runs: the current stream, or for `async_op` the group's own stream on the device,
@@ -133,7 +147,7 @@ class RankBackend(abc.ABC):
             symmetric=ran.symmetric, protocol=ran.protocol,
             configured=self.world.config["algorithm"],
             reduce_op=op, dtype=entry.dtype, count=count, nbytes=count * itemsize, ranks=tuple(ranks),
-            start_ps=start, end_ps=engine.now))
+            start_ps=start, end_ps=engine.now, host_ps=self.host_call_ps()))
 
 
 def joined_entries(meeting: Rendezvous) -> list[Entry] | None:
