@@ -119,18 +119,22 @@ class Quantity:
 
 @dataclass(frozen=True, slots=True)
 class Fraction01:
-    """A share of something, 0 < x <= 1 (a link's payload efficiency), kept as an exact `Fraction`.
+    """A share of something, 0 < x <= 1 (a link's payload efficiency; with `allow_zero`, 0 too), kept as an
+    exact `Fraction`.
 
     Exact for the same reason quantities are: 0.77 of 450 GB/s is
     346_500_000_000 bytes/s, never a float that rounds differently per use.
     """
 
+    allow_zero: bool = False
+
     @property
     def expected(self) -> str:
-        return "a number above 0 and at most 1"
+        return f"a number {'from 0' if self.allow_zero else 'above 0'} and at most 1"
 
     def normalize(self, value: Any, path: KeyPath, document: Document) -> Fraction:
-        if not (_is_number(value) and math.isfinite(value) and 0 < value <= 1):
+        low_ok = (lambda v: v >= 0) if self.allow_zero else (lambda v: v > 0)
+        if not (_is_number(value) and math.isfinite(value) and low_ok(value) and value <= 1):
             raise document.error(path, f"found {describe(value)}; expected {self.expected}")
         return Fraction(repr(value))
 

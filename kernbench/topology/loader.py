@@ -102,7 +102,7 @@ def _build(values: Mapping[str, Any], data: dict, path: Path) -> Topology:
             ),
             kernel_launch_ps=values["system.host_link.kernel_launch_ns"],
             collective_call_ps=values["system.host_link.collective_call_ns"],
-            collective_call_per_gpu_ps=values["system.host_link.collective_call_per_gpu_ns"],
+            host_growth_per_gpu=values["system.host_link.host_growth_per_gpu"],
         ),
         sip=SipSpec(
             cube_mesh=MeshSpec(w=values["sip.cube_mesh.w"], h=values["sip.cube_mesh.h"]),

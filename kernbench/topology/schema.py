@@ -103,9 +103,11 @@ SCHEMA: tuple[Field, ...] = (
           "device work already enqueued runs on", default=0),
     Field("system.host_link.collective_call_ns", Quantity(NANOSECONDS, allow_zero=True),
           "the host's time to issue one collective or send/recv call (the framework's work object, the "
-          "collective library's enqueue and its kernel's launch), beside collective_call_per_gpu_ns", default=0),
-    Field("system.host_link.collective_call_per_gpu_ns", Quantity(NANOSECONDS, allow_zero=True),
-          "what one collective call's host time grows by for each GPU (rank process) of the job", default=0),
+          "collective library's enqueue and its kernel's launch) in a job of one GPU", default=0),
+    Field("system.host_link.host_growth_per_gpu", Fraction01(allow_zero=True),
+          "how much dearer every host call (a launch, a collective call) is for each GPU (rank process) of the "
+          "job beyond the first, as a share of its one-GPU cost: the job's processes share their host",
+          default=Fraction(0)),
     Field("sip.cube_mesh.w", Count(maximum=MAX_MESH_SIDE), "cubes across the SIP's mesh"),
     Field("sip.cube_mesh.h", Count(maximum=MAX_MESH_SIDE), "cubes down the SIP's mesh"),
     Field("sip.noc.hop_latency_ns", Quantity(NANOSECONDS, allow_zero=True), "latency of one NoC hop"),

@@ -49,14 +49,15 @@ class SystemSpec:
     sip_count: int
     inter_sip: InterSipSpec
     host_link: LinkSpec
-    kernel_launch_ps: int = 0  # the host's time to launch one kernel or device op (adr/0016, "Launch cost")
-    collective_call_ps: int = 0  # the host's time to issue one collective call, beside the next (adr/0010)
-    collective_call_per_gpu_ps: int = 0  # what that grows by per GPU (rank process) of the job
+    kernel_launch_ps: int = 0  # the host's time to launch one kernel or device op, one GPU (adr/0016, "Launch cost")
+    collective_call_ps: int = 0  # the host's time to issue one collective call, one GPU (adr/0010)
+    host_growth_per_gpu: Fraction = Fraction(0)  # each further GPU of the job makes a host call this much dearer
 
-    def collective_call_ps_for(self, gpus: int) -> int:
-        """The host's time to issue one collective call in a job of `gpus` rank processes (adr/0010, "Host
-        cost of a call")."""
-        return self.collective_call_ps + gpus * self.collective_call_per_gpu_ps
+    def host_call_ps(self, one_gpu_ps: int, gpus: int) -> int:
+        """A host call that costs `one_gpu_ps` in a job of one GPU, in a job of `gpus` rank processes: the
+        processes share their host, so each further one makes the call `host_growth_per_gpu` of it dearer
+        (adr/0016, "Launch cost")."""
+        return round(one_gpu_ps * (1 + self.host_growth_per_gpu * (max(gpus, 1) - 1)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,11 +63,11 @@ def _loop(topology, gpus: int, nbytes: int, call: str) -> tuple[float, list[dict
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
-def test_adr0010_t103_a_loop_of_small_calls_is_bound_by_the_hosts_cost_of_a_call_per_gpu_of_the_job(tmp_path, gpus):
+def test_adr0010_t103_a_loop_of_small_calls_is_bound_by_the_hosts_cost_of_a_call_grown_per_gpu_of_the_job(tmp_path, gpus):
     topology = _h200(tmp_path, gpus)
     system = topology.system
-    host = system.collective_call_ps + gpus * system.collective_call_per_gpu_ps
-    assert system.collective_call_ps_for(gpus) == host > 0
+    host = round(system.collective_call_ps * (1 + system.host_growth_per_gpu * (gpus - 1)))
+    assert system.host_call_ps(system.collective_call_ps, gpus) == host > 0
     per_call, records = _loop(topology, gpus, SMALL, "all_reduce")
     assert all(r["host_ps"] == host and r["device_ps"] == r["end_ps"] - r["start_ps"] < host for r in records)
     assert all(r["time_ps"] == host for r in records)  # a host loop's time: the host's, the device idling

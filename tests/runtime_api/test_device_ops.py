@@ -424,13 +424,13 @@ def test_adr0016_t129_a_tile_loads_its_first_stage_then_runs_its_mmas_beside_the
 
 
 def _op_times(topology, ops: int) -> tuple[int, int]:
-    """Simulated ps from before `ops` back-to-back adds of 2^22 float32 elements to the end of their device work,
+    """Simulated ps from before `ops` back-to-back adds of 2^24 float32 elements to the end of their device work,
     and of one alone, timing-only."""
     session = Session(topology, timing_only=True)
     spans = []
 
     def bench(torch):
-        x, y = torch.randn(1 << 22, device="cuda"), torch.randn(1 << 22, device="cuda")
+        x, y = torch.randn(1 << 24, device="cuda"), torch.randn(1 << 24, device="cuda")
         for count in (1, ops):
             torch.cuda.synchronize()
             start = session.engine.now
@@ -444,14 +444,15 @@ def _op_times(topology, ops: int) -> tuple[int, int]:
 
 
 def test_adr0016_t128_a_launch_costs_the_host_its_launch_time_which_running_ahead_hides(tmp_path):
-    """On h100 (10.2 us a launch): one op alone takes the launch time plus what it takes with none; four back to
-    back take one launch time plus four ops' device time when each op's device time exceeds a launch."""
+    """On h100: one op alone takes the launch time plus what it takes with none; four back to back take one
+    launch time plus four ops' device time when each op's device time exceeds a launch."""
     from kernbench.topology import load_topology
     from tests.derived_topology import derived_topology
 
     launch = load_topology("h100").system.kernel_launch_ps
     assert launch > 0
-    free = derived_topology(tmp_path, "h100", [("kernel_launch_ns: 10200", "kernel_launch_ns: 0")], "free.yaml")
+    free = derived_topology(tmp_path, "h100", [(f"kernel_launch_ns: {launch // 1000}", "kernel_launch_ns: 0")],
+                            "free.yaml")
     alone_free, four_free = _op_times(str(free), 4)
     alone, four = _op_times("h100", 4)
     assert alone == alone_free + launch
@@ -574,7 +575,7 @@ def test_adr0016_t137_the_device_spends_its_kernel_start_on_every_kernel_however
         spans = []
 
         def bench(torch):
-            big, x = torch.randn(1 << 25, device="cuda"), torch.randn(1 << 10, device="cuda")
+            big, x = torch.randn(1 << 27, device="cuda"), torch.randn(1 << 10, device="cuda")
             torch.cuda.synchronize()
             began = session.engine.now
             big.add_(1.0)
@@ -587,3 +588,38 @@ def test_adr0016_t137_the_device_spends_its_kernel_start_on_every_kernel_however
         return spans[0]
 
     assert queued("h100", 4) - queued(str(at_once), 4) == 5 * start
+
+
+def test_adr0016_t147_each_further_gpu_of_a_spawn_makes_a_launch_dearer_by_the_hosts_growth(tmp_path):
+    """h200x4 cut to 1, 2 and 4 GPUs, a worker per GPU: a host-bound loop of small adds takes the launch time
+    times 1 + host_growth_per_gpu x (workers - 1) per add; on one GPU, the one-GPU launch time."""
+    from kernbench.topology import load_topology
+    from tests.derived_topology import derived_topology
+
+    def per_add(gpus: int) -> float:
+        topology = derived_topology(tmp_path, "h200x4", [("sips: {count: 4}", f"sips: {{count: {gpus}}}")],
+                                    f"h200x{gpus}.yaml")
+        session = Session(topology, timing_only=True)
+        spans = {}
+
+        def bench(torch):
+            def worker(rank):
+                torch.cuda.set_device(rank)
+                x = torch.randn(1 << 10, device="cuda")
+                torch.cuda.synchronize()
+                began = session.engine.now
+                for _ in range(20):
+                    x.add_(1.0)
+                torch.cuda.synchronize()
+                spans[rank] = (session.engine.now - began) / 20
+
+            torch.multiprocessing.spawn(worker, nprocs=gpus)
+
+        session.run(bench, session.torch)
+        return spans[0]
+
+    system = load_topology("h200x4").system
+    assert system.host_growth_per_gpu > 0
+    for gpus in (1, 2, 4):
+        launch = system.kernel_launch_ps * (1 + system.host_growth_per_gpu * (gpus - 1))
+        assert launch <= per_add(gpus) <= launch * 1.01

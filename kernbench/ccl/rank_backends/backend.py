@@ -96,8 +96,10 @@ class RankBackend(abc.ABC):
     # ---- the host's side of a call ------------------------------------------------------------
     def host_call_ps(self) -> int:
         """The host's time to issue one call of this world's (adr/0010, "Host cost of a call"): the topology's
-        per-call cost for a job of as many rank processes as the world has workers."""
-        return self._ctx.topology.system.collective_call_ps_for(self.world.size // self.ranks_per_worker)
+        one-GPU cost, grown for the job's processes (the spawn's workers, else the world's)."""
+        system = self._ctx.topology.system
+        workers = self._ctx.spawned_count() or self.world.size // self.ranks_per_worker
+        return system.host_call_ps(system.collective_call_ps, workers)
 
     def spend_host_call(self) -> None:
         """The calling worker's host spends `host_call_ps` before the call is enqueued, as PyTorch and NCCL

@@ -114,7 +114,8 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     to any of `tensors`; the tensors in `written` wait for it in turn.
     `finished()`, if given, is called when the programs have ended, however.
     The calling host first spends the topology's kernel launch time
-    (`system.host_link.kernel_launch_ns`), as a GPU's framework and driver do:
+    (`system.host_link.kernel_launch_ns`, grown by `host_growth_per_gpu` for
+    each further worker of its spawn), as a GPU's framework and driver do:
     a single op waits it out, a host running ahead of its device hides it.
     A launch from outside any process (a script driving the engine itself)
     has no host timeline to spend it on and enqueues at once. Once the
@@ -158,7 +159,8 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
             if finished is not None:
                 finished()
 
-    launch_ps, start_ps = ctx.topology.system.kernel_launch_ps, ctx.topology.sip.kernel_start_ps
+    system, start_ps = ctx.topology.system, ctx.topology.sip.kernel_start_ps
+    launch_ps = system.host_call_ps(system.kernel_launch_ps, ctx.spawned_count() or 1)
     if launch_ps and engine.current_process is not None:
         engine.sleep(launch_ps)  # the host's cost of the launch; work already on the device runs on meanwhile
     handle = ctx.current_stream(sip).enqueue(label, run_launch)
