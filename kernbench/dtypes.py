@@ -40,6 +40,11 @@ class DType:
     def is_complex(self) -> bool:
         return self.name.startswith("c")
 
+    @property
+    def is_differentiable(self) -> bool:
+        """Whether a tensor of this type can require gradients: floating and complex types, as in PyTorch."""
+        return self.is_floating_point or self.is_complex
+
     def __repr__(self) -> str:
         return f"torch.{self.torch_name}"
 

@@ -202,6 +202,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         Generator=ctx.Generator,
         set_default_device=ctx.set_default_device,
         get_default_device=ctx.get_default_device,
+        _device_scope=(ctx.enter_device_scope, ctx.exit_device_scope),
         is_timing_only=ahbm.is_timing_only,
         distributed=distributed,
         multiprocessing=multiprocessing_namespace(ctx, distributed._check_spawn),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 from kernbench.errors import KernbenchError
+from kernbench.runtime_api.current_run import current_torch
 
 DEVICE_TYPE = "ahbm"
 # What each accepted device type spelling means here.
@@ -46,6 +47,15 @@ class Device:
     @property
     def is_host(self) -> bool:
         return self.type == "cpu"
+
+    def __enter__(self) -> "Device":
+        """`with torch.device(d):` makes `d` the calling rank's default device for the block, as PyTorch's device
+        context does."""
+        current_torch()._device_scope[0](self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        current_torch()._device_scope[1]()
 
 
 def _parse(spec, index) -> tuple[str, int | None]:

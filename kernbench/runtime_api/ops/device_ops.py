@@ -524,5 +524,5 @@ def wide_type(dtype: DType) -> DType:
 
 
 def float_type(dtype: DType) -> DType:
-    """The floating type an op on `dtype` computes in (torch: integers and bool become float32)."""
-    return dtype if dtype.is_floating_point else float32
+    """The floating type an op on `dtype` computes in (torch: integers and bool become float32; complex stays)."""
+    return dtype if dtype.is_differentiable else float32

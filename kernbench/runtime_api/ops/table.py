@@ -31,8 +31,8 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import bool_, float32, int64
-from kernbench.runtime_api.ops import (attention, comparisons, elementwise, fills, functional, linalg, losses, positional,
-                                       reductions, selection, shapes)
+from kernbench.runtime_api.ops import (attention, comparisons, complex_numbers, elementwise, fills, functional, linalg,
+                                       losses, positional, reductions, selection, shapes)
 from kernbench.runtime_api.ops.device_ops import Reduction
 from kernbench.runtime_api.ops.elementwise import where
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -49,6 +49,7 @@ class Cost(enum.Enum):
     FILL = "a device fill: one vector pass and a store per tile"
     FUSED = "a fused row kernel: each row read once and written once, a few vector passes over it"
     COMPOSITE = "a composite: the device ops of the rows it is written in"
+    VIEW = "a view: no device work, the same storage seen through another layout (and dtype)"
     HOST = "a host read of device values (the device ops before it are the rows it is written in)"
 
 
@@ -152,6 +153,26 @@ def _log(value):
     return value.log() if is_tensor(value) else math.log(value)
 
 
+def _conj(value):
+    """The conjugate of a complex operand (a real one as it is): what the gradient of a product multiplies by."""
+    if is_tensor(value):
+        return complex_numbers.conj(value)
+    return value.conjugate() if isinstance(value, complex) else value
+
+
+def _polar(r, theta):
+    """r·(cos θ + i·sin θ), computed in r's real type as PyTorch does."""
+    out = np.empty(np.broadcast_shapes(np.shape(r), np.shape(theta)), dtype=np.result_type(r, theta, np.complex64))
+    out.real, out.imag = r * np.cos(theta), r * np.sin(theta)
+    return out
+
+
+def _complex(real, imag):
+    out = np.empty(np.broadcast_shapes(np.shape(real), np.shape(imag)), dtype=np.result_type(real, imag, np.complex64))
+    out.real, out.imag = real, imag
+    return out
+
+
 def _zero(g, *_):
     return g * 0.0
 
@@ -241,9 +262,10 @@ _ROWS = [
     _binary("add", np.add, "same", (lambda g, a, b, out: g, lambda g, a, b, out: g), function=_add, operator="add"),
     _binary("sub", np.subtract, "same", (lambda g, a, b, out: g, lambda g, a, b, out: -g), function=_sub,
             aliases=("subtract",), operator="sub"),
-    _binary("mul", np.multiply, "same", (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a),
+    _binary("mul", np.multiply, "same", (lambda g, a, b, out: g * _conj(b), lambda g, a, b, out: g * _conj(a)),
             aliases=("multiply",), operator="mul"),
-    _binary("div", np.true_divide, "float", (lambda g, a, b, out: g / b, lambda g, a, b, out: -(g * a / (b * b))),
+    _binary("div", np.true_divide, "float", (lambda g, a, b, out: g / _conj(b),
+                                             lambda g, a, b, out: -(g * _conj(out / b))),
             aliases=("divide",), operator="truediv"),
     _binary("true_divide", np.true_divide, "float",
             (lambda g, a, b, out: g / b, lambda g, a, b, out: -(g * a / (b * b)))),
@@ -259,6 +281,10 @@ _ROWS = [
                                             lambda g, a, b, out: g * _share(b < a, a == b))),
     _binary("atan2", np.arctan2, "float", (lambda g, a, b, out: g * b / (a * a + b * b),
                                            lambda g, a, b, out: -(g * a / (a * a + b * b)))),
+    _binary("polar", _polar, "complex", (lambda g, r, t, out: g.real * t.cos() + g.imag * t.sin(),
+                                         lambda g, r, t, out: g.imag * out.real - g.real * out.imag), forms="torch"),
+    _binary("complex", _complex, "complex", (lambda g, re, im, out: g.real, lambda g, re, im, out: g.imag),
+            forms="torch"),
     _binary("eq", np.equal, "bool", operator="eq"),
     _binary("ne", np.not_equal, "bool", operator="ne"),
     _binary("lt", np.less, "bool", operator="lt"),
@@ -307,6 +333,13 @@ _ROWS = [
     _op("mm", Cost.GEMM, linalg.mm, records_backward=True),
     _op("bmm", Cost.GEMM, linalg.bmm, records_backward=True),
     _op("linear", Cost.GEMM, linalg.linear, "functional", records_backward=True),
+    # complex numbers: views between a complex tensor and its real pairs
+    _op("view_as_real", Cost.VIEW, complex_numbers.view_as_real, "torch", records_backward=True),
+    _op("view_as_complex", Cost.VIEW, complex_numbers.view_as_complex, "torch", records_backward=True),
+    _op("real", Cost.VIEW, complex_numbers.real, "torch", records_backward=True),
+    _op("imag", Cost.VIEW, complex_numbers.imag, "torch", records_backward=True),
+    _op("conj", Cost.ELEMENTWISE, complex_numbers.conj, records_backward=True),
+    _op("outer", Cost.COMPOSITE, complex_numbers.outer, aliases=("ger",)),
     # joining tensors
     _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",), records_backward=True),
     _op("stack", Cost.COPY, shapes.stack, "torch", records_backward=True),
