@@ -204,13 +204,14 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
     widest = sum(t.dtype.itemsize for t in tensors) + out.dtype.itemsize
     per_tile = streamed(ctx, numel, tile_elements(ctx, widest))
     numbers = {i: np.asarray(op, dtype=compute_dtype.numpy) for i, op in enumerate(operands) if not is_tensor(op)}
+    lanes = out.dtype if out.dtype.is_complex else compute_dtype  # complex results made of reals: their pairs' lanes
 
     def program(p: Program) -> None:
         start = p.number * per_tile
         stop = min(numel, start + per_tile)
         loaded = {i: p.load(op, storage_indices(op._layout, shape, start, stop))
                   for i, op in enumerate(operands) if is_tensor(op)}
-        p.vector(name, stop - start, compute_dtype)
+        p.vector(name, stop - start, lanes)
         values = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             args = [numbers[i] if i in numbers else loaded[i].astype(compute_dtype.numpy, copy=False)
