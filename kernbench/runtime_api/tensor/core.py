@@ -30,8 +30,7 @@ from kernbench.runtime_api.layout import views
 from kernbench.runtime_api.layout.boxes import box_span
 from kernbench.runtime_api.layout.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
-from kernbench.runtime_api.ops import complex_numbers
-from kernbench.runtime_api.ops.binding import TensorOps
+from kernbench.runtime_api.ops.binding import TORCH_FUNCTIONS, TensorOps
 from kernbench.runtime_api.ops.device_ops import index_add
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor.moves import cuda_device, to_device
@@ -234,12 +233,12 @@ class Tensor(TensorOps):
     @property
     def real(self) -> "Tensor":
         """The real parts, as a view (`torch.real`): writing it writes this tensor."""
-        return complex_numbers.real(self)
+        return TORCH_FUNCTIONS["real"](self)
 
     @property
     def imag(self) -> "Tensor":
         """The imaginary parts of a complex tensor, as a view (`torch.imag`): writing it writes this tensor."""
-        return complex_numbers.imag(self)
+        return TORCH_FUNCTIONS["imag"](self)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
         """An uninitialized tensor of `size`, this tensor's dtype and device unless given."""
