@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernbench.cli.bench_loader import load_bench
-from kernbench.dtensor import DTensorError, Replicate
+from kernbench.dtensor import DTensorError, Replicate, Shard
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
 from tests.spawned import run_ranks
@@ -698,3 +698,33 @@ def test_adr0021_t21_a_mesh_of_several_ranks_outside_spawned_workers_is_one_line
     assert result.stderr == ("kernbench: error: scatter over a mesh of 2 ranks: this code runs in no spawned worker, "
                              "so the other ranks never join; run it under torch.multiprocessing.spawn(fn, nprocs=2), "
                              "one worker per rank, as torchrun starts a process per rank\n")
+
+
+def test_adr0021_t22_a_rotary_embedding_with_complex_numbers_on_head_sharded_dtensors_matches_numpy():
+    """The rotary embedding as Llama-style files write it (polar, view_as_complex, multiply, view_as_real, flatten)
+    on a query sharded by heads over 4 ranks, its cis table replicated: the whole output is numpy's rotation, each
+    rank's input gradient its heads of the rotation back, and no collective runs."""
+    from tests.runtime_api.test_complex_views import _rotary, _rotary_reference
+    rng = np.random.default_rng(22)
+    x, c = rng.standard_normal((2, 5, WORLD, 8)), rng.standard_normal((2, 5, WORLD, 8))
+
+    def program(torch, rank):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+        mesh = init_device_mesh("cuda", (WORLD,))
+        cis, rotate = _rotary(torch)
+        local = torch.tensor(x[:, :, rank:rank + 1], dtype=torch.float32, device="cuda").requires_grad_()
+        freqs = DTensor.from_local(cis(8, 16)[0:5], mesh, [Replicate()])
+
+        def step():
+            out = rotate(DTensor.from_local(local, mesh, [Shard(2)]), freqs)
+            (out.to_local() * torch.tensor(c[:, :, rank:rank + 1], dtype=torch.float32, device="cuda")).sum().backward()
+            return out
+        out, records = _collectives_of(torch, step)
+        return out.placements, out.full_tensor().numpy(), local.grad.numpy(), records
+
+    expected, expected_grad = _rotary_reference(x, c)
+    for rank, (placements, out, grad, records) in _spawned(program).items():
+        assert placements == (Shard(2),) and records == []
+        assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        assert_close(grad, expected_grad[:, :, rank:rank + 1], rtol=1e-5, atol=1e-5)

@@ -339,7 +339,7 @@ _ROWS = [
     _op("real", Cost.VIEW, complex_numbers.real, "torch", records_backward=True),
     _op("imag", Cost.VIEW, complex_numbers.imag, "torch", records_backward=True),
     _op("conj", Cost.ELEMENTWISE, complex_numbers.conj, records_backward=True),
-    _op("outer", Cost.ELEMENTWISE, complex_numbers.outer, aliases=("ger",), records_backward=True),
+    _op("outer", Cost.ELEMENTWISE, complex_numbers.outer, records_backward=True),
     # joining tensors
     _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",), records_backward=True),
     _op("stack", Cost.COPY, shapes.stack, "torch", records_backward=True),
