@@ -31,6 +31,8 @@ def result_dtypes(name: str, rule: str, operands) -> tuple[DType, DType]:
         return bool_, bool_ if name.startswith("logical") else promoted
     if rule == "complex":
         return complex_of(name, operands), promoted
+    if rule == "real" and promoted.is_complex:  # a complex number's magnitude is real
+        return resolve_dtype("f32" if promoted.name == "c64" else "f64"), promoted
     if rule == "integral" and promoted.is_floating_point:
         raise TensorError(f"{name}: not implemented for floating types ({promoted.name}); it takes integers or bool")
     return promoted, promoted

@@ -17,8 +17,10 @@ reduction's is `rule(g, x, out, dims)` with `g` and `out` broadcastable to
 `x`. Composite rows have none: autograd records their steps.
 
 Dtype rules of elementwise rows: "same" keeps torch's promoted type;
-"float" turns integers into float32; "bool" gives bool (comparisons, logical
-ops); "integral" refuses floating types (bitwise ops).
+"real" too, but gives a complex type's real one (abs); "float" turns
+integers into float32; "bool" gives bool (comparisons, logical ops);
+"integral" refuses floating types (bitwise ops); "complex" makes the complex
+type of two real tensors (polar, complex).
 """
 
 from __future__ import annotations
@@ -221,7 +223,7 @@ def _where_method(self, condition, y):
 _ROWS = [
     # unary elementwise
     _unary("neg", np.negative, "same", lambda g, x, out: -g, operator="neg"),
-    _unary("abs", np.abs, "same", lambda g, x, out: g * x.sign(), operator="abs"),
+    _unary("abs", np.abs, "real", lambda g, x, out: g * x.sign(), operator="abs"),
     _unary("square", np.square, "same", lambda g, x, out: g * x * 2),
     _unary("sign", np.sign, "same", _zero),
     _unary("floor", np.floor, "same", _zero),
