@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernbench.cli.bench_loader import bench_module
+from kernbench.cli.bench_loader import bench_module, load_bench
 from kernbench.session import Session
-from tests.dtensor.test_dtensor import WORLD, _adamw, _spawned, assert_close
+from tests.dtensor.test_dtensor import BENCH, WORLD, _adamw, _spawned, assert_close
 
 CHECKOUT = os.environ.get("KERNBENCH_PYTORCH_EXAMPLES")
 MODEL = Path("distributed") / "tensor_parallelism" / "llama2_model.py"
@@ -57,8 +57,9 @@ def _build(torch):
     return llama.Transformer.from_model_args(llama.ModelArgs(**ARGS)).to("cuda")
 
 
-def _tutorial_plan(torch, model, mesh) -> None:
-    """fsdp_tp_example.py's plan for the tp dimension, as it writes it."""
+def _tutorial_plan(model, mesh) -> None:
+    """fsdp_tp_example.py's plan for the tp dimension: the bench's sequence-parallel block plan (T8's), its
+    attention taking the file's two inputs (x, freqs_cis) where the bench's block takes three (x, cos, sin)."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                    SequenceParallel, parallelize_module)
@@ -66,20 +67,10 @@ def _tutorial_plan(torch, model, mesh) -> None:
         "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
         "norm": SequenceParallel(),
         "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())})
+    attention = PrepareModuleInput(input_layouts=(Shard(1), Replicate()), desired_input_layouts=(Replicate(),) * 2)
     for block in model.layers:
-        parallelize_module(block, mesh, {
-            "attention_norm": SequenceParallel(),
-            "attention": PrepareModuleInput(input_layouts=(Shard(1), Replicate()),
-                                            desired_input_layouts=(Replicate(), Replicate())),
-            "attention.wq": ColwiseParallel(use_local_output=False),
-            "attention.wk": ColwiseParallel(use_local_output=False),
-            "attention.wv": ColwiseParallel(use_local_output=False),
-            "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
-            "ffn_norm": SequenceParallel(),
-            "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            "feed_forward.w1": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
-            "feed_forward.w3": ColwiseParallel()})
+        parallelize_module(block, mesh, {**load_bench(str(BENCH)).__globals__["tutorial_plan"](True),
+                                         "attention": attention})
 
 
 def _numpy_loss(p: dict, tokens, targets) -> float:
@@ -162,7 +153,7 @@ def test_adr0021_t24_the_tutorials_llama2_model_under_its_tp_plan_on_4_ranks_mat
         from torch.distributed.device_mesh import init_device_mesh
         mesh = init_device_mesh("cuda", (WORLD,))
         model = _build(torch)
-        _tutorial_plan(torch, model, mesh)
+        _tutorial_plan(model, mesh)
         return _train_step(torch, model, tokens, targets)
 
     for rank_loss, rank_grads, rank_after in _spawned(parallel).values():

@@ -80,10 +80,11 @@ def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pas
         torch.ahbm.synchronize()
         passes = [(op.args["elements"], op.args["dtype"]) for op in list(oplog)[before:] if op.kind == "vector"]
         ones = torch.ones_like(polar)
+        outer = torch.outer(torch.tensor(a), torch.tensor(b))
         return (polar.numpy(), made.numpy(), wide.dtype.torch_name, wide.numpy(), product.numpy(),
-                made.conj().numpy(), (made * 2 + 1j).numpy(), ones.numpy(), ones.dtype.torch_name,
-                torch.outer(torch.tensor(a), torch.tensor(b)).numpy(), sum(n for n, _ in passes), {d for _, d in passes},
-                torch.polar(tr, tt).real.is_floating_point(), made.abs().dtype.torch_name, made.abs().numpy())
+                made.conj().numpy(), (made * 2 + 1j).numpy(), ones.numpy(), ones.dtype.torch_name, outer.numpy(),
+                sum(n for n, _ in passes), {d for _, d in passes}, torch.polar(tr, tt).real.is_floating_point(),
+                made.abs().dtype.torch_name, made.abs().numpy())
 
     _, got = _run(bench)
     polar, made, wide_dtype, wide, product, conj, affine, ones, ones_dtype, outer, lanes, lane_dtypes, real, \
