@@ -43,9 +43,11 @@ def test_adr0016_t138_complex_views_share_storage_and_writes_through_them_write_
         imag[0].fill_(7.0)  # through .imag: the complex tensor and the float tensor under it change
         real[:, 2] = torch.tensor([1.0, 2.0, 3.0], device=device)
         z[2, 3] = torch.tensor(5.0 - 6.0j, device=device)  # through the complex view: the floats change
-        return views, layouts, first, z.numpy(), x.numpy(), column.numpy(), z.real.is_contiguous()
+        odd = torch.arange(5, dtype=torch.float32, device=device)  # a storage of 5 floats holds 2 complex numbers
+        torch.view_as_complex(odd[:4].view(2, 2))[1] = torch.tensor(7.0 + 8.0j, device=device)
+        return views, layouts, first, z.numpy(), x.numpy(), column.numpy(), z.real.is_contiguous(), odd.numpy()
 
-    _, (views, layouts, first, z, x, column, contiguous) = _run(bench)
+    _, (views, layouts, first, z, x, column, contiguous, odd) = _run(bench)
     assert views == 0
     assert layouts == {"z": ((3, 4), (4, 1), 0, "complex64"), "back": ((3, 4, 2), (8, 2, 1), 0, "float32"),
                        "column": ((3, 2), (4, 1), 1, "complex64"), "real": ((3, 4), (8, 2), 0, "float32"),
@@ -59,6 +61,7 @@ def test_adr0016_t138_complex_views_share_storage_and_writes_through_them_write_
     np.testing.assert_array_equal(x, np.stack([expected.real, expected.imag], -1).astype(np.float32))
     np.testing.assert_array_equal(column, expected[:, 1:3])
     assert not contiguous
+    np.testing.assert_array_equal(odd, [0.0, 1.0, 7.0, 8.0, 4.0])
 
 
 def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pass_over_real_pairs():

@@ -77,7 +77,8 @@ class Tensor(TensorOps):
         if view_of is not None:  # a view of another dtype sees the same bytes as its own elements (view_as_real)
             allocation, storage = view_of._allocation, view_of._host_storage
             self._allocation = None if allocation is None else allocation.reinterpreted(dtype.itemsize)
-            self._host_storage = None if storage is None else storage.view(dtype.numpy)
+            self._host_storage = storage if storage is None or storage.dtype == dtype.numpy else \
+                _elements_of(storage, dtype)
             self._pending_writes: list = view_of._pending_writes
         else:
             self._allocation = allocation
@@ -632,6 +633,12 @@ class Tensor(TensorOps):
         if create_graph or inputs is not None:
             raise TensorError("backward: create_graph= and inputs= are not supported by kernbench")
         autograd.backward(self, gradient, retain_graph)
+
+
+def _elements_of(storage: np.ndarray, dtype: DType) -> np.ndarray:
+    """A host storage's bytes as whole elements of `dtype` (a view: a complex view of 5 floats holds 2 numbers)."""
+    whole = storage.nbytes - storage.nbytes % dtype.itemsize
+    return storage.view(np.uint8)[:whole].view(dtype.numpy)
 
 
 def _identity_backward(grad):
