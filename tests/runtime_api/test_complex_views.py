@@ -65,7 +65,7 @@ def test_adr0016_t138_complex_views_share_storage_and_writes_through_them_write_
 
 
 def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pass_over_real_pairs():
-    """polar, complex, conj, outer, abs and complex arithmetic give numpy's values (complex64 from float32, complex128
+    """polar, complex, conj, outer, abs, angle and complex arithmetic give numpy's values (complex64 from float32, complex128
     from float64); a complex multiply is one vector pass over twice its elements, as a GPU kernel over the pairs."""
     rng = np.random.default_rng(139)
     r, theta = rng.uniform(0.5, 2.0, (5, 6)), rng.uniform(-3.0, 3.0, (5, 6))
@@ -87,11 +87,11 @@ def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pas
         return (polar.numpy(), made.numpy(), wide.dtype.torch_name, wide.numpy(), product.numpy(),
                 made.conj().numpy(), (made * 2 + 1j).numpy(), ones.numpy(), ones.dtype.torch_name, outer.numpy(),
                 sum(n for n, _ in passes), {d for _, d in passes}, torch.polar(tr, tt).real.is_floating_point(),
-                made.abs().dtype.torch_name, made.abs().numpy())
+                made.abs().dtype.torch_name, made.abs().numpy(), made.angle().numpy())
 
     _, got = _run(bench)
     polar, made, wide_dtype, wide, product, conj, affine, ones, ones_dtype, outer, lanes, lane_dtypes, real, \
-        abs_dtype, magnitude = got
+        abs_dtype, magnitude, angle = got
     expected_polar = r * np.cos(theta) + 1j * r * np.sin(theta)
     assert_close(polar.real, expected_polar.real, "f32")
     assert_close(polar.imag, expected_polar.imag, "f32")
@@ -106,6 +106,7 @@ def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pas
     assert lanes == 2 * 30 and lane_dtypes == {"f32"}
     assert abs_dtype == "float32"
     np.testing.assert_allclose(magnitude, np.abs(made), rtol=1e-6)
+    np.testing.assert_allclose(angle, np.angle(made), rtol=1e-6)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -131,16 +132,17 @@ def test_adr0016_t140_bad_complex_views_are_one_line_in_pytorchs_words(call, mes
 
 def _real_loss(z_pairs: np.ndarray, r, theta, c) -> float:
     """The real loss the autograd test differentiates, in float64 numpy: L = Σ c·view_as_real(z·polar(r, θ))
-    + Σ |z|² · r + Σ |z| (z given as its real pairs)."""
+    + Σ |z|² · r + Σ |z| + Σ angle(z) (z given as its real pairs)."""
     z = z_pairs[..., 0] + 1j * z_pairs[..., 1]
     w = z * (r * np.exp(1j * theta))
-    return float((c * np.stack([w.real, w.imag], -1)).sum() + (np.abs(z) ** 2 * r).sum() + np.abs(z).sum())
+    return float((c * np.stack([w.real, w.imag], -1)).sum() + (np.abs(z) ** 2 * r).sum() + np.abs(z).sum()
+                 + np.angle(z).sum())
 
 
 def test_adr0017_t14_complex_gradients_follow_pytorchs_convention_and_finite_differences():
     """For a real loss of z = x + iy, z.grad is ∂L/∂x + i·∂L/∂y (PyTorch's conjugate-Wirtinger convention): checked
     element by element against central differences in float64, through view_as_complex, polar, a complex multiply,
-    conj, abs, view_as_real, .real and .imag; the real inputs' gradients likewise."""
+    conj, abs, angle, view_as_real, .real and .imag; the real inputs' gradients likewise."""
     rng = np.random.default_rng(14)
     pairs, r, theta = rng.standard_normal((3, 4, 2)), rng.uniform(0.5, 2.0, (3, 4)), rng.uniform(-3, 3, (3, 4))
     c = rng.standard_normal((3, 4, 2))
@@ -152,7 +154,7 @@ def test_adr0017_t14_complex_gradients_follow_pytorchs_convention_and_finite_dif
         w = z * torch.polar(tr, tt)
         squared = (z * z.conj()).real  # |z|², through conj and .real
         loss = (torch.view_as_real(w) * torch.tensor(c)).sum() + (squared * tr).sum() + z.abs().sum() + \
-            (z.imag * 0.0).sum()
+            z.angle().sum() + (z.imag * 0.0).sum()
         loss.backward()
         zc = torch.view_as_complex(torch.tensor(pairs)).requires_grad_()  # a complex leaf: its grad is complex
         (torch.view_as_real(zc * torch.polar(torch.tensor(r), torch.tensor(theta))) * torch.tensor(c)).sum().backward()

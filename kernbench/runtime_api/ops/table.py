@@ -17,7 +17,7 @@ reduction's is `rule(g, x, out, dims)` with `g` and `out` broadcastable to
 `x`. Composite rows have none: autograd records their steps.
 
 Dtype rules of elementwise rows: "same" keeps torch's promoted type;
-"real" too, but gives a complex type's real one (abs); "float" turns
+"real" too, but gives a complex type's real one (abs, angle); "float" turns
 integers into float32; "bool" gives bool (comparisons, logical ops);
 "integral" refuses floating types (bitwise ops); "complex" makes the complex
 type of two real tensors (polar, complex).
@@ -162,6 +162,14 @@ def _conj(value):
     return value.conjugate() if isinstance(value, complex) else value
 
 
+def _angle_slope(g, z):
+    """The gradient of angle(z): g·i·z/|z|² for a complex z (∂θ/∂x = −y/|z|², ∂θ/∂y = x/|z|²); none for a real one
+    (its angle is 0 or π)."""
+    if not z.dtype.is_complex:
+        return g * 0.0
+    return g * (z * 1j) / (z.abs() * z.abs())
+
+
 def _polar(r, theta):
     """r·(cos θ + i·sin θ), computed in r's real type as PyTorch does."""
     out = np.empty(np.broadcast_shapes(np.shape(r), np.shape(theta)), dtype=np.result_type(r, theta, np.complex64))
@@ -224,6 +232,7 @@ _ROWS = [
     # unary elementwise
     _unary("neg", np.negative, "same", lambda g, x, out: -g, operator="neg"),
     _unary("abs", np.abs, "real", lambda g, x, out: g * x.sign(), operator="abs"),
+    _unary("angle", np.angle, "real", lambda g, x, out: _angle_slope(g, x), forms="torch method"),
     _unary("square", np.square, "same", lambda g, x, out: g * x * 2),
     _unary("sign", np.sign, "same", _zero),
     _unary("floor", np.floor, "same", _zero),
