@@ -122,7 +122,9 @@ def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pas
     (lambda torch: torch.zeros(3).imag, "imag is not implemented for tensors with non-complex dtypes."),
     (lambda torch: torch.outer(torch.zeros(2, 2), torch.zeros(2)), "outer: Expected 1-D argument self, but got 2-D"),
     (lambda torch: torch.polar(torch.ones(2), torch.ones(2, dtype=torch.float64)),
-     "expected object of scalar type float32 but got scalar type float64 for second argument"),
+     "Expected object of scalar type Float but got scalar type Double for second argument"),
+    (lambda torch: torch.complex(torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64)),
+     "Expected both inputs to be Half, Float or Double tensors but got Long and Long"),
 ])
 def test_adr0016_t140_bad_complex_views_are_one_line_in_pytorchs_words(call, message):
     with pytest.raises(TensorError) as error:

@@ -46,7 +46,7 @@ def view_as_complex(input):
         if dtype.name == "f16":
             raise TensorError("view_as_complex: half tensors would give complex32, which kernbench does not have")
         raise TensorError("view_as_complex is only supported for half, float and double tensors, but got a tensor of "
-                          f"scalar type: {_scalar_type(dtype)}")
+                          f"scalar type: {dtype.scalar_type}")
     layout = input._layout
     if not layout.shape:
         raise TensorError("Input tensor must have one or more dimensions")
@@ -89,10 +89,3 @@ def outer(input, vec2):
             raise TensorError(f"outer: Expected 1-D argument {name}, but got {tensor.ndim}-D")
     return input.unsqueeze(1) * vec2
 
-
-def _scalar_type(dtype) -> str:
-    """PyTorch's name of a scalar type in its messages (`Float`, `BFloat16`, `Long`)."""
-    names = {"f16": "Half", "bf16": "BFloat16", "f32": "Float", "f64": "Double", "i8": "Char", "i16": "Short",
-             "i32": "Int", "i64": "Long", "u8": "Byte", "bool": "Bool", "c64": "ComplexFloat",
-             "c128": "ComplexDouble"}
-    return names.get(dtype.name, dtype.torch_name)

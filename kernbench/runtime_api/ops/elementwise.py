@@ -40,15 +40,19 @@ def result_dtypes(name: str, rule: str, operands) -> tuple[DType, DType]:
 
 def complex_of(name: str, operands) -> DType:
     """The complex type `torch.complex` / `torch.polar` make of their two real tensors: both float32 (complex64) or
-    both float64 (complex128), PyTorch's words otherwise."""
+    both float64 (complex128), PyTorch's words otherwise (two Half tensors would make complex32, which kernbench
+    does not have)."""
     dtypes = [op.dtype for op in operands if is_tensor(op)]
-    if len(dtypes) != 2 or any(d.name not in ("f32", "f64") for d in dtypes):
-        got = " and ".join(d.torch_name for d in dtypes)
-        raise TensorError(f"{name}: expected both inputs to be Float or Double tensors (kernbench has no "
-                          f"complex32 for Half) but got {got}")
+    if len(dtypes) != 2:
+        raise TensorError(f"{name}: expected two tensors, got {len(dtypes)} and {len(operands) - len(dtypes)} numbers")
     if dtypes[0] is not dtypes[1]:
-        raise TensorError(f"{name}: expected object of scalar type {dtypes[0].torch_name} but got scalar type "
-                          f"{dtypes[1].torch_name} for second argument")
+        raise TensorError(f"Expected object of scalar type {dtypes[0].scalar_type} but got scalar type "
+                          f"{dtypes[1].scalar_type} for second argument")
+    if dtypes[0].name == "f16":
+        raise TensorError(f"{name}: Half inputs would make complex32, which kernbench does not have")
+    if dtypes[0].name not in ("f32", "f64"):
+        raise TensorError(f"Expected both inputs to be Half, Float or Double tensors but got {dtypes[0].scalar_type} "
+                          f"and {dtypes[1].scalar_type}")
     return resolve_dtype("c64" if dtypes[0].name == "f32" else "c128")
 
 
