@@ -65,8 +65,9 @@ def test_adr0016_t138_complex_views_share_storage_and_writes_through_them_write_
 
 
 def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pass_over_real_pairs():
-    """polar, complex, conj, outer, abs, angle and complex arithmetic give numpy's values (complex64 from float32, complex128
-    from float64); a complex multiply is one vector pass over twice its elements, as a GPU kernel over the pairs."""
+    """polar, complex, conj, outer, abs, angle and complex arithmetic give numpy's values (complex64 from float32,
+    complex128 from float64); a complex multiply is one vector pass over twice its elements, as a GPU kernel over the
+    pairs."""
     rng = np.random.default_rng(139)
     r, theta = rng.uniform(0.5, 2.0, (5, 6)), rng.uniform(-3.0, 3.0, (5, 6))
     a, b = rng.standard_normal(5), rng.standard_normal(6)
