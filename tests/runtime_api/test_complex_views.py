@@ -21,7 +21,7 @@ def _run(fn, topology: str = "default"):
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
-def test_adr0016_t138_complex_views_share_storage_and_writes_through_them_write_the_complex_tensor(device):
+def test_adr0016_t144_complex_views_share_storage_and_writes_through_them_write_the_complex_tensor(device):
     """view_as_real / view_as_complex / .real / .imag are views of the same storage with PyTorch's shapes, strides
     and offsets, cost no device work, and a write through any of them is seen through the others."""
     rng = np.random.default_rng(138)
@@ -64,7 +64,7 @@ def test_adr0016_t138_complex_views_share_storage_and_writes_through_them_write_
     np.testing.assert_array_equal(odd, [0.0, 1.0, 7.0, 8.0, 4.0])
 
 
-def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pass_over_real_pairs():
+def test_adr0016_t145_complex_rows_match_numpy_and_a_complex_multiply_is_one_pass_over_real_pairs():
     """polar, complex, conj, outer, abs, angle and complex arithmetic give numpy's values (complex64 from float32,
     complex128 from float64); a complex multiply is one vector pass over twice its elements, as a GPU kernel over the
     pairs."""
@@ -127,7 +127,7 @@ def test_adr0016_t139_complex_rows_match_numpy_and_a_complex_multiply_is_one_pas
     (lambda torch: torch.complex(torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64)),
      "Expected both inputs to be Half, Float or Double tensors but got Long and Long"),
 ])
-def test_adr0016_t140_bad_complex_views_are_one_line_in_pytorchs_words(call, message):
+def test_adr0016_t146_bad_complex_views_are_one_line_in_pytorchs_words(call, message):
     with pytest.raises(TensorError) as error:
         _run(call)
     assert message in str(error.value) and "\n" not in str(error.value)
