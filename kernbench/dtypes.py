@@ -40,6 +40,16 @@ class DType:
     def is_complex(self) -> bool:
         return self.name.startswith("c")
 
+    @property
+    def is_differentiable(self) -> bool:
+        """Whether a tensor of this type can require gradients: floating and complex types, as in PyTorch."""
+        return self.is_floating_point or self.is_complex
+
+    @property
+    def scalar_type(self) -> str:
+        """PyTorch's ScalarType name (`Float`, `BFloat16`, `Long`), as aten's messages print a dtype."""
+        return _SCALAR_TYPES.get(self.name, self.torch_name)
+
     def __repr__(self) -> str:
         return f"torch.{self.torch_name}"
 
@@ -60,6 +70,10 @@ float8_e5m2 = DType("f8e5m2", "float8_e5m2", np.dtype(ml_dtypes.float8_e5m2))
 # Complex numbers as pairs of their real type (numpy's layout, and torch's): collectives move them as reals.
 complex64 = DType("c64", "complex64", np.dtype(np.complex64))
 complex128 = DType("c128", "complex128", np.dtype(np.complex128))
+
+_SCALAR_TYPES = {"f16": "Half", "bf16": "BFloat16", "f32": "Float", "f64": "Double", "i8": "Char", "i16": "Short",
+                 "i32": "Int", "i64": "Long", "u8": "Byte", "bool": "Bool", "f8e4m3fn": "Float8_e4m3fn",
+                 "f8e5m2": "Float8_e5m2", "c64": "ComplexFloat", "c128": "ComplexDouble"}
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_, float8_e4m3fn, float8_e5m2,
               complex64, complex128)

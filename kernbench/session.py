@@ -44,7 +44,7 @@ from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, modul
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.optim import lr_scheduler, optimizers
 from kernbench import data_parallel, dtensor
-from kernbench.dtensor import debug as tensor_debug, parallel as tensor_parallel
+from kernbench.dtensor import debug as tensor_debug, parallel as tensor_parallel, random as dtensor_random
 from kernbench.runtime_api.ops.overrides import overridable
 from kernbench.runtime_api.unsupported import Namespace
 from kernbench.sim_engine import ProcessFailed
@@ -147,7 +147,8 @@ def _tensor_namespace(path: str, fixed: dict) -> Namespace:
             "placement_types": Namespace("torch.distributed.tensor.placement_types", None,
                                          **fixed["torch.distributed.tensor.placement_types"]),
             "device_mesh": Namespace("torch.distributed.device_mesh", None, **fixed["torch.distributed.device_mesh"]),
-            "debug": Namespace("torch.distributed.tensor.debug", None, **fixed["torch.distributed.tensor.debug"])}
+            "debug": Namespace("torch.distributed.tensor.debug", None, **fixed["torch.distributed.tensor.debug"]),
+            "_random": Namespace("torch.distributed.tensor._random", None, **fixed["torch.distributed.tensor._random"])}
     return Namespace(path, None, **fixed["torch.distributed.tensor"], **subs)
 
 
@@ -202,6 +203,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         Generator=ctx.Generator,
         set_default_device=ctx.set_default_device,
         get_default_device=ctx.get_default_device,
+        _device_scope=(ctx.enter_device_scope, ctx.exit_device_scope),
         is_timing_only=ahbm.is_timing_only,
         distributed=distributed,
         multiprocessing=multiprocessing_namespace(ctx, distributed._check_spawn),
@@ -273,6 +275,8 @@ RUN_INDEPENDENT_NAMES = {
                                                  for name in ("Placement", "Shard", "Replicate", "Partial")},
     "torch.distributed.tensor.parallel": {name: getattr(tensor_parallel, name) for name in tensor_parallel.__all__},
     "torch.distributed.tensor.debug": {"CommDebugMode": tensor_debug.CommDebugMode},
+    "torch.distributed.tensor._random": {name: getattr(dtensor_random, name) for name in (
+        "OffsetBasedRNGTracker", "manual_seed", "is_rng_supported_mesh", "get_rng_tracker", "set_rng_tracker")},
     "torch.nn": {"Parameter": Parameter, **_public(nn_module, ("Module", "Sequential", "ModuleList", "ModuleDict")),
                  **_public(nn_layers)},
     "torch.nn.functional": FUNCTIONAL,

@@ -5,7 +5,9 @@ The block is written as PyTorch's tensor-parallel tutorial writes its model
 `wv`, `wo`, rotary positions and causal `scaled_dot_product_attention`,
 RMSNorm and a SwiGLU feed-forward (`w1`, `w2`, `w3`, hidden size
 ⌈8h/3⌉ rounded up to a multiple of 256), in float16 — rotary positions in
-their real (rotate-half) form, as kernbench has no complex dtype. For each
+their real (rotate-half) form: the same angles, turning the two halves of
+a head where the file's complex form turns adjacent pairs (that form runs
+too: adr/0021, T23 and T24). For each
 tensor-parallel size (`--tp`, default every divisor of the SIP count) and
 sequence parallelism off and on (`--sp`), every rank (one per SIP) builds
 the block, parallelizes it with the tutorial's plan (`ColwiseParallel` for

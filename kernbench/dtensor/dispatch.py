@@ -6,6 +6,8 @@
    (`DTensor.redistribute`: the collectives, with their backward twins).
 3. The op runs on the local tensors — the same torch function, so its
    device work, cost and autograd record are the op table's.
+   An op that draws random numbers draws them inside DTensor's RNG
+   tracker's region (`random.py`): replicas alike, shards apart.
 4. The result is wrapped as a DTensor of the rule's layout and global shape;
    an in-place op returns its own DTensor. Each input records the layout of
    the gradient it will receive (`grad_layout.py`); a parameter whose
@@ -17,6 +19,9 @@ not mix with DTensors: PyTorch's errors, one line each.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from kernbench.dtensor import random
 from kernbench.dtensor.comm import backward_pass
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.grad_layout import FOLLOW, record
@@ -48,13 +53,27 @@ def dispatch(cls, op: str, func, args: tuple, kwargs: dict):
     local_of = {id(d): _local_for(moved[id(d)], sharding.grads.get(id(d))) for d in inputs}
     local_args = tuple(_localized(a, cls, local_of) for a in args)
     local_kwargs = {k: _localized(v, cls, local_of) for k, v in kwargs.items()}
-    result = (sharding.call or func)(*local_args, **local_kwargs)
+    first = moved[id(inputs[0])]
+    with (random.distribute_region(first.device_mesh, first.placements, first.shape, kwargs.get("generator"))
+          if _draws(op, args, kwargs) else nullcontext()):
+        result = (sharding.call or func)(*local_args, **local_kwargs)
     out = args[0] if in_place else _wrapped(cls, result, sharding, inputs[0].device_mesh)
     for d in inputs:
         layout = sharding.grads.get(id(d))
         record(moved[id(d)], normalized(moved[id(d)].placements) if layout is None else layout,
                out if isinstance(out, cls) else None)
     return out
+
+
+# Ops that draw random numbers, and when they do: their local parts are drawn through DTensor's RNG tracker.
+_RANDOM = {"rand_like": lambda args, kwargs: True, "randn_like": lambda args, kwargs: True,
+           "uniform_": lambda args, kwargs: True, "normal_": lambda args, kwargs: True,
+           "dropout": lambda args, kwargs: (args[2] if len(args) > 2 else kwargs.get("training", True))
+           and (args[1] if len(args) > 1 else kwargs.get("p", 0.5)) > 0}
+
+
+def _draws(op: str, args: tuple, kwargs: dict) -> bool:
+    return op in _RANDOM and bool(_RANDOM[op](args, kwargs))
 
 
 def _check_operands(cls, op: str, inputs: list, args, kwargs, plain_allowed: bool) -> None:

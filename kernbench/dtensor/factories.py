@@ -2,12 +2,15 @@
 
 Each rank makes only its local part (the chunk its placements give it) with
 the run's factory of the same name, so nothing moves. Random values are drawn
-from each rank's own generator: kernbench has no offset-based RNG tracker,
-so a Replicate random DTensor differs by rank (PyTorch's agrees).
+through DTensor's RNG tracker (`random.py`), as PyTorch's are: a Replicate
+random DTensor is the same on every rank, the shards of a sharded one differ.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from kernbench.dtensor import random
 from kernbench.dtensor.dtensor import DTensor, resolve_placements
 from kernbench.dtensor.errors import DTensorError
 from kernbench.dtensor.placements import chunk_bounds
@@ -28,7 +31,8 @@ def _made(factory: str, size: tuple, fill, device_mesh, placements, dtype, requi
             local[p.dim] = stop - start
     torch = current_torch()
     arguments = (tuple(local),) if fill is None else (tuple(local), fill)
-    made = getattr(torch, factory)(*arguments, dtype=dtype, device=f"cuda:{torch.ahbm.current_device()}")
+    with random.distribute_region(device_mesh, placements, shape) if factory in ("rand", "randn") else nullcontext():
+        made = getattr(torch, factory)(*arguments, dtype=dtype, device=f"cuda:{torch.ahbm.current_device()}")
     return DTensor(made.requires_grad_(requires_grad), device_mesh, placements, shape)
 
 
@@ -54,10 +58,10 @@ def full(size, fill_value, *, dtype=None, requires_grad: bool = False, device_me
 
 
 def rand(*size, dtype=None, requires_grad: bool = False, device_mesh=None, placements=None, layout=None) -> DTensor:
-    """A DTensor of U[0, 1) values, each rank's part drawn from its own generator."""
+    """A DTensor of U[0, 1) values, each rank's part drawn through DTensor's RNG tracker."""
     return _made("rand", size, None, device_mesh, placements, dtype, requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad: bool = False, device_mesh=None, placements=None, layout=None) -> DTensor:
-    """A DTensor of N(0, 1) values, each rank's part drawn from its own generator."""
+    """A DTensor of N(0, 1) values, each rank's part drawn through DTensor's RNG tracker."""
     return _made("randn", size, None, device_mesh, placements, dtype, requires_grad)

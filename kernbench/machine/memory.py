@@ -52,6 +52,15 @@ class Allocation:
     def end(self) -> int:
         return self.base + self.nbytes
 
+    def reinterpreted(self, itemsize: int) -> "Allocation":
+        """These bytes seen as elements of `itemsize` bytes (a view of another dtype: `view_as_real`): the same
+        address, storage and charge, the placement's elements rescaled. Charged nothing more: no byte is new."""
+        if itemsize == self.itemsize:
+            return self
+        return Allocation(self.name, self.sip, self.base, self.nbytes, self.placement.reinterpreted(self.itemsize,
+                                                                                                    itemsize),
+                          itemsize, self.storage, self.charged)
+
 
 def window_base(sip: int) -> int:
     """The first address of SIP `sip`'s window: each SIP allocates in a window of its own, so an address names

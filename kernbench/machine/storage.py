@@ -84,7 +84,8 @@ class Storage:
             itemsize = np.dtype(dtype).itemsize
             lo, hi = _byte_bounds(selector, itemsize, self.nbytes)
             self._write_pending(lo, hi)
-        return self._bytes.view(dtype)
+        whole = self.nbytes - self.nbytes % np.dtype(dtype).itemsize  # a view of another dtype: its whole elements
+        return self._bytes[:whole].view(dtype)
 
     def fill(self, lo: int, hi: int, pattern: np.ndarray) -> None:
         """Set bytes [lo, hi) to repetitions of `pattern` (one element's bytes; `lo` is element-aligned)."""

@@ -155,6 +155,19 @@ class RuntimeContext:
             device = parsed if parsed.is_host or _has_index(device) else Device(parsed.type)
         self._state().default_device = device
 
+    def enter_device_scope(self, device) -> None:
+        """`with torch.device(device):` — the calling rank's default device until the block ends (PyTorch's device
+        context: factories without `device=` make their tensors there)."""
+        state = self._state()
+        previous = state.default_device
+        self.set_default_device(device)
+        state.device_scopes.append(previous)
+
+    def exit_device_scope(self) -> None:
+        """The end of the innermost `with torch.device(...)` block: the default device set before it is back."""
+        state = self._state()
+        state.default_device = state.device_scopes.pop()
+
     def get_default_device(self) -> Device:
         """The device factories use without `device=` (torch.get_default_device), resolved to an index."""
         return self.parse_device(self._state().default_device)
@@ -206,7 +219,7 @@ class _RankState:
     any, and its default random generators, the host's and one per device (each made on first use, as each PyTorch
     process has its own)."""
 
-    __slots__ = ("device", "streams", "rank", "spawned", "default_device", "generators", "seeds")
+    __slots__ = ("device", "streams", "rank", "spawned", "default_device", "generators", "seeds", "device_scopes")
 
     def __init__(self):
         self.device = 0
@@ -216,6 +229,7 @@ class _RankState:
         self.default_device: Device | None = None
         self.generators: dict[int | None, Generator] = {}  # None: the host's; else a device index's
         self.seeds: dict[str, int] = {}  # "host" / "devices": the seed given to all of that kind, if any
+        self.device_scopes: list = []  # the default devices `with torch.device(...)` blocks entered over
 
 
 def _has_index(device) -> bool:

@@ -47,6 +47,31 @@ class Device:
     def is_host(self) -> bool:
         return self.type == "cpu"
 
+    def __enter__(self) -> "Device":
+        """`with torch.device(d):` makes `d` the calling rank's default device for the block, as PyTorch's device
+        context does."""
+        _run_scope()[0](self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _run_scope()[1]()
+
+
+# `with torch.device(d):` changes the run's default device, which lives in a part above this one: the run in
+# progress binds its (enter, exit) here when it starts (current_run.set_current_torch).
+_RUN_SCOPE: list = [None]
+
+
+def bind_device_scope(scope) -> None:
+    """The (enter, exit) of the run in progress's default-device blocks (None: no run)."""
+    _RUN_SCOPE[0] = scope
+
+
+def _run_scope():
+    if _RUN_SCOPE[0] is None:
+        raise DeviceError("with torch.device(...): no kernbench run is in progress to set the default device of")
+    return _RUN_SCOPE[0]
+
 
 def _parse(spec, index) -> tuple[str, int | None]:
     """(type, index) of a device spelling, with `cuda` read as `ahbm` and `cpu:0` as `cpu`."""

@@ -8,6 +8,7 @@ namespace/random.py's docstring.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from numbers import Integral
 
 import numpy as np
@@ -92,11 +93,32 @@ class Generator:
         self._initial_seed = int.from_bytes(raw[37:45], "little")
         return self
 
+    @contextmanager
+    def offset_region(self, start: int, end: int):
+        """Inside the block, this stream continues from its state now `start` draws (64-bit outputs) ahead; after
+        it, from that state `end` draws ahead, however many the block drew. What PyTorch's Philox offsets give a
+        distributed random op (DTensor's RNG tracker): each shard draws its own part of one stream, and every rank
+        leaves in the same state."""
+        state = self._rng.bit_generator.state
+        self._rng = _ahead(state, start)
+        try:
+            yield
+        finally:
+            self._rng = _ahead(state, end)
+
     def clone_state(self) -> "Generator":
         """A new generator on the same device continuing from this one's state (torch's graph-safe copy)."""
         clone = Generator(self._ctx, self.device)
         clone.__class__ = type(self)
         return clone.set_state(self.get_state())
+
+
+def _ahead(state: dict, draws: int) -> np.random.Generator:
+    """A numpy generator continuing the PCG64 `state` `draws` outputs ahead (PCG64 jumps there in O(log n))."""
+    bit_generator = np.random.PCG64()
+    bit_generator.state = {**state, "has_uint32": 0, "uinteger": 0}  # no half of an earlier output carried over
+    bit_generator.advance(draws)
+    return np.random.Generator(bit_generator)
 
 
 def generator_class(ctx) -> type:

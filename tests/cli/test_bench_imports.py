@@ -203,8 +203,9 @@ def test_adr0019_t24_the_importable_modules_and_module_level_names_are_a_runs(tm
                 walk(value, f"{path}{name}.")
     walk(torch, "")
     walk(torch.distributed, "distributed.")
-    old_names = {"distributed._tensor", "distributed._tensor.device_mesh"}  # PyTorch's, private by their spelling
-    assert modules | {"ahbm", "cuda", "distributed"} | old_names == set(SUBMODULES)  # ahbm, cuda, distributed: objects
+    # PyTorch's, private by their spelling
+    private = {"distributed._tensor", "distributed._tensor.device_mesh", "distributed.tensor._random"}
+    assert modules | {"ahbm", "cuda", "distributed"} | private == set(SUBMODULES)  # ahbm, cuda, distributed: objects
     for module, names in RUN_INDEPENDENT_NAMES.items():
         owner = torch
         for part in module.split(".")[1:]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernbench.cli.bench_loader import load_bench
-from kernbench.dtensor import DTensorError, Replicate
+from kernbench.dtensor import DTensorError, Replicate, Shard
 from kernbench.session import Session
 from tests.cli import REPO_ROOT, run_kernbench
 from tests.spawned import run_ranks
@@ -698,3 +698,75 @@ def test_adr0021_t21_a_mesh_of_several_ranks_outside_spawned_workers_is_one_line
     assert result.stderr == ("kernbench: error: scatter over a mesh of 2 ranks: this code runs in no spawned worker, "
                              "so the other ranks never join; run it under torch.multiprocessing.spawn(fn, nprocs=2), "
                              "one worker per rank, as torchrun starts a process per rank\n")
+
+
+def test_adr0021_t22_a_rotary_embedding_with_complex_numbers_on_head_sharded_dtensors_matches_numpy():
+    """The rotary embedding as Llama-style files write it (polar, view_as_complex, multiply, view_as_real, flatten)
+    on a query sharded by heads over 4 ranks, its cis table replicated: the whole output is numpy's rotation, each
+    rank's input gradient its heads of the rotation back, and no collective runs."""
+    from tests.runtime_api.test_complex_views import _rotary, _rotary_reference
+    rng = np.random.default_rng(22)
+    x, c = rng.standard_normal((2, 5, WORLD, 8)), rng.standard_normal((2, 5, WORLD, 8))
+
+    def program(torch, rank):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+        mesh = init_device_mesh("cuda", (WORLD,))
+        cis, rotate = _rotary(torch)
+        local = torch.tensor(x[:, :, rank:rank + 1], dtype=torch.float32, device="cuda").requires_grad_()
+        freqs = DTensor.from_local(cis(8, 16)[0:5], mesh, [Replicate()])
+
+        def step():
+            out = rotate(DTensor.from_local(local, mesh, [Shard(2)]), freqs)
+            (out.to_local() * torch.tensor(c[:, :, rank:rank + 1], dtype=torch.float32, device="cuda")).sum().backward()
+            return out
+        out, records = _collectives_of(torch, step)
+        return out.placements, out.full_tensor().numpy(), local.grad.numpy(), records
+
+    expected, expected_grad = _rotary_reference(x, c)
+    for rank, (placements, out, grad, records) in _spawned(program).items():
+        assert placements == (Shard(2),) and records == []
+        assert_close(out, expected, rtol=1e-5, atol=1e-5)
+        assert_close(grad, expected_grad[:, :, rank:rank + 1], rtol=1e-5, atol=1e-5)
+
+
+def test_adr0021_t25_dtensor_random_ops_draw_alike_on_replicas_and_apart_on_shards_through_the_rng_tracker():
+    """PyTorch's offset-based RNG tracker: made at a rank's first random op on a DTensor, it broadcasts rank 0's
+    device stream (ranks seeded apart then draw alike); dropout on a Replicate DTensor keeps the same elements on
+    every rank, on a Shard(0) one each shard its own — together the mask of the whole tensor from the same stream
+    state —, a Shard(1) `rand` DTensor is the same whole on every rank, and every rank's stream is the same after
+    (a plain draw agrees). `manual_seed(seed, mesh)` makes the tracker without the broadcast."""
+    def program(torch, rank):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        from torch.distributed.tensor._random import get_rng_tracker, manual_seed
+        mesh = init_device_mesh("cuda", (WORLD,))
+        torch.manual_seed(rank)  # apart on purpose: the tracker's broadcast of rank 0's stream brings them together
+        ones = torch.ones(8, 6, device="cuda")
+        replicated, sharded = distribute_tensor(ones, mesh, [Replicate()]), distribute_tensor(ones, mesh, [Shard(0)])
+        first, records = _collectives_of(torch, lambda: torch.nn.functional.dropout(replicated, 0.5).to_local())
+        state = torch.cuda.get_rng_state()
+        whole = torch.nn.functional.dropout(replicated, 0.5).to_local()
+        torch.cuda.set_rng_state(state)  # the sharded dropout draws from the stream the replicated one drew from
+        part = torch.nn.functional.dropout(sharded, 0.5).full_tensor()
+        table = torch.distributed.tensor.rand(8, 6, device_mesh=mesh, placements=[Shard(1)]).full_tensor()
+        plain = torch.rand(5, device="cuda")
+        _, seeded = _collectives_of(torch, lambda: manual_seed(7, mesh))
+        again = torch.nn.functional.dropout(replicated, 0.5).to_local()
+        return (_kinds(records), whole.numpy(), part.numpy(), first.numpy(), table.numpy(),
+                plain.numpy(), seeded, again.numpy(), type(get_rng_tracker()).__name__)
+
+    results = _spawned(program)
+    first = results[0]
+    assert first[0] == [("broadcast", 45)]
+    assert set(np.unique(first[1])) == {0.0, 2.0} and 0.2 < (first[1] == 0).mean() < 0.8
+    for rank, (kinds, whole, part, before, table, plain, seeded, again, tracker) in results.items():
+        assert kinds == first[0] and seeded == [] and tracker == "OffsetBasedRNGTracker"
+        np.testing.assert_array_equal(before, first[3])  # ranks seeded apart: alike once the tracker is made
+        np.testing.assert_array_equal(whole, first[1])  # a Replicate tensor: the same mask on every rank
+        np.testing.assert_array_equal(part, whole)  # the shards' masks, together, are the whole tensor's
+        np.testing.assert_array_equal(table, first[4])
+        np.testing.assert_array_equal(plain, first[5])
+        np.testing.assert_array_equal(again, first[7])
+    shards = [first[2][2 * rank:2 * rank + 2] for rank in range(WORLD)]
+    assert all(not np.array_equal(shards[0], other) for other in shards[1:])  # the shards' masks differ

@@ -82,6 +82,37 @@ def _transpose_then_write(t, x):
     return x
 
 
+def _pairs(t, x):
+    """x (4, 6) as 4 × 3 complex numbers: a view."""
+    return t.view_as_complex(x.view(4, 3, 2))
+
+
+def _write_through_imag(t, x):
+    _pairs(t, x).imag.mul_(-1.0)
+    return x
+
+
+def _rotary(t, x):
+    angles = t.outer(t.arange(4).float(), t.arange(3).float() * 0.5)
+    return t.view_as_real(_pairs(t, x) * t.polar(t.ones_like(angles), angles)).flatten(1)
+
+
+def _complex_gradient(t, x, y):
+    """The gradient of a real loss through the complex views, a complex product, abs and angle (PyTorch's
+    conjugate-Wirtinger convention)."""
+    x.requires_grad_()
+    z = _pairs(t, x)
+    w = z * t.polar(y.abs() + 0.5, y)
+    (t.view_as_real(w) ** 2).sum().add(z.abs().sum()).add(z.angle().sum()).add((z * z.conj()).real.sum()).backward()
+    return x.grad
+
+
+def _complex_leaf_gradient(t, x, y):
+    z = _pairs(t, x).detach().requires_grad_()
+    (t.view_as_real(z * t.complex(y, -y)) * t.arange(6).float().view(3, 2)).sum().backward()
+    return t.view_as_real(z.grad)
+
+
 PROGRAMS = {
     # operators, broadcasting and torch's type promotion
     "add broadcast": Program(lambda t, x, y: x + y, _spec(F32_45, F32_5)),
@@ -143,6 +174,17 @@ PROGRAMS = {
     "setitem column": Program(_setitem_column, _spec(F32_45)),
     "setitem mask": Program(_setitem_mask, _spec(F32_45)),
     "write through a transpose": Program(_transpose_then_write, _spec(F32_45)),
+    # complex numbers: views of the real pairs, complex rows, gradients
+    "view_as_complex of a slice": Program(lambda t, x: t.view_as_real(_pairs(t, x)[:, 1:]), _spec(((4, 6), "f32")),
+                                          view=True),
+    "real and imag views": Program(lambda t, x: (_pairs(t, x).real, _pairs(t, x).imag), _spec(((4, 6), "f32")),
+                                   view=True),
+    "write through imag": Program(_write_through_imag, _spec(((4, 6), "f32"))),
+    "rotary with polar": Program(_rotary, _spec(((4, 6), "f32"))),
+    "complex abs angle": Program(lambda t, x: (_pairs(t, x).abs(), _pairs(t, x).angle(), t.complex(x, x).abs()),
+                                 _spec(((4, 6), "f32"))),
+    "complex gradient": Program(_complex_gradient, _spec(((4, 6), "f32"), ((3,), "f32"))),
+    "complex leaf gradient": Program(_complex_leaf_gradient, _spec(((4, 6), "f32"), ((3,), "f32"))),
     # reductions
     "sum dim keepdim": Program(lambda t, x: x.sum(dim=1, keepdim=True), _spec(F32_345)),
     "sum of ints": Program(lambda t, x: x.sum(), _spec(I32_45)),

@@ -212,3 +212,25 @@ def test_adr0005_t37_tensor_keeps_an_arrays_dtype_and_gives_numbers_and_lists_th
     made = torch.tensor(data)
     assert made.dtype == getattr(torch, expected)
     assert torch.tensor(made).dtype == made.dtype
+
+
+def test_adr0005_t40_a_device_is_a_context_manager_for_the_default_device_nested_and_per_rank(session):
+    """`with torch.device(d):` makes factories without `device=` put their tensors on d for the block, blocks nest,
+    leaving one restores the default as it was set (None: the current device, which then follows set_device),
+    and each rank's blocks are its own."""
+    torch = session.torch
+    seen = {}
+
+    def worker(rank):
+        with torch.device("cpu"):
+            outer = torch.zeros(1).device
+            with torch.device(f"cuda:{1 - rank}") as inner:
+                nested = (torch.ones(2).device, inner)
+            back = torch.zeros(1).device
+        torch.ahbm.set_device(rank + 2)
+        seen[rank] = (outer, nested, back, torch.zeros(1).device)
+
+    session.run(lambda: torch.multiprocessing.spawn(worker, nprocs=2))
+    for rank in range(2):
+        other = torch.device("ahbm", 1 - rank)
+        assert seen[rank] == (torch.device("cpu"), (other, other), torch.device("cpu"), torch.device("ahbm", rank + 2))

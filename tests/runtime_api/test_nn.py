@@ -571,3 +571,34 @@ def test_adr0020_t15_the_gpt_train_bench_prints_each_steps_loss_and_simulated_ti
     steps = [line for line in result.stdout.splitlines() if line.startswith("step ")]
     assert len(steps) == 3 and all(line.endswith("us simulated") for line in steps)
     assert all(("loss " in line) != timing_only for line in steps)
+
+
+def test_adr0020_t34_a_module_cast_right_after_it_is_built_holds_its_initial_values_cast():
+    """`.half()` / `.to(dtype)` on a module whose initialization is still in flight on the device (init fills, a
+    buffer an op computes) gives the initial values cast: ops in flight write the storage and dtype their tensors
+    had when they were launched, as a kernel writes through the pointer it was given, not through what the
+    tensor object holds after `.data =` rebinds it."""
+    def bench(torch):
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(8, 4)
+                self.register_buffer("angles", torch.outer(torch.arange(4).float(), torch.ones(3) * 0.5))
+                self.register_buffer("cis", torch.polar(torch.ones(4, 3), self.angles))
+
+        torch.manual_seed(0)
+        reference = Model()
+        values = {name: tensor.detach().numpy().copy() for name, tensor in reference.state_dict().items()}
+        torch.manual_seed(0)
+        model = Model().half()
+        torch.manual_seed(0)
+        wide = Model().to(torch.float64)
+        return values, {name: tensor.numpy() for name, tensor in model.state_dict().items()}, \
+            {name: tensor.numpy() for name, tensor in wide.state_dict().items()}
+
+    values, half, wide = _run(bench)
+    for name, value in values.items():
+        expected = value if name == "cis" else value.astype(np.float16)  # half() leaves complex buffers alone
+        np.testing.assert_array_equal(half[name], expected, err_msg=name)
+        np.testing.assert_array_equal(wide[name], value.real.astype(np.float64) if name == "cis" else value,
+                                      err_msg=name)  # to(dtype) casts complex ones too: their real parts, as torch's

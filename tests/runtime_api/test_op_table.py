@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from kernbench.dtypes import as_real_pairs
 from kernbench.numerics import assert_close
 from kernbench.runtime_api.ops import binding
 from kernbench.runtime_api.ops.table import ROWS, Cost, OpRow
@@ -64,6 +65,12 @@ SAMPLE_CALLS = {
         torch.randint(0, 64, (64,))),
     "nll_loss": lambda torch, x, y: (lambda t: lambda: torch.nn.functional.nll_loss(x, t))(torch.randint(0, 64, (64,))),
     "mse_loss": lambda torch, x, y: lambda: torch.nn.functional.mse_loss(x, y),
+    "view_as_real": lambda torch, x, y: (lambda c: lambda: torch.view_as_real(c))(torch.complex(x, y)),
+    "view_as_complex": lambda torch, x, y: (lambda pairs: lambda: torch.view_as_complex(pairs))(x.view(64, 32, 2)),
+    "real": lambda torch, x, y: (lambda c: lambda: torch.real(c))(torch.complex(x, y)),
+    "imag": lambda torch, x, y: (lambda c: lambda: torch.imag(c))(torch.complex(x, y)),
+    "conj": lambda torch, x, y: (lambda c: lambda: torch.conj(c))(torch.complex(x, y)),
+    "outer": lambda torch, x, y: (lambda a, b: lambda: torch.outer(a, b))(x[0], y[1]),
     "uniform_": lambda torch, x, y: lambda: x.uniform_(),
     "normal_": lambda torch, x, y: lambda: x.normal_(),
 }
@@ -113,14 +120,14 @@ def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
     REDUCTION: vector passes under its name; GEMM: matrix-unit ops and DMAs (and, split over K, vector passes
     summing the partials); COPY: DMAs only; FILL: a vector
     pass and DMAs under its name; FUSED: vector passes under its name and the result stored once; COMPOSITE:
-    the device ops of two or more rows; HOST: device ops, then a read to the host."""
+    the device ops of two or more rows; VIEW: nothing; HOST: device ops, then a read to the host."""
     row = ROWS[name]
     records, out = _logged_by(row)
     kinds = {r.kind for r in records}
     vector = [r for r in records if r.kind == "vector"]
     if row.cost is Cost.ELEMENTWISE:
         assert kinds <= {"dma", "vector"} and len(_labels(records, "vector")) == 1
-        assert sum(r.args["elements"] for r in vector) == out.numel()
+        assert sum(r.args["elements"] for r in vector) == as_real_pairs(out.dtype, out.numel())[1]
     elif row.cost is Cost.REDUCTION:
         assert kinds <= {"dma", "vector"} and _labels(records, "vector") == {name}
     elif row.cost is Cost.GEMM:
@@ -136,6 +143,8 @@ def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
         assert stored == out.numel() * out.dtype.itemsize
     elif row.cost is Cost.COMPOSITE:
         assert len(_labels(records, "vector") | _labels(records, "gemm")) >= 2
+    elif row.cost is Cost.VIEW:
+        assert records == [] and out._allocation.storage is not None
     else:
         assert row.cost is Cost.HOST and any(r.label.endswith(" to host") for r in records)
 
@@ -199,7 +208,7 @@ def test_adr0016_t123_a_new_row_is_a_whole_op():
 @pytest.mark.parametrize("name", sorted(name for name, row in ROWS.items() if row.cost not in (Cost.FILL, Cost.HOST)))
 def test_adr0016_t124_a_row_is_differentiable_as_the_table_says(name):
     """An output of a row over inputs that require grad has a backward exactly where the row's derivative is not
-    "none" and the output is floating (integer and bool results have none, as in torch)."""
+    "none" and the output is floating or complex (integer and bool results have none, as in torch)."""
     row = ROWS[name]
     session = Session("default")
     got = {}
@@ -208,7 +217,7 @@ def test_adr0016_t124_a_row_is_differentiable_as_the_table_says(name):
         x = (torch.rand(64, 64, device="cuda") + 0.5).requires_grad_()
         y = (torch.rand(64, 64, device="cuda") + 0.5).requires_grad_()
         out = _sample_call(row)(torch, x, y)()
-        got.update(floating=out.dtype.is_floating_point, recorded=out.grad_fn is not None)
+        got.update(floating=out.dtype.is_differentiable, recorded=out.grad_fn is not None)
 
     session.run(bench, session.torch)
     assert got["recorded"] == (row.derivative != "none" and got["floating"])

@@ -23,7 +23,7 @@ _ADDITIVE = {"add", "sub", "neg", "clone", "contiguous", "to", "type", "to_dtype
 _SCALING = {"mul", "div", "true_divide"}
 _EXTRA = ("clone", "contiguous", "to", "type", "copy_", "fill_", "zero_", "detach_", "lerp", "lerp_", "addcmul",
           "addcmul_", "addcdiv", "addcdiv_", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
-          "randn_like", "clamp", "clamp_", "dropout")
+          "randn_like", "clamp", "clamp_", "dropout", "uniform_", "normal_")
 
 
 def _names() -> list[str]:

@@ -221,3 +221,16 @@ def split(op, args, kwargs) -> Sharding:
         layout = wanted
         shapes = [tuple(length if i == dim else n for i, n in enumerate(x.shape)) for length in lengths]
     return Sharding({id(x): wanted}, [layout] * len(shapes), shapes)
+
+
+@register("view_as_real", "view_as_complex", "real", "imag")
+def complex_view(op, args, kwargs) -> Sharding:
+    """The views between complex numbers and their real pairs: `view_as_real` adds a last dimension of 2 and
+    `view_as_complex` drops it, a shard of that dimension gathered first (a pair is never split over ranks);
+    `real` / `imag` keep the shape. Every other placement stays: the views are linear, so Partial too."""
+    x = args[0]
+    if op == "view_as_complex":
+        wanted = tuple(Replicate() if p.is_shard(x.ndim - 1) else p for p in x.placements)
+        return Sharding({id(x): wanted}, wanted, tuple(x.shape[:-1]))
+    shape = tuple(x.shape) + ((2,) if op == "view_as_real" else ())
+    return Sharding({}, tuple(x.placements), shape)

@@ -132,6 +132,22 @@ class Placement:
             held[shard.cube] = held.get(shard.cube, 0) + shard.numel() * itemsize
         return held
 
+    def reinterpreted(self, itemsize: int, new_itemsize: int) -> "Placement":
+        """The same bytes seen as elements of `new_itemsize` bytes (what `view_as_real` / `view_as_complex` make of
+        a storage): the last dimension of the placement's space, and each shard's slice of it, scaled by
+        itemsize / new_itemsize. Coarser elements round a shard's bounds down, so an element cut by a shard
+        boundary belongs to the shard holding its first bytes (and a shard left with none is dropped)."""
+        shape = self.shape or (1,)
+        shards = []
+        for shard in self.shards:
+            index = shard.index or (slice(0, 1),)
+            last = index[-1]
+            scaled = slice(last.start * itemsize // new_itemsize, last.stop * itemsize // new_itemsize)
+            if scaled.stop > scaled.start or not shards:
+                shards.append(Shard(shard.cube, shard.pe, index[:-1] + (scaled,), shard.replica))
+        return Placement(shape=shape[:-1] + (shape[-1] * itemsize // new_itemsize,), policy=self.policy,
+                         shards=tuple(shards), num_cubes=self.num_cubes, pes_per_cube=self.pes_per_cube)
+
     def owners(self, flat_indices: np.ndarray, replica: int = 0) -> np.ndarray:
         """Index into `shards` of the shard (of the given replica) holding each flat element index."""
         coords = np.unravel_index(np.asarray(flat_indices, dtype=np.int64), self.shape) if self.shape else ()

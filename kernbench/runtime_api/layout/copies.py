@@ -53,12 +53,12 @@ def copy_elements(dst, dst_elements: np.ndarray | None, src, src_elements: np.nd
         if dst.device.is_host:
             _host_target(dst, dst_elements, values)
             return
-        transfers = functools.partial(_host_to_device, _as_called(dst), dst_elements, values)
+        transfers = functools.partial(_host_to_device, as_called(dst), dst_elements, values)
         waits, what = [], "host"
     else:
         if src_elements is None:
             _check_broadcast(src, shape)
-        transfers = functools.partial(_device_to_device, _as_called(dst), dst_elements, _as_called(src),
+        transfers = functools.partial(_device_to_device, as_called(dst), dst_elements, as_called(src),
                                       src_elements, shape)
         waits, what = list(src._pending_writes), src.name
     _enqueue(dst._ctx, dst, f"copy {what} -> {dst.name}", transfers, waits, non_blocking)
@@ -74,7 +74,7 @@ def fill_into(dst, value, dst_elements: np.ndarray | None = None) -> None:
         _host_target(dst, dst_elements, value)
         return
     constant = np.asarray(value, dtype=dst.dtype.numpy)
-    fills = functools.partial(_fills, _as_called(dst), dst_elements, constant)
+    fills = functools.partial(_fills, as_called(dst), dst_elements, constant)
     _enqueue(dst._ctx, dst, f"fill {dst.name}", fills, [], non_blocking=True)
 
 
@@ -172,8 +172,9 @@ def _device_to_device(dst, dst_elements, src, src_elements, shape) -> list[Trans
     return transfers
 
 
-def _as_called(tensor):
-    """A view of `tensor` as it is now, for work that runs later: `x.data = y` in between does not redirect it."""
+def as_called(tensor):
+    """A view of `tensor` as it is now, for work that runs later: `x.data = y` (or a module's `.to(dtype)`) in
+    between does not redirect it, as a kernel keeps the pointer it was launched with."""
     return tensor._viewed(tensor._layout, "copy")
 
 

@@ -160,6 +160,12 @@ class AhbmModule:
         """The seed the current device's default generator last started from."""
         return self._generator(None).initial_seed()
 
+    @property
+    def default_generators(self) -> tuple:
+        """The calling rank's default generator of every device, in device order (what DTensor's RNG tracker
+        offsets)."""
+        return tuple(self._generator(index) for index in range(self.device_count()))
+
     def get_rng_state(self, device="ahbm"):
         """The device's default generator state (a host uint8 tensor); `"ahbm"`: the current device."""
         return self._generator(device).get_state()

@@ -38,6 +38,7 @@ from kernbench.runtime_api.unsupported import UnsupportedError
 # The fake torch's submodules, as `import torch.X` reaches them (a test holds this to the namespace's modules).
 SUBMODULES = ("accelerator", "ahbm", "autograd", "cuda", "distributed", "distributed.device_mesh", "distributed.tensor",
               "distributed.tensor.debug", "distributed.tensor.device_mesh", "distributed.tensor.parallel",
+              "distributed.tensor._random",
               "distributed.tensor.placement_types", "distributed._tensor", "distributed._tensor.device_mesh",
               "multiprocessing", "nn", "nn.functional", "nn.init", "nn.parallel", "nn.utils", "optim",
               "optim.lr_scheduler", "testing")

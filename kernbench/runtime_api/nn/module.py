@@ -328,9 +328,10 @@ class Module:
 
     # ---- moving ----------------------------------------------------------------------------
     def to(self, *args, **kwargs):
-        """Every parameter and buffer on `device` and, floating ones, in `dtype` (`to(device)`, `to(dtype)`,
-        `to(tensor)`, `to(device, dtype)`); the objects are kept. Returns this module."""
-        return self._apply(lambda t: t.to(*args, **kwargs) if t.dtype.is_floating_point
+        """Every parameter and buffer on `device` and, floating and complex ones, in `dtype` (`to(device)`,
+        `to(dtype)`, `to(tensor)`, `to(device, dtype)`), as PyTorch's: a complex buffer cast to a real dtype keeps
+        its real part. The objects are kept. Returns this module."""
+        return self._apply(lambda t: t.to(*args, **kwargs) if t.dtype.is_differentiable
                            else t.to(*_devices_only(args), **{k: v for k, v in kwargs.items() if k == "device"}))
 
     def cuda(self, device=None):

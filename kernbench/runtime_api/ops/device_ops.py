@@ -28,6 +28,7 @@ from kernbench.machine.placed_dma import load_elements, store_elements
 from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_launch import launch_programs
+from kernbench.runtime_api.layout.copies import as_called
 from kernbench.runtime_api.ops.promotion import is_tensor
 from kernbench.runtime_api.layout.views import Layout
 
@@ -200,17 +201,21 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
     numel = prod(shape)
     if numel == 0:
         return out
+    result, out = out, as_called(out)  # the programs run later, on the tensors as they are now
+    operands = [as_called(op) if is_tensor(op) else op for op in operands]
+    tensors = [op for op in operands if is_tensor(op)]
     ctx = out._ctx
     widest = sum(t.dtype.itemsize for t in tensors) + out.dtype.itemsize
     per_tile = streamed(ctx, numel, tile_elements(ctx, widest))
     numbers = {i: np.asarray(op, dtype=compute_dtype.numpy) for i, op in enumerate(operands) if not is_tensor(op)}
+    lanes = out.dtype if out.dtype.is_complex else compute_dtype  # complex results made of reals: their pairs' lanes
 
     def program(p: Program) -> None:
         start = p.number * per_tile
         stop = min(numel, start + per_tile)
         loaded = {i: p.load(op, storage_indices(op._layout, shape, start, stop))
                   for i, op in enumerate(operands) if is_tensor(op)}
-        p.vector(name, stop - start, compute_dtype)
+        p.vector(name, stop - start, lanes)
         values = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             args = [numbers[i] if i in numbers else loaded[i].astype(compute_dtype.numpy, copy=False)
@@ -220,7 +225,7 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
         p.store(out, storage_indices(out._layout, shape, start, stop), values)
 
     run_tiles(ctx, tensors, out, -(-numel // per_tile), name, program)
-    return out
+    return result
 
 
 def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype: DType, params=(),
@@ -250,6 +255,8 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
     n_rows = x.numel() // max(1, row)
     if x.numel() == 0:
         return out
+    result, out, x = out, as_called(out), as_called(x)  # the programs run later, on the tensors as they are now
+    values_of = [as_called(param) for param in values_of]
     ctx = out._ctx
     per_program = streamed(ctx, n_rows, max(1, tile_elements(ctx, 2 * x.dtype.itemsize) // max(1, row)))
 
@@ -262,15 +269,15 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
             p.reread(x, indices)
         loaded = [p.load(param, storage_indices(param._layout, param.shape, 0, row)) for param in values_of]
         p.vector(name, passes * (stop - start), compute_dtype)
-        result = np.empty(stop - start, dtype=out.dtype.numpy)
+        values = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             rows = loaded_rows.astype(compute_dtype.numpy, copy=False).reshape(last - first, row)
             extra = [values.astype(compute_dtype.numpy, copy=False) for values in loaded]
-            result = np.asarray(fn(rows, *_with_nones(params, extra))).astype(out.dtype.numpy).reshape(-1)
-        p.store(out, storage_indices(out._layout, out.shape, start, stop), result)
+            values = np.asarray(fn(rows, *_with_nones(params, extra))).astype(out.dtype.numpy).reshape(-1)
+        p.store(out, storage_indices(out._layout, out.shape, start, stop), values)
 
     run_tiles(ctx, [x, *values_of], out, -(-n_rows // per_program), name, program)
-    return out
+    return result
 
 
 def _with_nones(params, loaded):
@@ -292,6 +299,7 @@ def generate(name: str, make: Callable[[int], np.ndarray], out) -> None:
     numel = out.numel()
     if numel == 0:
         return
+    out = as_called(out)  # the programs run later, on the tensor as it is now
     ctx = out._ctx
     per_tile = streamed(ctx, numel, tile_elements(ctx, out.dtype.itemsize))
     layout = out._layout
@@ -322,7 +330,7 @@ def index_add(out, targets: np.ndarray, source) -> None:
         raise TensorError(f"index_add into {out.name!r}: {flat_targets.size} targets for {source.numel()} values")
     if flat_targets.size == 0:
         return
-    source = source.contiguous()
+    out, source = as_called(out), as_called(source.contiguous())  # the programs run later, on these as they are now
     order = np.argsort(flat_targets, kind="stable")
     sorted_targets = flat_targets[order]
     unique, first_of = np.unique(sorted_targets, return_index=True)
@@ -402,6 +410,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         return out
     if outputs == 0:
         return out
+    result, out, x = out, as_called(out), as_called(x)  # the programs run later, on the tensors as they are now
     ctx = x._ctx
     # Storage elements of x as (outputs, reduced): kept dims' offsets plus reduced dims' offsets.
     kept_layout = Layout(tuple(x.shape[d] for d in kept), tuple(x.stride()[d] for d in kept), x.storage_offset())
@@ -431,10 +440,10 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         return partial
 
     def store_result(p: Program, first: int, last: int, partial) -> None:
-        result = np.empty(last - first, dtype=out.dtype.numpy)
+        values = np.empty(last - first, dtype=out.dtype.numpy)
         if p.data:
-            result = np.asarray(reduction.finish(partial, reduced)).astype(out.dtype.numpy)
-        p.store(out, storage_indices(out_layout, out_layout.shape, first, last), result)
+            values = np.asarray(reduction.finish(partial, reduced)).astype(out.dtype.numpy)
+        p.store(out, storage_indices(out_layout, out_layout.shape, first, last), values)
 
     if splits == 1:
         def program(p: Program) -> None:
@@ -443,7 +452,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
             store_result(p, first, last, reduce_part(p, first, last, 0, reduced))
 
         run_tiles(ctx, [x], out, groups, name, program)
-        return out
+        return result
 
     # The workspaces: partial s of output o at row s, column o, one workspace per array of a partial.
     workspaces = [new_tensor((splits, outputs), dtype or compute_dtype, x.device, f"{name}.partials{k or ''}")
@@ -478,7 +487,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         store_result(p, first, last, partial)
 
     run_tiles(ctx, workspaces, out, -(-outputs // merge_per_program), name, merge_program)
-    return out
+    return result
 
 
 def _as_array(indices) -> np.ndarray:
@@ -524,5 +533,5 @@ def wide_type(dtype: DType) -> DType:
 
 
 def float_type(dtype: DType) -> DType:
-    """The floating type an op on `dtype` computes in (torch: integers and bool become float32)."""
-    return dtype if dtype.is_floating_point else float32
+    """The floating type an op on `dtype` computes in (torch: integers and bool become float32; complex stays)."""
+    return dtype if dtype.is_differentiable else float32

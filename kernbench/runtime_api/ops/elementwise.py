@@ -29,9 +29,31 @@ def result_dtypes(name: str, rule: str, operands) -> tuple[DType, DType]:
         return float_type(promoted), float_type(promoted)
     if rule == "bool":
         return bool_, bool_ if name.startswith("logical") else promoted
+    if rule == "complex":
+        return complex_of(name, operands), promoted
+    if rule == "real" and promoted.is_complex:  # a complex number's magnitude is real
+        return resolve_dtype("f32" if promoted.name == "c64" else "f64"), promoted
     if rule == "integral" and promoted.is_floating_point:
         raise TensorError(f"{name}: not implemented for floating types ({promoted.name}); it takes integers or bool")
     return promoted, promoted
+
+
+def complex_of(name: str, operands) -> DType:
+    """The complex type `torch.complex` / `torch.polar` make of their two real tensors: both float32 (complex64) or
+    both float64 (complex128), PyTorch's words otherwise (two Half tensors would make complex32, which kernbench
+    does not have)."""
+    dtypes = [op.dtype for op in operands if is_tensor(op)]
+    if len(dtypes) != 2:
+        raise TensorError(f"{name}: expected two tensors, got {len(dtypes)} and {len(operands) - len(dtypes)} numbers")
+    if dtypes[0] is not dtypes[1]:
+        raise TensorError(f"Expected object of scalar type {dtypes[0].scalar_type} but got scalar type "
+                          f"{dtypes[1].scalar_type} for second argument")
+    if dtypes[0].name == "f16":
+        raise TensorError(f"{name}: Half inputs would make complex32, which kernbench does not have")
+    if dtypes[0].name not in ("f32", "f64"):
+        raise TensorError(f"Expected both inputs to be Half, Float or Double tensors but got {dtypes[0].scalar_type} "
+                          f"and {dtypes[1].scalar_type}")
+    return resolve_dtype("c64" if dtypes[0].name == "f32" else "c128")
 
 
 def result_maker(operands):
@@ -55,7 +77,7 @@ def apply(row, *operands, out=None):
                           f"{out.dtype.name}")
     value = device_ops.elementwise(row.name, row.numpy, list(operands), out.dtype if out is not None else result,
                                    compute, out=out, new_tensor=result_maker(operands))
-    if out is not None or not result.is_floating_point:
+    if out is not None or not result.is_differentiable:
         return value
     return autograd.record(value, row.name, operands, functools.partial(_backward, row, operands, value))
 
@@ -106,5 +128,6 @@ def to_dtype(x, dtype):
     dtype = resolve_dtype(dtype)
     if dtype is x.dtype:
         return x
-    backward = (lambda g: (to_dtype(g, x.dtype),)) if dtype.is_floating_point else None
-    return elementwise_op("to", lambda a: a, (x,), dtype, x.dtype, backward)
+    backward = (lambda g: (to_dtype(g, x.dtype),)) if dtype.is_differentiable else None
+    dropped = x.dtype.is_complex and not dtype.is_complex  # a complex value cast to a real type keeps its real part
+    return elementwise_op("to", np.real if dropped else (lambda a: a), (x,), dtype, x.dtype, backward)

@@ -12,6 +12,7 @@ import numpy as np
 
 from kernbench.dtypes import DType, bool_, int64
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.layout.copies import as_called
 from kernbench.runtime_api.ops.device_ops import run_tiles, storage_indices, tile_elements
 from kernbench.runtime_api.ops.elementwise import masked_fill, result_maker
 
@@ -26,6 +27,7 @@ def positional_fill(name: str, shape: tuple, dtype: DType, like, values_at):
         return out
     if numel == 0:
         return out
+    result, out = out, as_called(out)  # the programs run later, on the tensor as it is now
     per_tile = tile_elements(out._ctx, dtype.itemsize)
 
     def program(p) -> None:
@@ -35,7 +37,7 @@ def positional_fill(name: str, shape: tuple, dtype: DType, like, values_at):
         p.store(out, storage_indices(out._layout, out.shape, first, last), np.asarray(tile))
 
     run_tiles(out._ctx, [], out, -(-numel // per_tile), name, program)
-    return out
+    return result
 
 
 def iota(like, count: int, dtype: DType = int64):

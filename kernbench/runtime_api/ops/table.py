@@ -17,8 +17,10 @@ reduction's is `rule(g, x, out, dims)` with `g` and `out` broadcastable to
 `x`. Composite rows have none: autograd records their steps.
 
 Dtype rules of elementwise rows: "same" keeps torch's promoted type;
-"float" turns integers into float32; "bool" gives bool (comparisons, logical
-ops); "integral" refuses floating types (bitwise ops).
+"real" too, but gives a complex type's real one (abs, angle); "float" turns
+integers into float32; "bool" gives bool (comparisons, logical ops);
+"integral" refuses floating types (bitwise ops); "complex" makes the complex
+type of two real tensors (polar, complex).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from typing import Callable
 import numpy as np
 
 from kernbench.dtypes import bool_, float32, int64
-from kernbench.runtime_api.ops import (attention, comparisons, elementwise, fills, functional, linalg, losses, positional,
-                                       reductions, selection, shapes)
+from kernbench.runtime_api.ops import (attention, comparisons, complex_numbers, elementwise, fills, functional, linalg,
+                                       losses, positional, reductions, selection, shapes)
 from kernbench.runtime_api.ops.device_ops import Reduction
 from kernbench.runtime_api.ops.elementwise import where
 from kernbench.runtime_api.ops.promotion import is_tensor
@@ -49,6 +51,7 @@ class Cost(enum.Enum):
     FILL = "a device fill: one vector pass and a store per tile"
     FUSED = "a fused row kernel: each row read once and written once, a few vector passes over it"
     COMPOSITE = "a composite: the device ops of the rows it is written in"
+    VIEW = "a view: no device work, the same storage seen through another layout (and dtype)"
     HOST = "a host read of device values (the device ops before it are the rows it is written in)"
 
 
@@ -152,6 +155,34 @@ def _log(value):
     return value.log() if is_tensor(value) else math.log(value)
 
 
+def _conj(value):
+    """The conjugate of a complex operand (a real one as it is): what the gradient of a product multiplies by."""
+    if is_tensor(value):
+        return complex_numbers.conj(value)
+    return value.conjugate() if isinstance(value, complex) else value
+
+
+def _angle_slope(g, z):
+    """The gradient of angle(z): g·i·z/|z|² for a complex z (∂θ/∂x = −y/|z|², ∂θ/∂y = x/|z|²); none for a real one
+    (its angle is 0 or π)."""
+    if not z.dtype.is_complex:
+        return g * 0.0
+    return g * (z * 1j) / (z.abs() * z.abs())
+
+
+def _polar(r, theta):
+    """r·(cos θ + i·sin θ), computed in r's real type as PyTorch does."""
+    out = np.empty(np.broadcast_shapes(np.shape(r), np.shape(theta)), dtype=np.result_type(r, theta, np.complex64))
+    out.real, out.imag = r * np.cos(theta), r * np.sin(theta)
+    return out
+
+
+def _complex(real, imag):
+    out = np.empty(np.broadcast_shapes(np.shape(real), np.shape(imag)), dtype=np.result_type(real, imag, np.complex64))
+    out.real, out.imag = real, imag
+    return out
+
+
 def _zero(g, *_):
     return g * 0.0
 
@@ -200,7 +231,8 @@ def _where_method(self, condition, y):
 _ROWS = [
     # unary elementwise
     _unary("neg", np.negative, "same", lambda g, x, out: -g, operator="neg"),
-    _unary("abs", np.abs, "same", lambda g, x, out: g * x.sign(), operator="abs"),
+    _unary("abs", np.abs, "real", lambda g, x, out: g * x.sign(), operator="abs"),
+    _unary("angle", np.angle, "real", lambda g, x, out: _angle_slope(g, x), forms="torch method"),
     _unary("square", np.square, "same", lambda g, x, out: g * x * 2),
     _unary("sign", np.sign, "same", _zero),
     _unary("floor", np.floor, "same", _zero),
@@ -241,9 +273,10 @@ _ROWS = [
     _binary("add", np.add, "same", (lambda g, a, b, out: g, lambda g, a, b, out: g), function=_add, operator="add"),
     _binary("sub", np.subtract, "same", (lambda g, a, b, out: g, lambda g, a, b, out: -g), function=_sub,
             aliases=("subtract",), operator="sub"),
-    _binary("mul", np.multiply, "same", (lambda g, a, b, out: g * b, lambda g, a, b, out: g * a),
+    _binary("mul", np.multiply, "same", (lambda g, a, b, out: g * _conj(b), lambda g, a, b, out: g * _conj(a)),
             aliases=("multiply",), operator="mul"),
-    _binary("div", np.true_divide, "float", (lambda g, a, b, out: g / b, lambda g, a, b, out: -(g * a / (b * b))),
+    _binary("div", np.true_divide, "float", (lambda g, a, b, out: g / _conj(b),
+                                             lambda g, a, b, out: -(g * _conj(out / b))),
             aliases=("divide",), operator="truediv"),
     _binary("true_divide", np.true_divide, "float",
             (lambda g, a, b, out: g / b, lambda g, a, b, out: -(g * a / (b * b)))),
@@ -259,6 +292,10 @@ _ROWS = [
                                             lambda g, a, b, out: g * _share(b < a, a == b))),
     _binary("atan2", np.arctan2, "float", (lambda g, a, b, out: g * b / (a * a + b * b),
                                            lambda g, a, b, out: -(g * a / (a * a + b * b)))),
+    _binary("polar", _polar, "complex", (lambda g, r, t, out: g.real * t.cos() + g.imag * t.sin(),
+                                         lambda g, r, t, out: g.imag * out.real - g.real * out.imag), forms="torch"),
+    _binary("complex", _complex, "complex", (lambda g, re, im, out: g.real, lambda g, re, im, out: g.imag),
+            forms="torch"),
     _binary("eq", np.equal, "bool", operator="eq"),
     _binary("ne", np.not_equal, "bool", operator="ne"),
     _binary("lt", np.less, "bool", operator="lt"),
@@ -307,6 +344,13 @@ _ROWS = [
     _op("mm", Cost.GEMM, linalg.mm, records_backward=True),
     _op("bmm", Cost.GEMM, linalg.bmm, records_backward=True),
     _op("linear", Cost.GEMM, linalg.linear, "functional", records_backward=True),
+    # complex numbers: views between a complex tensor and its real pairs
+    _op("view_as_real", Cost.VIEW, complex_numbers.view_as_real, "torch", records_backward=True),
+    _op("view_as_complex", Cost.VIEW, complex_numbers.view_as_complex, "torch", records_backward=True),
+    _op("real", Cost.VIEW, complex_numbers.real, "torch", records_backward=True),
+    _op("imag", Cost.VIEW, complex_numbers.imag, "torch", records_backward=True),
+    _op("conj", Cost.ELEMENTWISE, complex_numbers.conj, records_backward=True),
+    _op("outer", Cost.ELEMENTWISE, complex_numbers.outer, records_backward=True),
     # joining tensors
     _op("cat", Cost.COPY, shapes.cat, "torch", aliases=("concat",), records_backward=True),
     _op("stack", Cost.COPY, shapes.stack, "torch", records_backward=True),

@@ -30,7 +30,7 @@ from kernbench.runtime_api.layout import views
 from kernbench.runtime_api.layout.boxes import box_span
 from kernbench.runtime_api.layout.copies import copy_elements, copy_into, fill_into
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
-from kernbench.runtime_api.ops.binding import TensorOps
+from kernbench.runtime_api.ops.binding import TORCH_FUNCTIONS, TensorOps
 from kernbench.runtime_api.ops.device_ops import index_add
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor.moves import cuda_device, to_device
@@ -74,9 +74,11 @@ class Tensor(TensorOps):
         self.requires_grad = False
         self.grad: Tensor | None = None
         self.grad_fn = None
-        if view_of is not None:
-            self._allocation = view_of._allocation
-            self._host_storage = view_of._host_storage
+        if view_of is not None:  # a view of another dtype sees the same bytes as its own elements (view_as_real)
+            allocation, storage = view_of._allocation, view_of._host_storage
+            self._allocation = None if allocation is None else allocation.reinterpreted(dtype.itemsize)
+            self._host_storage = storage if storage is None or storage.dtype == dtype.numpy else \
+                _elements_of(storage, dtype)
             self._pending_writes: list = view_of._pending_writes
         else:
             self._allocation = allocation
@@ -173,8 +175,10 @@ class Tensor(TensorOps):
         return self.shape[0]
 
     # ---- views (no data moves; views.py has the rules) -----------------------------------
-    def _viewed(self, layout: Layout, what: str) -> "Tensor":
-        return Tensor(self._ctx, layout.shape, self.dtype, self.device, f"{self.name}.{what}", view_of=self,
+    def _viewed(self, layout: Layout, what: str, dtype: DType | None = None) -> "Tensor":
+        """A view of this tensor's storage with `layout`, its elements of `dtype` (default: this tensor's; another
+        dtype's layout counts in its own elements)."""
+        return Tensor(self._ctx, layout.shape, dtype or self.dtype, self.device, f"{self.name}.{what}", view_of=self,
                       layout=layout)
 
     def _view(self, transform, what: str, *, injective: bool = True) -> "Tensor":
@@ -226,6 +230,16 @@ class Tensor(TensorOps):
     def is_complex(self) -> bool:
         """Whether the dtype is a complex type."""
         return self.dtype.is_complex
+
+    @property
+    def real(self) -> "Tensor":
+        """The real parts, as a view (`torch.real`): writing it writes this tensor."""
+        return TORCH_FUNCTIONS["real"](self)
+
+    @property
+    def imag(self) -> "Tensor":
+        """The imaginary parts of a complex tensor, as a view (`torch.imag`): writing it writes this tensor."""
+        return TORCH_FUNCTIONS["imag"](self)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
         """An uninitialized tensor of `size`, this tensor's dtype and device unless given."""
@@ -592,9 +606,9 @@ class Tensor(TensorOps):
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if self.grad_fn is not None and not requires_grad:
             raise TensorError(f"requires_grad_(False) on {self.name!r}, which is not a leaf; use detach()")
-        if requires_grad and not self.dtype.is_floating_point:
-            raise TensorError(f"only tensors of floating point dtype can require gradients; {self.name!r} is "
-                              f"{self.dtype.name}")
+        if requires_grad and not self.dtype.is_differentiable:
+            raise TensorError(f"only Tensors of floating point and complex dtype can require gradients; "
+                              f"{self.name!r} is {self.dtype.name}")
         self.requires_grad = requires_grad
         return self
 
@@ -619,6 +633,12 @@ class Tensor(TensorOps):
         if create_graph or inputs is not None:
             raise TensorError("backward: create_graph= and inputs= are not supported by kernbench")
         autograd.backward(self, gradient, retain_graph)
+
+
+def _elements_of(storage: np.ndarray, dtype: DType) -> np.ndarray:
+    """A host storage's bytes as whole elements of `dtype` (a view: a complex view of 5 floats holds 2 numbers)."""
+    whole = storage.nbytes - storage.nbytes % dtype.itemsize
+    return storage.view(np.uint8)[:whole].view(dtype.numpy)
 
 
 def _identity_backward(grad):
