@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernbench.runtime_api.namespace.torch_imports import torch_module
 from kernbench.tp import parallel_state
 from kernbench.tp.cross_entropy import vocab_parallel_cross_entropy
 from tests.tp.megatron_utils import Utils, on_every_rank
@@ -77,3 +78,33 @@ def test_adr0011_t119_random_logits_split_over_the_group_give_numpys_loss(smooth
             local = log_softmax(whole.astype(np.float64))[:, index * size:(index + 1) * size]
             loss = (1 - smoothed) * loss - smoothed * local.mean(-1)
         np.testing.assert_allclose(seen, loss, rtol=1e-5)
+
+
+def test_adr0011_t136_the_all_reduces_are_torch_distributed_all_reduce_a_rank_replaces_for_itself():
+    """At tp 1 × dp 8 each rank replaces `torch.distributed.all_reduce` (as `import torch` gives it) with its own
+    recorder: the loss calls it three times with the rank's one-rank tensor group, as Megatron's does, and no other
+    rank's recorder sees those calls; once the run is over the name is the run's again."""
+    distributed = torch_module("torch.distributed")
+
+    def losses(torch, rank, world_size):
+        Utils.initialize_model_parallel(1, 1)
+        group = parallel_state.get_tensor_model_parallel_group()
+        seen, real = [], distributed.all_reduce
+
+        def recorder(tensor, op=None, group=None, async_op=False):
+            seen.append((rank, tuple(group.ranks), op))
+            return real(tensor, op=op, group=group, async_op=async_op)
+
+        distributed.all_reduce = recorder
+        torch.manual_seed(3)
+        logits, target = torch.randn(4, 16).cuda(), torch.randint(0, 16, (4,)).cuda()
+        loss = vocab_parallel_cross_entropy(logits, target)
+        del distributed.all_reduce
+        Utils.destroy_model_parallel()
+        return seen, group.ranks, logits.cpu().numpy(), target.cpu().numpy(), loss.cpu().numpy()
+
+    for rank, (seen, ranks, logits, target, loss) in on_every_rank(losses).items():
+        assert ranks == (rank,)
+        assert seen == [(rank, (rank,), "max"), (rank, (rank,), "sum"), (rank, (rank,), "sum")]
+        np.testing.assert_allclose(loss, numpy_loss(logits.astype(np.float64), target)[0], rtol=1e-5)
+    assert "all_reduce" not in vars(distributed)

@@ -57,7 +57,7 @@ def test_adr0011_t127_megatrons_own_tensor_parallel_tests_run_unchanged_on_8_ran
     for path in files:
         shutil.copy(path, tmp_path / path.name)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), str(HERE.parents[2]), os.environ.get("PYTHONPATH", "")]),
            "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "--tb=line", "-p", "upstream_plugin",
                            "-p", "no:randomly", "-p", "no:cacheprovider",

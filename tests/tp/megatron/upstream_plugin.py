@@ -122,7 +122,7 @@ class _Names(ModuleType):
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in ("megatron", "tests") or fullname.startswith(("megatron.", "tests.unit_tests")):
+        if fullname == "megatron" or fullname.startswith(("megatron.", "tests.unit_tests")):
             leaf = fullname in ALIASES and fullname not in PACKAGES
             return importlib.machinery.ModuleSpec(fullname, self, is_package=not leaf)
         return None
