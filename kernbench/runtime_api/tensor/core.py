@@ -34,6 +34,7 @@ from kernbench.runtime_api.ops.binding import TensorOps
 from kernbench.runtime_api.ops.device_ops import index_add
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor.moves import cuda_device, to_device
+from kernbench.runtime_api.tensor.untyped_storage import UntypedStorage
 from kernbench.runtime_api.unsupported import tensor_getattr
 from kernbench.runtime_api.layout.views import Layout
 
@@ -155,6 +156,10 @@ class Tensor(TensorOps):
         if self._allocation is None:
             raise TensorError(f"tensor {self.name!r} is on the host; data_ptr() is for device tensors")
         return self._allocation.base + self._layout.offset * self.dtype.itemsize
+
+    def untyped_storage(self) -> UntypedStorage:
+        """The bytes this tensor and its views share: their size, address, and `resize_(0)` to free them."""
+        return UntypedStorage(self)
 
     def __kernbench_pointer__(self) -> tuple[int, str]:
         """The pointer a Triton kernel receives: the virtual address and the element type."""

@@ -25,11 +25,6 @@ CHECKOUT = os.environ.get("KERNBENCH_MEGATRON_LM")
 HERE = Path(__file__).resolve().parent
 
 KNOWN_FAILURES = {
-    "test_cross_entropy.py::test_vocab_parallel_cross_entropy_uses_explicit_tp_group":
-        "it replaces torch.distributed.all_reduce in the test's own torch module and passes a fake group object; "
-        "kernbench's library code reaches the collectives through the run's namespace",
-    "test_random.py::test_checkpoint_without_output_view_sharing_regression":
-        "it reads Tensor.untyped_storage(), which kernbench does not expose",
     "test_tp_attrs_without_init.py::test_expert_linear_parameters_use_expert_topology_metadata":
         "expert layers (is_expert=True) are not implemented in kernbench.tp",
     "test_parallel_state.py::test_initialize_and_destroy_model_parallel":
