@@ -135,15 +135,13 @@ def initialize_model_parallel(
     `local_world_size`.
 
     Raises `ParallelSizeError` (a `RuntimeError`, as Megatron's) for sizes or
-    an order that cannot lay out the world, and `ModelParallelError` for more
+    an order that cannot lay out the world, checked first, as Megatron does,
+    and `ModelParallelError` for more
     than one rank per group without a process group, for a world of PE ranks
     (more ranks than SIPs: a worker drives several of them, so no rank has
     a worker of its own to run its layers), when no `torch` is given or found,
     or when this rank is already initialized.
     """
-    if _STATE.get() is not None:
-        raise ModelParallelError("model parallel state is already initialized on this rank; "
-                                 "call destroy_model_parallel() before initializing it again")
     given = {"hierarchical_context_parallel_sizes": hierarchical_context_parallel_sizes,
              "hybrid_context_parallel": hybrid_context_parallel, "gtp_remat_size": gtp_remat_size,
              "expert_gtp_remat_size": expert_gtp_remat_size,
@@ -189,6 +187,9 @@ def initialize_model_parallel(
                          expert_tensor_parallel_size=expert_tensor_parallel_size, order=order,
                          get_embedding_ranks=get_embedding_ranks,
                          get_position_embedding_ranks=get_position_embedding_ranks)
+    if _STATE.get() is not None:  # after the sizes, as Megatron checks the world before its groups
+        raise ModelParallelError("model parallel state is already initialized on this rank; "
+                                 "call destroy_model_parallel() before initializing it again")
     groups = {kind: _join(dist, getattr(layout, kind), rank) for kind in layout.kinds()}
     _STATE.set(_ModelParallelState(torch=torch, global_rank=rank, groups=groups,
                                    create_gloo_process_groups=create_gloo_process_groups))
@@ -552,6 +553,29 @@ def _membership(kind: str, check_initialized: bool = True) -> _Membership | None
         raise ModelParallelError(f"this rank (global rank {_state().global_rank}) is in no "
                                  f"{kind.replace('_', ' ')} group")
     return membership
+
+
+# Megatron's module globals holding this rank's groups, by the kind of group each holds.
+_MEGATRON_GLOBALS = {
+    "_TENSOR_MODEL_PARALLEL_GROUP": "tensor", "_PIPELINE_MODEL_PARALLEL_GROUP": "pipeline",
+    "_MODEL_PARALLEL_GROUP": "model", "_EMBEDDING_GROUP": "embedding",
+    "_POSITION_EMBEDDING_GROUP": "position_embedding", "_DATA_PARALLEL_GROUP": "data",
+    "_DATA_PARALLEL_GROUP_WITH_CP": "data_with_context", "_CONTEXT_PARALLEL_GROUP": "context",
+    "_TENSOR_AND_DATA_PARALLEL_GROUP": "tensor_and_data",
+    "_TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP": "tensor_and_data_with_context",
+    "_TENSOR_AND_CONTEXT_PARALLEL_GROUP": "tensor_and_context", "_EXPERT_MODEL_PARALLEL_GROUP": "expert_model",
+    "_EXPERT_TENSOR_PARALLEL_GROUP": "expert_tensor", "_EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP": "expert_tensor_and_model",
+    "_EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP": "expert_tensor_model_pipeline",
+    "_EXPERT_DATA_PARALLEL_GROUP": "expert_data",
+}
+
+
+def __getattr__(name: str):
+    """Megatron's globals (`parallel_state._MODEL_PARALLEL_GROUP`, ...), read by code that checks them: the
+    calling rank's group, None before `initialize_model_parallel` and after `destroy_model_parallel`."""
+    if name not in _MEGATRON_GLOBALS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _group(_MEGATRON_GLOBALS[name], check_initialized=False)
 
 
 def _group(kind: str, check_initialized: bool = True):

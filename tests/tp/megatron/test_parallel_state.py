@@ -19,6 +19,7 @@ import itertools
 import pytest
 
 from kernbench.tp import ParallelSizeError, parallel_state
+from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.parallel_state import RankGenerator
 from tests.tp.megatron_utils import Utils, on_every_rank
 
@@ -242,3 +243,30 @@ def test_adr0011_t135_rank_generator_groups_are_the_layouts_on_clusters_up_to_13
         assert expert_generator.get_ranks(token) == layout_groups("tp-ep-dp-pp", expert, token), f"expert {token}"
     if (world, tp, pp, cp) == (8, 2, 2, 1):
         assert {token: dense_generator.get_ranks(token) for token in SPELLED_OUT} == SPELLED_OUT
+
+
+def test_adr0011_t139_sizes_are_checked_before_a_second_initialization_and_megatrons_globals_are_the_ranks_groups():
+    """On an initialized rank, sizes the world cannot hold are still Megatron's RuntimeError (it checks the world
+    before its groups); the same sizes again are the one line saying the rank is initialized. Megatron's module
+    globals (`_MODEL_PARALLEL_GROUP`, ...) are the rank's groups, and None once destroyed."""
+
+    def groups(torch, rank, world_size):
+        Utils.initialize_model_parallel(2, 4)
+        with pytest.raises(RuntimeError, match="tensor_model_parallel_size"):
+            parallel_state.initialize_model_parallel(tensor_model_parallel_size=16)
+        with pytest.raises(ModelParallelError, match="already initialized on this rank"):
+            parallel_state.initialize_model_parallel(2, 4)
+        held = {name: torch.distributed.get_process_group_ranks(getattr(parallel_state, name))
+                for name in ("_MODEL_PARALLEL_GROUP", "_TENSOR_MODEL_PARALLEL_GROUP", "_PIPELINE_MODEL_PARALLEL_GROUP",
+                             "_DATA_PARALLEL_GROUP")}
+        Utils.destroy_model_parallel()
+        with pytest.raises(AttributeError, match="_NO_SUCH_GROUP"):
+            parallel_state._NO_SUCH_GROUP
+        return held, parallel_state._MODEL_PARALLEL_GROUP, parallel_state._TENSOR_MODEL_PARALLEL_GROUP
+
+    for rank, (held, model_after, tensor_after) in on_every_rank(groups).items():
+        tensor = [rank // 2 * 2, rank // 2 * 2 + 1]
+        pipeline = [rank % 2 + 2 * stage for stage in range(4)]
+        assert held == {"_MODEL_PARALLEL_GROUP": list(range(8)), "_TENSOR_MODEL_PARALLEL_GROUP": tensor,
+                        "_PIPELINE_MODEL_PARALLEL_GROUP": pipeline, "_DATA_PARALLEL_GROUP": [rank]}
+        assert model_after is None and tensor_after is None

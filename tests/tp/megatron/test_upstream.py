@@ -27,10 +27,6 @@ HERE = Path(__file__).resolve().parent
 KNOWN_FAILURES = {
     "test_tp_attrs_without_init.py::test_expert_linear_parameters_use_expert_topology_metadata":
         "expert layers (is_expert=True) are not implemented in kernbench.tp",
-    "test_parallel_state.py::test_initialize_and_destroy_model_parallel":
-        "it expects initialize_model_parallel to assert before torch.distributed is initialized; kernbench "
-        "initializes a world of one without a process group (ADR 0011 T23), and the run's process group is "
-        "initialized for every rank once one rank has made it",
     "test_parallel_state.py::test_different_initialize_order_unconsistency":
         "its cases with pipelining and ep 2 under 'tp-pp-ep-dp' fail in Megatron too (its own assertion that the "
         "dense and expert data-parallel sizes be equal; Megatron marks the test flaky); kernbench refuses them",
