@@ -164,7 +164,7 @@ def test_adr0011_t134_pipeline_last_and_expert_before_pipeline_orders_agree_wher
     'tp-ep-dp-pp' against 'tp-pp-ep-dp' on 8 ranks. Without pipelining (or with ep spanning the data ranks) each
     rank's ranks and groups agree; with pipelining the tensor and context groups still agree and the data,
     pipeline, amax and model groups move; with pipelining and ep 2 the dense and expert data sizes differ, which
-    Megatron asserts against and kernbench refuses (a RuntimeError)."""
+    Megatron asserts against and kernbench refuses with Megatron's AssertionError."""
 
     def both_orders(torch, rank, world_size):
         seen = []
@@ -182,7 +182,8 @@ def test_adr0011_t134_pipeline_last_and_expert_before_pipeline_orders_agree_wher
 
     for rank, (pipeline_last, expert_first) in on_every_rank(both_orders).items():
         if outcome == "refused":
-            assert isinstance(expert_first, RuntimeError) and "does not end in pp" in str(expert_first)
+            assert isinstance(expert_first, AssertionError) and "does not end in pp" in str(expert_first)
+            assert str(expert_first).startswith("When not using pp-last rank ordering")  # Megatron's assertion
             continue
         if outcome == "same":
             assert pipeline_last == expert_first

@@ -37,6 +37,7 @@ import pytest
 
 from kernbench.runtime_api.namespace.torch_imports import torch_imports
 from kernbench.session import lookup_before_a_run
+from kernbench.tp.rank_layout import LayoutAssertionError
 from megatron_utils import Utils as KernbenchUtils  # tests/tp, on the path beside this folder
 from megatron_utils import on_every_rank
 
@@ -54,6 +55,15 @@ ALIASES = {
     "tests.unit_tests.test_utilities": __name__,
 }
 PACKAGES = {"megatron.core.tensor_parallel"}  # aliases that hold submodules
+# Upstream tests that fail in Megatron itself, and why: each is expected to fail here with the error Megatron
+# raises (strict: a pass is reported as a failure).
+FAILS_IN_MEGATRON = {
+    f"test_parallel_state.py::test_different_initialize_order_unconsistency[src_tp_pp{case}-2]": (
+        LayoutAssertionError,
+        "Megatron asserts too: with pipelining and ep 2 under 'tp-pp-ep-dp' the dense and expert data-parallel sizes "
+        "differ (Megatron marks the test flaky, and its CI deselects flaky tests)")
+    for case in (3, 4, 5)
+}
 NAMES = {
     "megatron.core.utils": {
         "get_tensor_model_parallel_group_if_none": ("kernbench.tp.mappings", "get_tensor_model_parallel_group_if_none"),
@@ -161,6 +171,13 @@ def pytest_configure(config):
     sys.meta_path.insert(0, _Finder())
     _IMPORTS.append(torch_imports(lookup_before_a_run))
     _IMPORTS[-1].__enter__()  # collection: a test module's `import torch` is kernbench's
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid in FAILS_IN_MEGATRON:
+            raises, reason = FAILS_IN_MEGATRON[item.nodeid]
+            item.add_marker(pytest.mark.xfail(raises=raises, strict=True, reason=reason))
 
 
 def pytest_unconfigure(config):
