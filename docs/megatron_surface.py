@@ -21,6 +21,7 @@ MODULES = {
     "megatron.core.tensor_parallel.cross_entropy": ["kernbench.tp.cross_entropy"],
     "megatron.core.tensor_parallel.data": ["kernbench.tp.data"],
     "megatron.core.tensor_parallel.utils": ["kernbench.tp.utils"],
+    "megatron.core.process_groups_config": [("kernbench.tp.process_groups_config", ["ProcessGroupCollection"])],
     "megatron.core.model_parallel_config": [("kernbench.tp.config", ["ModelParallelConfig"])],
     "megatron.core.transformer.transformer_config": [("kernbench.tp.config", ["TransformerConfig"])],
     "megatron.core.utils": [("kernbench.tp.init_methods", ["init_method_normal", "scaled_init_method_normal"]),

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from kernbench.runtime_api.current_run import current_torch
-from kernbench.tp.errors import ModelParallelError, NotInitializedError
+from kernbench.tp.errors import ModelParallelError, NotInitializedError, StateNotInitializedRuntimeError
 # RankGenerator and the default embedding ranks are Megatron's parallel_state names too.
 from kernbench.tp.rank_layout import (DEFAULT_ORDER, ParallelSizeError, RankGenerator, RankGroups,  # noqa: F401
                                       default_embedding_ranks, default_position_embedding_ranks, positive_int,
@@ -553,6 +553,29 @@ def _membership(kind: str, check_initialized: bool = True) -> _Membership | None
         raise ModelParallelError(f"this rank (global rank {_state().global_rank}) is in no "
                                  f"{kind.replace('_', ' ')} group")
     return membership
+
+
+def create_all_gather_groups(for_expert_parallelism: bool = False, timeout=None, nccl_comm_cfgs=None):
+    """Megatron's all-gather communicators for overlapping the distributed optimizer's all-gathers with its
+    reduce-scatters: new groups with the ranks of the data x context groups (and, with
+    `for_expert_parallelism` and ep > 1, of the expert data groups), laid out along Megatron's default order as
+    Megatron lays them; (this rank's, this rank's expert one or None). Every rank calls it; `timeout` and
+    `nccl_comm_cfgs` tune NCCL and are accepted without effect. In a world of one: (None, None)."""
+    state = _STATE.get()
+    if state is None:
+        raise StateNotInitializedRuntimeError("create_all_gather_groups() requires parallel state to be initialized. "
+                                              "Call initialize_model_parallel() first.")
+    dist = state.torch.distributed
+    pp, cp = get_pipeline_model_parallel_world_size(), get_context_parallel_world_size()
+    dense = RankGenerator(tp=get_tensor_model_parallel_world_size(), ep=1, dp=get_data_parallel_world_size(), pp=pp,
+                          cp=cp, order=DEFAULT_ORDER)
+    groups = [_join(dist, tuple(map(tuple, dense.get_ranks("dp-cp"))), state.global_rank), None]
+    ep = get_expert_model_parallel_world_size()
+    if for_expert_parallelism and ep > 1:
+        expert = RankGenerator(tp=get_expert_tensor_parallel_world_size(), ep=ep,
+                               dp=get_expert_data_parallel_world_size(), pp=pp, cp=1, order=DEFAULT_ORDER)
+        groups[1] = _join(dist, tuple(map(tuple, expert.get_ranks("dp"))), state.global_rank)
+    return tuple(None if membership is None else membership.group for membership in groups)
 
 
 # Megatron's module globals holding this rank's groups, by the kind of group each holds.

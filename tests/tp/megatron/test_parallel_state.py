@@ -21,6 +21,7 @@ import pytest
 from kernbench.tp import ParallelSizeError, parallel_state
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.parallel_state import RankGenerator
+from kernbench.tp.process_groups_config import ProcessGroupCollection
 from tests.tp.megatron_utils import Utils, on_every_rank
 
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-pp-ep-dp"]  # the two layouts Megatron's tests run each case under
@@ -271,3 +272,47 @@ def test_adr0011_t139_sizes_are_checked_before_a_second_initialization_and_megat
         assert held == {"_MODEL_PARALLEL_GROUP": list(range(8)), "_TENSOR_MODEL_PARALLEL_GROUP": tensor,
                         "_PIPELINE_MODEL_PARALLEL_GROUP": pipeline, "_DATA_PARALLEL_GROUP": [rank]}
         assert model_after is None and tensor_after is None
+
+
+def test_adr0011_t140_all_gather_groups_are_new_communicators_of_the_data_ranks_and_a_collection_holds_groups():
+    """Mirrors test_separate_all_gather_group, test_expert_all_gather_group and
+    test_process_group_collection_defaults: at cp 4 × ep 2 the all-gather groups have the ranks of the data x
+    context and expert data groups, are other communicators and reduce over those ranks; a ProcessGroupCollection
+    holds the rank's groups by Megatron's names, the all-gather ones None until set; bad names are Megatron's
+    ValueErrors, and the groups before initialization Megatron's RuntimeError."""
+
+    def groups(torch, rank, world_size):
+        dist = torch.distributed
+        Utils.initialize_distributed()
+        with pytest.raises(RuntimeError, match=r"requires parallel state to be initialized"):
+            parallel_state.create_all_gather_groups()
+        Utils.initialize_model_parallel(context_parallel_size=4, expert_model_parallel_size=2)
+        dp_cp, expert_dp = parallel_state.get_data_parallel_group(True), parallel_state.get_expert_data_parallel_group()
+        ag, expert_ag = parallel_state.create_all_gather_groups(for_expert_parallelism=True)
+        collection = ProcessGroupCollection.use_mpu_process_groups()
+        defaults = (collection.dp_cp_ag, collection.expt_dp_ag, collection.gtp_remat)
+        collection.dp_cp_ag, collection.expt_dp_ag = ag, expert_ag
+        total = torch.full((4,), float(rank))
+        dist.all_reduce(total, group=ag)
+        with pytest.raises(ValueError, match="Unknown attribute: nope"):
+            ProcessGroupCollection(nope=ag)
+        with pytest.raises(ValueError, match=r"Invalid process groups requested: \['nope'\]"):
+            ProcessGroupCollection.use_mpu_process_groups(["nope", "tp"])
+        only = ProcessGroupCollection.use_mpu_process_groups(["tp"])
+        seen = {"ag": (dist.get_process_group_ranks(ag), ag is not dp_cp, dist.get_process_group_ranks(dp_cp)),
+                "expert": (dist.get_process_group_ranks(expert_ag), expert_ag is not expert_dp,
+                           dist.get_process_group_ranks(expert_dp)),
+                "collection": (collection.tp is parallel_state.get_tensor_model_parallel_group(),
+                               collection.dp_cp is dp_cp, collection.expt_dp is expert_dp, collection.dp_cp_ag is ag,
+                               defaults, only.tp is collection.tp, only.dp),
+                "sum": total.cpu().numpy().tolist()}
+        Utils.destroy_model_parallel()
+        return seen
+
+    for rank, seen in on_every_rank(groups).items():
+        ranks, distinct, dp_cp = seen["ag"]
+        assert ranks == dp_cp and rank in ranks and len(ranks) == 8 and distinct
+        expert_ranks, distinct, expert_dp = seen["expert"]
+        assert expert_ranks == expert_dp and rank in expert_ranks and len(expert_ranks) == 4 and distinct
+        assert seen["collection"] == (True, True, True, True, (None, None, None), True, None)
+        assert seen["sum"] == [float(sum(ranks))] * 4

@@ -27,8 +27,6 @@ HERE = Path(__file__).resolve().parent
 KNOWN_FAILURES = {
     "test_tp_attrs_without_init.py::test_expert_linear_parameters_use_expert_topology_metadata":
         "expert layers (is_expert=True) are not implemented in kernbench.tp",
-    "test_parallel_state.py::test_separate_all_gather_group":
-        "create_all_gather_groups and ProcessGroupCollection are not implemented in kernbench.tp",
 }
 # Beside the tensor_parallel folder, these files of tests/unit_tests.
 UNIT_TEST_FILES = ("test_parallel_state.py",)

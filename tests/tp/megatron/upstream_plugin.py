@@ -50,6 +50,7 @@ ALIASES = {
     "megatron.core.tensor_parallel.data": "kernbench.tp.data",
     "megatron.core.tensor_parallel.utils": "kernbench.tp.utils",
     "megatron.core.parallel_state": "kernbench.tp.parallel_state",
+    "megatron.core.process_groups_config": "kernbench.tp.process_groups_config",
     "megatron.core.transformer.transformer_config": "kernbench.tp.config",
     "megatron.core.model_parallel_config": "kernbench.tp.config",
     "tests.unit_tests.test_utilities": __name__,
