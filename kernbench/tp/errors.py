@@ -19,3 +19,7 @@ class NotInitializedError(ModelParallelError, AssertionError):
 class StateNotInitializedRuntimeError(ModelParallelError, RuntimeError):
     """Model-parallel state used before `initialize_model_parallel` where Megatron raises a `RuntimeError` rather
     than asserting (`create_all_gather_groups`)."""
+
+
+class MegatronAssertionError(ModelParallelError, AssertionError):
+    """A use Megatron refuses with an assertion (an expert layer's bias added inside it): an `AssertionError` too."""

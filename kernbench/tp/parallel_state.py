@@ -41,11 +41,13 @@ rank per group without a process group is an error that says to create one.
 from __future__ import annotations
 
 from contextvars import ContextVar
+from math import log2
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from kernbench.runtime_api.current_run import current_torch
-from kernbench.tp.errors import ModelParallelError, NotInitializedError, StateNotInitializedRuntimeError
+from kernbench.tp.errors import (MegatronAssertionError, ModelParallelError, NotInitializedError,
+                                 StateNotInitializedRuntimeError)
 # RankGenerator and the default embedding ranks are Megatron's parallel_state names too.
 from kernbench.tp.rank_layout import (DEFAULT_ORDER, ParallelSizeError, RankGenerator, RankGroups,  # noqa: F401
                                       default_embedding_ranks, default_position_embedding_ranks, positive_int,
@@ -67,6 +69,7 @@ class _ModelParallelState:
     global_rank: int
     groups: Mapping[str, _Membership | None]  # None: the rank is in no group of that kind (embedding groups)
     create_gloo_process_groups: bool
+    hybrid_data_context: Mapping[int, Any]  # hybrid data x context parallelism: size -> the rank's group of it
 
 
 _STATE: ContextVar[_ModelParallelState | None] = ContextVar("kernbench_model_parallel_state", default=None)
@@ -76,7 +79,6 @@ _SET: ContextVar[Mapping[str, Any]] = ContextVar("kernbench_model_parallel_overr
 # Megatron's parameters that are not implemented: the value each must keep.
 _NOT_IMPLEMENTED = {
     "hierarchical_context_parallel_sizes": (None, "hierarchical context parallelism"),
-    "hybrid_context_parallel": (False, "hybrid data x context parallelism"),
     "gtp_remat_size": (1, "generalized tensor parallelism with weight rematerialization"),
     "expert_gtp_remat_size": (1, "expert generalized tensor parallelism with weight rematerialization"),
     "num_distributed_optimizer_instances": (1, "partial distributed-optimizer groups"),
@@ -122,7 +124,9 @@ def initialize_model_parallel(
     Honoured: the tensor, pipeline, context and expert (model and tensor)
     sizes, `order` (any order of tp, cp, ep, dp, pp), the virtual pipeline
     size (its rank starts at 0; it needs pipelining, as in Megatron),
-    `get_embedding_ranks` / `get_position_embedding_ranks`, and
+    `get_embedding_ranks` / `get_position_embedding_ranks`,
+    `hybrid_context_parallel` (Megatron's groups of every power-of-two size
+    within each data x context group), and
     `create_gloo_process_groups` (the Gloo getters then return the group of
     the same ranks: there is one backend). Accepted without effect, as they
     tune NCCL rather than the layout: `pipeline_model_parallel_comm_backend`
@@ -130,7 +134,7 @@ def initialize_model_parallel(
     `nccl_communicator_config_path`, `high_priority_stream_groups`,
     `distributed_timeout_minutes` (a simulated rank that never arrives is a
     deadlock, not a timeout). Refused with one line naming the argument:
-    hierarchical or hybrid context parallelism, generalized tensor
+    hierarchical context parallelism, generalized tensor
     parallelism, several distributed-optimizer instances, `rank_offset` and
     `local_world_size`.
 
@@ -143,7 +147,7 @@ def initialize_model_parallel(
     or when this rank is already initialized.
     """
     given = {"hierarchical_context_parallel_sizes": hierarchical_context_parallel_sizes,
-             "hybrid_context_parallel": hybrid_context_parallel, "gtp_remat_size": gtp_remat_size,
+             "gtp_remat_size": gtp_remat_size,
              "expert_gtp_remat_size": expert_gtp_remat_size,
              "num_distributed_optimizer_instances": num_distributed_optimizer_instances,
              "rank_offset": rank_offset, "local_world_size": local_world_size}
@@ -191,8 +195,9 @@ def initialize_model_parallel(
         raise ModelParallelError("model parallel state is already initialized on this rank; "
                                  "call destroy_model_parallel() before initializing it again")
     groups = {kind: _join(dist, getattr(layout, kind), rank) for kind in layout.kinds()}
+    hybrid = _hybrid_data_context_groups(dist, layout.data_with_context, rank) if hybrid_context_parallel else {}
     _STATE.set(_ModelParallelState(torch=torch, global_rank=rank, groups=groups,
-                                   create_gloo_process_groups=create_gloo_process_groups))
+                                   create_gloo_process_groups=create_gloo_process_groups, hybrid_data_context=hybrid))
     if virtual_pipeline_model_parallel_size is not None:
         _set(virtual_pipeline_rank=0, virtual_pipeline_world_size=virtual_pipeline_model_parallel_size)
 
@@ -263,6 +268,19 @@ def get_context_parallel_group(check_initialized: bool = True):
 def get_context_parallel_global_ranks(check_initialized: bool = True) -> list[int] | None:
     membership = _membership("context", check_initialized)
     return None if membership is None else list(membership.ranks)
+
+
+def get_hybrid_data_context_parallel_groups(check_initialized: bool = True, group_size: int | None = None):
+    """The hybrid data x context group of `group_size` ranks holding this rank (`hybrid_context_parallel=True`):
+    the data x context group itself at its whole size."""
+    if get_data_parallel_world_size(with_context_parallel=True) == group_size:
+        return _group("data_with_context", check_initialized)
+    hybrid = _state().hybrid_data_context
+    if group_size not in hybrid:
+        raise MegatronAssertionError(f"get_hybrid_data_context_parallel_groups(group_size={group_size!r}): this rank "
+                                     f"has hybrid data x context groups of sizes {sorted(hybrid)} "
+                                     "(initialize_model_parallel(hybrid_context_parallel=True) makes them)")
+    return hybrid[group_size]
 
 
 def get_embedding_group(check_initialized: bool = True):
@@ -619,6 +637,22 @@ def _check_partial(with_context_parallel: bool, partial_data_parallel: bool) -> 
     if partial_data_parallel and not with_context_parallel:
         raise ModelParallelError("partial_data_parallel=True needs with_context_parallel=True (Megatron's partial "
                                  "data-parallel groups include the context-parallel ranks)")
+
+
+def _hybrid_data_context_groups(dist, data_with_context, rank: int) -> dict:
+    """Megatron's hybrid data x context groups: each data x context group cut into consecutive groups of every
+    power of two from 2 below its size; {size: the group of that size holding `rank`}."""
+    mine = {}
+    for ranks in data_with_context:
+        if len(ranks) % 2:
+            raise MegatronAssertionError(f"Hybrid context parallel requires an even number of ranks (the data x "
+                                         f"context group {list(ranks)} has {len(ranks)})")
+        for size in [2 ** i for i in range(int(log2(len(ranks))))][1:]:
+            for start in range(0, len(ranks), size):
+                membership = _join(dist, (ranks[start:start + size],), rank)
+                if membership is not None:
+                    mine[size] = membership.group
+    return mine
 
 
 def _join(dist, groups: tuple[tuple[int, ...], ...], rank: int) -> _Membership | None:

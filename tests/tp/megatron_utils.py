@@ -2,7 +2,7 @@
 
 Megatron-LM's unit tests run once per process under torchrun on one node of
 8 GPUs. Here the 8 ranks are greenlets of one simulated run:
-`on_every_rank(body)` spawns them on the `large` machine and calls
+`on_every_rank(body)` spawns them on an 8-GPU H200 node (`h200x8`) and calls
 `body(torch, rank, world_size)` on each, returning what each rank returned.
 
 `Utils` carries the names Megatron's tests reach for (`upstream_plugin`
@@ -20,6 +20,7 @@ from kernbench.tp import parallel_state
 from tests.spawned import run_ranks
 
 WORLD_SIZE = 8  # the GPUs of Megatron's CI node
+MACHINE = "h200x8"  # that node: 8 GPUs, so torch.cuda.device_count() is the world size
 
 
 def on_every_rank(body, world_size: int = WORLD_SIZE) -> dict:
@@ -28,7 +29,7 @@ def on_every_rank(body, world_size: int = WORLD_SIZE) -> dict:
     The first failing rank's exception is raised unwrapped, so an assertion inside `body` fails the test as
     itself rather than as a `SpawnException`.
     """
-    session = Session("large", ccl={**load_ccl_config(SHIPPED_CCL_PATH), "world_size": world_size})
+    session = Session(MACHINE, ccl={**load_ccl_config(SHIPPED_CCL_PATH), "world_size": world_size})
     returned = {}
 
     def one_rank(rank: int, torch) -> None:

@@ -89,7 +89,7 @@ def test_adr0011_t31_orders_sizes_and_arguments_kernbench_refuses_are_one_line()
     def refused(torch, rank, world_size):
         torch.distributed.init_process_group(backend="ahbm")
         messages = []
-        for keyword, value in (("hierarchical_context_parallel_sizes", [2, 2]), ("hybrid_context_parallel", True),
+        for keyword, value in (("hierarchical_context_parallel_sizes", [2, 2]),
                                ("gtp_remat_size", 2), ("expert_gtp_remat_size", 2),
                                ("num_distributed_optimizer_instances", 2), ("rank_offset", 4),
                                ("local_world_size", 4), ("pipeline_model_parallel_comm_backend", "gloo")):

@@ -316,3 +316,34 @@ def test_adr0011_t140_all_gather_groups_are_new_communicators_of_the_data_ranks_
         assert expert_ranks == expert_dp and rank in expert_ranks and len(expert_ranks) == 4 and distinct
         assert seen["collection"] == (True, True, True, True, (None, None, None), True, None)
         assert seen["sum"] == [float(sum(ranks))] * 4
+
+
+@pytest.mark.parametrize("cp", [1, 2])
+def test_adr0011_t142_hybrid_data_context_groups_cut_each_data_context_group_by_powers_of_two(cp):
+    """Mirrors test_hybrid_dp_cp_groups on Megatron's node of 8 GPUs (`torch.cuda.device_count()` is 8): with
+    `hybrid_context_parallel` the 8 data x context ranks are cut into consecutive groups of 2 and of 4, each rank
+    in one of each, which reduce among their members; the whole size is the data x context group; a size with no
+    group is Megatron's assertion."""
+
+    def hybrid(torch, rank, world_size):
+        dist = torch.distributed
+        Utils.initialize_model_parallel(context_parallel_size=cp, hybrid_context_parallel=True)
+        seen = {"devices": torch.cuda.device_count()}
+        for size in (2, 4):
+            group = parallel_state.get_hybrid_data_context_parallel_groups(group_size=size)
+            total = torch.full((2,), float(rank))
+            dist.all_reduce(total, group=group)
+            seen[size] = (dist.get_process_group_ranks(group), total.cpu().numpy().tolist())
+        seen[8] = parallel_state.get_hybrid_data_context_parallel_groups(group_size=8) is \
+            parallel_state.get_data_parallel_group(with_context_parallel=True)
+        with pytest.raises(AssertionError, match="sizes \\[2, 4\\]"):
+            parallel_state.get_hybrid_data_context_parallel_groups(group_size=16)
+        Utils.destroy_model_parallel()
+        return seen
+
+    for rank, seen in on_every_rank(hybrid).items():
+        assert seen["devices"] == 8 and seen[8]
+        for size in (2, 4):
+            start = rank // size * size
+            ranks, total = seen[size]
+            assert ranks == list(range(start, start + size)) and total == [float(sum(ranks))] * 2
