@@ -19,10 +19,11 @@ from kernbench.tp import parallel_state
 
 
 def finalize_model_grads(model) -> None:
-    """Average every gradient over the data-parallel group (an expert layer's, marked `allreduce = False`: scaled
-    by 1 / that group's size and summed over the expert data-parallel group, as Megatron's DDP does), then sum the
-    `sequence_parallel` ones over the tensor-parallel group (one all-reduce of their concatenation). `model` is a layer or a list of layers with
-    `parameters()`; parameters without a gradient are skipped.
+    """Average every gradient over the data-parallel group (an expert layer's, marked `allreduce = False`:
+    scaled by 1 / that group's size and summed over the expert data-parallel group, as Megatron's DDP does),
+    then sum the `sequence_parallel` ones over the tensor-parallel group (one all-reduce of their
+    concatenation). `model` is a layer or a list of layers with `parameters()`; parameters without a gradient
+    are skipped.
 
     Megatron's DDP reduces gradients in buckets; here each gradient is its own all-reduce (`ReduceOp.AVG`).
     """

@@ -605,7 +605,8 @@ _MEGATRON_GLOBALS = {
     "_TENSOR_AND_DATA_PARALLEL_GROUP": "tensor_and_data",
     "_TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP": "tensor_and_data_with_context",
     "_TENSOR_AND_CONTEXT_PARALLEL_GROUP": "tensor_and_context", "_EXPERT_MODEL_PARALLEL_GROUP": "expert_model",
-    "_EXPERT_TENSOR_PARALLEL_GROUP": "expert_tensor", "_EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP": "expert_tensor_and_model",
+    "_EXPERT_TENSOR_PARALLEL_GROUP": "expert_tensor",
+    "_EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP": "expert_tensor_and_model",
     "_EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP": "expert_tensor_model_pipeline",
     "_EXPERT_DATA_PARALLEL_GROUP": "expert_data",
 }

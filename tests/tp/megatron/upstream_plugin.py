@@ -16,10 +16,12 @@ Megatron's world:
   a placeholder that skips the test using it. `import torch` is kernbench's
   (`torch_imports`).
 - **torchrun's 8 processes.** Each test runs on 8 ranks (`on_every_rank`,
-  Megatron's world of 8); every rank imports its own copy of the test module, as
+  Megatron's world of 8, on a machine of 8 SIPs); every rank imports its own copy of the test module, as
   each process would, so module-level `rank = Utils.rank` is per rank.
 - **`Utils`** (`tests.unit_tests.test_utilities`): Megatron's methods, with
   `Utils.rank` the calling rank.
+- **Tests Megatron fails itself** (`FAILS_IN_MEGATRON`) are expected to fail
+  with the error Megatron raises (strict xfail).
 """
 
 from __future__ import annotations
@@ -105,7 +107,10 @@ class _Absent:
         self._where = where
 
     def __call__(self, *args, **kwargs):
-        pytest.skip(f"{self._where} is not part of kernbench (Transformer Engine or Megatron models)")
+        if ".transformer_engine." in self._where:
+            pytest.skip(f"{self._where} is Transformer Engine's (NVIDIA's CUDA library, which kernbench does not "
+                        "simulate)")
+        pytest.skip(f"{self._where} is not part of kernbench (Megatron's models)")
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
