@@ -22,6 +22,8 @@ MODULES = {
     "megatron.core.tensor_parallel.data": ["kernbench.tp.data"],
     "megatron.core.tensor_parallel.utils": ["kernbench.tp.utils"],
     "megatron.core.process_groups_config": [("kernbench.tp.process_groups_config", ["ProcessGroupCollection"])],
+    "megatron.core.models.common.language_module.language_module": [("kernbench.tp.language_module",
+                                                                      ["LanguageModule"])],
     "megatron.core.model_parallel_config": [("kernbench.tp.config", ["ModelParallelConfig"])],
     "megatron.core.transformer.transformer_config": [("kernbench.tp.config", ["TransformerConfig"])],
     "megatron.core.utils": [("kernbench.tp.init_methods", ["init_method_normal", "scaled_init_method_normal"]),

@@ -8,7 +8,7 @@ subprocess with `upstream_plugin` (imports remapped name by name, each test
 on 8 ranks). Each test must pass, fail as Megatron itself fails
 (`upstream_plugin.FAILS_IN_MEGATRON`) or skip for one of the reasons in
 `SKIP_REASONS`: what a simulator of torch cannot run (Transformer Engine,
-NVIDIA's CUDA library) and Megatron's models, outside kernbench.tp.
+NVIDIA's CUDA library).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ CHECKOUT = os.environ.get("KERNBENCH_MEGATRON_LM")
 HERE = Path(__file__).resolve().parent
 
 # What a skip may say (upstream_plugin's placeholders and Megatron's own skips), each a pattern.
-SKIP_REASONS = (r"is Transformer Engine's \(NVIDIA's CUDA library", r"Transformer Engine general_gemm is not available",
-                r"megatron\.core\.models\..* is not part of kernbench \(Megatron's models\)")
+SKIP_REASONS = (r"is Transformer Engine's \(NVIDIA's CUDA library", r"Transformer Engine general_gemm is not available")
 # Beside the tensor_parallel folder, these files of tests/unit_tests.
 UNIT_TEST_FILES = ("test_parallel_state.py",)
 

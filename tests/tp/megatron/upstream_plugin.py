@@ -17,7 +17,8 @@ Megatron's world:
   (`torch_imports`).
 - **torchrun's 8 processes.** Each test runs on 8 ranks (`on_every_rank`,
   Megatron's world of 8, on a machine of 8 SIPs); every rank imports its own copy of the test module, as
-  each process would, so module-level `rank = Utils.rank` is per rank.
+  each process would, so module-level `rank = Utils.rank` is per rank, and a function its test monkeypatches
+  onto a module is its own (`_RankMonkeyPatch`).
 - **`Utils`** (`tests.unit_tests.test_utilities`): Megatron's methods, with
   `Utils.rank` the calling rank.
 - **Tests Megatron fails itself** (`FAILS_IN_MEGATRON`) are expected to fail
@@ -53,6 +54,7 @@ ALIASES = {
     "megatron.core.tensor_parallel.utils": "kernbench.tp.utils",
     "megatron.core.parallel_state": "kernbench.tp.parallel_state",
     "megatron.core.process_groups_config": "kernbench.tp.process_groups_config",
+    "megatron.core.models.common.language_module.language_module": "kernbench.tp.language_module",
     "megatron.core.transformer.transformer_config": "kernbench.tp.config",
     "megatron.core.model_parallel_config": "kernbench.tp.config",
     "tests.unit_tests.test_utilities": __name__,
@@ -128,6 +130,8 @@ class _Names(ModuleType):
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if f"{self.__name__}.{attr}" in ALIASES:  # a submodule kernbench mirrors (`from package import module`)
+            return importlib.import_module(f"{self.__name__}.{attr}")
         if attr not in self._table:
             return _Absent(f"{self.__name__}.{attr}")
         if self._table[attr] is None:
@@ -169,6 +173,41 @@ class Utils(KernbenchUtils, metaclass=_PerRank):
     the calling rank (Megatron's LOCAL_RANK)."""
 
 
+# ---- a test's monkeypatch, per rank ----------------------------------------------------------------------------
+class _PerRankFunction:
+    """A module's function that several ranks' tests replace at once: a call goes to the calling rank's
+    replacement, else to the function replaced (each of torchrun's processes patches its own module)."""
+
+    def __init__(self, replaced):
+        self.replaced, self.by_rank = replaced, {}
+
+    def __call__(self, *args, **kwargs):
+        return self.by_rank.get(_RANK.get(), self.replaced)(*args, **kwargs)
+
+
+class _RankMonkeyPatch:
+    """The test's `monkeypatch` as one rank uses it: a function set on a Python module is this rank's alone (the
+    fixture itself undoes the module's attribute after the test); anything else is the fixture's own setattr
+    (kernbench's torch modules keep a worker's names per worker already)."""
+
+    def __init__(self, shared):
+        self._shared = shared
+
+    def setattr(self, target, name, *value, raising: bool = True):
+        if not value or type(target) not in (ModuleType, _Alias) or not callable(value[0]):
+            return self._shared.setattr(target, name, *value, raising=raising)
+        value = value[0]
+        current = getattr(target, name)
+        if not isinstance(current, _PerRankFunction):
+            current = _PerRankFunction(current)
+            self._shared.setattr(target, name, current, raising=raising)
+        current.by_rank[_RANK.get()] = value
+        return None
+
+    def __getattr__(self, attr):
+        return getattr(self._shared, attr)
+
+
 # ---- the plugin's hooks ---------------------------------------------------------------------------------------
 _IMPORTS = []
 
@@ -201,14 +240,15 @@ def pytest_pyfunc_call(pyfuncitem):
 
     def worker(torch, rank, world_size):
         token = _RANK.set(rank)
+        own = {name: _RankMonkeyPatch(value) if name == "monkeypatch" else value for name, value in kwargs.items()}
         try:
             module = _module_copy(path, rank)
             if cls is None:
-                getattr(module, name)(**kwargs)
+                getattr(module, name)(**own)
                 return
             instance = getattr(module, cls.__name__)()
             try:
-                getattr(instance, name)(**kwargs)
+                getattr(instance, name)(**own)
             finally:
                 if hasattr(instance, "teardown_method"):
                     instance.teardown_method(getattr(instance, name))
