@@ -108,7 +108,7 @@ class _ParallelLinear(Module):
         self.tp_group = tp_group if tp_group is not None else getattr(pg_collection, "tp", None)
         if self.tp_group is None:
             self.tp_group = get_tensor_model_parallel_group_if_none(None, is_expert=is_expert)
-        if self.tp_group is None:  # a world of one
+        if self.tp_group is None:  # a world of one, or sizes set without groups (Megatron's fake initialization)
             self.tensor_model_parallel_size = parallel_state.get_tensor_model_parallel_world_size()
             self.tensor_model_parallel_rank = parallel_state.get_tensor_model_parallel_rank()
         else:

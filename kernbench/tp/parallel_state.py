@@ -41,8 +41,8 @@ rank per group without a process group is an error that says to create one.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from math import log2
 from dataclasses import dataclass
+from math import log2
 from typing import Any, Callable, Mapping
 
 from kernbench.runtime_api.current_run import current_torch
