@@ -20,6 +20,7 @@ none.
 from __future__ import annotations
 
 import bisect
+import weakref
 from dataclasses import dataclass, field
 
 from kernbench.errors import KernbenchError
@@ -29,6 +30,10 @@ from kernbench.policy import Placement
 DEVICE_WINDOW_BITS = 44  # 16 TiB of virtual space per SIP, far above any HBM capacity
 ALIGNMENT = 256
 GUARD_BYTES = 64 * 1024
+
+
+# Allocations `DeviceMemory.release` gave back that hold no bytes since (not restored, not shared), while alive.
+RELEASED: weakref.WeakSet = weakref.WeakSet()
 
 
 class OutOfMemoryError(KernbenchError):
@@ -117,6 +122,7 @@ class DeviceMemory:
         self.free(allocation)
         allocation.size_when_made = allocation.nbytes
         allocation.nbytes, allocation.charged, allocation.keeps = 0, {}, None
+        RELEASED.add(allocation)
 
     def restore(self, allocation: Allocation) -> None:
         """A released allocation's bytes again, newly charged (values uninitialized), at a new address."""
@@ -125,6 +131,7 @@ class DeviceMemory:
         allocation.storage, allocation.charged = fresh.storage, fresh.charged
         index = bisect.bisect_left(self._bases, fresh.base)
         self._allocations[index] = allocation
+        RELEASED.discard(allocation)
 
     @staticmethod
     def share(allocation: Allocation, source: Allocation, keeps: object) -> None:
@@ -133,6 +140,7 @@ class DeviceMemory:
         bytes go back when both are gone."""
         allocation.base, allocation.nbytes, allocation.placement = source.base, source.nbytes, source.placement
         allocation.storage, allocation.charged, allocation.keeps = source.storage, {}, keeps
+        RELEASED.discard(allocation)
 
     def find(self, address: int) -> Allocation | None:
         """The allocation containing `address`, or None (an unmapped address)."""

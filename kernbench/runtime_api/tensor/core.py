@@ -32,6 +32,7 @@ from kernbench.runtime_api.layout.copies import copy_elements, copy_into, fill_i
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
 from kernbench.runtime_api.ops.binding import TensorOps
 from kernbench.runtime_api.ops.device_ops import index_add
+from kernbench.runtime_api.ops.released import check_storages
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor.moves import cuda_device, to_device
 from kernbench.runtime_api.tensor.untyped_storage import UntypedStorage
@@ -463,6 +464,7 @@ class Tensor(TensorOps):
         """
         if self._host_storage is not None:
             return self._host_array
+        check_storages((self,), call)
         self._ctx.block_on(self._pending_writes)  # first, so a failure of the work that wrote it shows
         self._pending_writes.clear()
         if self._ctx.timing_only:

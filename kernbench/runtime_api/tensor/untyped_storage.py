@@ -9,7 +9,8 @@ by every view of it, so a resize is seen through all of them:
 
 - `resize_(0)` gives the allocation's HBM back (`torch.ahbm.memory_allocated`
   drops by its bytes; the views keep their shape; work enqueued before still
-  reads the values, as stream order lets it on a GPU), and
+  reads the values, as stream order lets it on a GPU, and an op or a host
+  read of a view after it is one line, as PyTorch refuses it), and
   `resize_(n)` to the size it had charges it again, at a new address, its
   values uninitialized, as a resized CUDA storage's are. Other sizes are
   refused: a storage's bytes are laid out over the cubes by its tensor's

@@ -212,7 +212,8 @@ def test_adr0011_t117_a_recomputation_runs_the_forward_again_in_the_backward_as_
 
 def test_adr0011_t137_untyped_storage_is_the_bytes_every_view_shares_and_resizing_it_to_0_frees_them():
     """Size and address are the storage's whatever view asks; `resize_(0)` gives the HBM back (memory_allocated
-    drops by the bytes, through every view) and `resize_` to the size it had charges it again; other sizes refused."""
+    drops by the bytes, through every view; an op or a host read of a view is one line until then) and `resize_` to
+    the size it had charges it again; other sizes refused."""
     session = Session("default")
 
     def bench(torch):
@@ -224,6 +225,9 @@ def test_adr0011_t137_untyped_storage_is_the_bytes_every_view_shares_and_resizin
         before = torch.ahbm.memory_allocated()
         whole.untyped_storage().resize_(0)
         seen["released"] = (before - torch.ahbm.memory_allocated(), storage.size(), storage.data_ptr(), part.shape)
+        for use in (lambda: part + 1, lambda: whole.sum(), lambda: part.cpu()):  # PyTorch refuses them too
+            with pytest.raises(TensorError, match=r"views a storage of size 0: .*resize it to its 1048576 bytes"):
+                use()
         storage.resize_(1 << 20)
         seen["restored"] = (torch.ahbm.memory_allocated() == before, whole.untyped_storage().size(),
                             whole.untyped_storage().data_ptr() == whole.data_ptr() != 0)
