@@ -211,14 +211,20 @@ class Distributed:
 
     def new_group(self, ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
                   group_desc=None) -> ProcessGroup:
-        """The group of `ranks` (all ranks when None); every rank that asks for the same ranks gets the same group."""
+        """The group of `ranks` (all ranks when None). A worker's n-th call for the same ranks is the n-th group of
+        them, the same for every worker that asks: a new communicator each time, as PyTorch's `new_group` makes
+        one per call (Megatron's all-gather groups have the ranks of its data-parallel groups)."""
         world = self._require("new_group")
         chosen = tuple(sorted(set(range(world.size) if ranks is None else ranks)))
         bad = [r for r in chosen if not (isinstance(r, (int, np.integer)) and 0 <= r < world.size)]
         if bad or not chosen:
             raise CollectiveError(f"new_group(ranks={ranks!r}): ranks must be a non-empty subset of "
                                   f"0..{world.size - 1}")
-        return self._group(tuple(int(r) for r in chosen), group_desc or f"group{list(chosen)}")
+        chosen = tuple(int(r) for r in chosen)
+        asking = (self._ctx.engine.current_process, chosen)
+        calls = world.asked[asking] = world.asked.get(asking, 0) + 1
+        name = group_desc or f"group{list(chosen)}"
+        return self._group(chosen, name) if calls == 1 else self._group(chosen, f"{name}#{calls}", calls)
 
     def new_subgroups(self, group_size: int | None = None, group=None, timeout=None, backend=None, pg_options=None,
                       group_desc=None):
@@ -459,11 +465,12 @@ class Distributed:
         backend, group = self._backend_and_group(call, group)
         return backend, group, backend.list_forms(group, call)
 
-    def _group(self, ranks: tuple[int, ...], name: str) -> ProcessGroup:
-        groups = self._world.groups
-        if ranks not in groups:
-            groups[ranks] = ProcessGroup(ranks, name, self)
-        return groups[ranks]
+    def _group(self, ranks: tuple[int, ...], name: str, nth: int = 1) -> ProcessGroup:
+        """The `nth` group of `ranks`, made by the first worker that asks for it."""
+        groups, key = self._world.groups, ranks if nth == 1 else (ranks, nth)
+        if key not in groups:
+            groups[key] = ProcessGroup(ranks, name, self)
+        return groups[key]
 
     def _single(self, kind, group, input, output, async_op, *, op=None, root=None, splits=None, call=None):
         """A collective on one tensor per rank (no list to pack): check, enqueue, return a Work or None."""

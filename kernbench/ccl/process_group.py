@@ -160,7 +160,8 @@ class World:
     source: str  # where the size came from, for messages
     config: dict  # the resolved ccl config collectives run with
     group: ProcessGroup | None = None
-    groups: dict = field(default_factory=dict)  # sorted ranks -> ProcessGroup
+    groups: dict = field(default_factory=dict)  # sorted ranks (and, past the first, the call's number) -> group
+    asked: dict = field(default_factory=dict)  # (worker, sorted ranks) -> its new_group calls for them so far
     holders: set = field(default_factory=set)  # greenlets that called init_process_group and not yet destroy
     left: set = field(default_factory=set)  # greenlets that called destroy_process_group and not init since
     backends: dict = field(default_factory=dict)  # how a worker was started -> the rank backend driving its ranks

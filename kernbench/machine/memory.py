@@ -20,6 +20,7 @@ none.
 from __future__ import annotations
 
 import bisect
+import weakref
 from dataclasses import dataclass, field
 
 from kernbench.errors import KernbenchError
@@ -29,6 +30,10 @@ from kernbench.policy import Placement
 DEVICE_WINDOW_BITS = 44  # 16 TiB of virtual space per SIP, far above any HBM capacity
 ALIGNMENT = 256
 GUARD_BYTES = 64 * 1024
+
+
+# Allocations `DeviceMemory.release` gave back that hold no bytes since (not restored, not shared), while alive.
+RELEASED: weakref.WeakSet = weakref.WeakSet()
 
 
 class OutOfMemoryError(KernbenchError):
@@ -47,6 +52,8 @@ class Allocation:
     itemsize: int
     storage: Storage | None = field(repr=False)
     charged: dict[int, int] = field(repr=False)  # cube -> HBM bytes held
+    size_when_made: int = field(default=-1, repr=False)  # nbytes before a release (-1: as made, never released)
+    keeps: object = field(default=None, repr=False)  # what holds the bytes shared from another allocation
 
     @property
     def end(self) -> int:
@@ -114,6 +121,35 @@ class DeviceMemory:
             del self._bases[index], self._allocations[index]
             for cube, nbytes_on_cube in allocation.charged.items():
                 self.used[cube] -= nbytes_on_cube
+
+    def release(self, allocation: Allocation) -> None:
+        """Give the allocation's HBM back while tensors still view it (`UntypedStorage.resize_(0)`): it holds no
+        bytes until `restore` or `share`. Work enqueued before still reads the values it had, as stream order
+        lets a kernel launched before a free read the freed bytes on a GPU."""
+        if allocation.nbytes == 0:
+            return
+        self.free(allocation)
+        allocation.size_when_made = allocation.nbytes
+        allocation.nbytes, allocation.charged, allocation.keeps = 0, {}, None
+        RELEASED.add(allocation)
+
+    def restore(self, allocation: Allocation) -> None:
+        """A released allocation's bytes again, newly charged (values uninitialized), at a new address."""
+        fresh = self.allocate(allocation.name, allocation.size_when_made, allocation.itemsize, allocation.placement)
+        allocation.base, allocation.nbytes = fresh.base, fresh.nbytes
+        allocation.storage, allocation.charged = fresh.storage, fresh.charged
+        index = bisect.bisect_left(self._bases, fresh.base)
+        self._allocations[index] = allocation
+        RELEASED.discard(allocation)
+
+    @staticmethod
+    def share(allocation: Allocation, source: Allocation, keeps: object) -> None:
+        """Point a released allocation at `source`'s bytes, charged once (to `source`), as PyTorch points one
+        storage at another's data: `keeps` (what owns `source`) stays alive as long as the allocation does, so the
+        bytes go back when both are gone."""
+        allocation.base, allocation.nbytes, allocation.placement = source.base, source.nbytes, source.placement
+        allocation.storage, allocation.charged, allocation.keeps = source.storage, {}, keeps
+        RELEASED.discard(allocation)
 
     def find(self, address: int) -> Allocation | None:
         """The allocation containing `address`, or None (an unmapped address)."""

@@ -38,7 +38,6 @@ KNOWN_UNSUPPORTED = {
     "torch.Tensor.pin_memory": "host memory is not modelled as pageable or pinned: host copies are DMAs either way",
     "torch.Tensor.share_memory_": "ranks share one process already",
     "torch.Tensor.to_sparse": "tensors are dense",
-    "torch.Tensor.untyped_storage": "storages are not exposed: use data_ptr(), stride() and storage_offset()",
 }
 
 

@@ -12,6 +12,9 @@ holds it), times the incoming gradient — no communication. With
 `label_smoothing` the loss mixes in the mean log-probability, Megatron's
 formula.
 
+The all-reduces are `torch.distributed.all_reduce` as a bench's `import torch`
+gives it (`torch_module`), called for a group of one rank too, as Megatron
+calls them, so a test that replaces `torch.distributed.all_reduce` sees each.
 All of it is device work on the run's `torch` (reductions, elementwise ops,
 advanced indexing for the target's logits) and the group's collectives;
 the logits are computed with in float32 as Megatron's `.float()` does, and
@@ -21,6 +24,7 @@ the caller's logits are not modified (Megatron's kernel reuses them in place).
 from __future__ import annotations
 
 from kernbench.runtime_api.autograd import Function
+from kernbench.runtime_api.namespace.torch_imports import torch_module
 from kernbench.tp import parallel_state
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.mappings import _size_and_rank
@@ -36,7 +40,7 @@ class _VocabParallelCrossEntropy(Function):
         if tp_group is None:
             tp_group = get_tensor_model_parallel_group()
         torch = parallel_state.torch_namespace()
-        dist = torch.distributed
+        dist = torch_module("torch.distributed")  # as Megatron calls it, so a replaced all_reduce is seen
         logits = vocab_parallel_logits.float()
         logits_max = logits.max(dim=-1)[0]
         _all_reduce(dist, logits_max, dist.ReduceOp.MAX, tp_group)
@@ -84,7 +88,10 @@ class _VocabParallelCrossEntropy(Function):
 
 
 def _all_reduce(dist, tensor, op, group) -> None:
-    if _size_and_rank(group)[0] > 1:
+    """`torch.distributed.all_reduce` over `group`, called as Megatron calls it, a group of one rank included (so
+    a replaced `torch.distributed.all_reduce` sees every call); only kernbench's world of one, with no process
+    group (`parallel_state`'s module docstring), has nothing to call it on."""
+    if group is not None or dist.is_initialized():
         dist.all_reduce(tensor, op=op, group=group)
 
 

@@ -14,3 +14,12 @@ class NotDivisibleError(ModelParallelError, AssertionError):
 class NotInitializedError(ModelParallelError, AssertionError):
     """Model-parallel state used before `initialize_model_parallel`: an `AssertionError` too, as Megatron's
     getters assert their group is initialized."""
+
+
+class StateNotInitializedRuntimeError(ModelParallelError, RuntimeError):
+    """Model-parallel state used before `initialize_model_parallel` where Megatron raises a `RuntimeError` rather
+    than asserting (`create_all_gather_groups`)."""
+
+
+class MegatronAssertionError(ModelParallelError, AssertionError):
+    """A use Megatron refuses with an assertion (an expert layer's bias added inside it): an `AssertionError` too."""

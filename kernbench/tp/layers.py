@@ -54,7 +54,7 @@ from kernbench.runtime_api.nn.module import Module
 from kernbench.runtime_api.ops.device_ops import gemm_tile
 from kernbench.tp import kernels, parallel_state
 from kernbench.tp.config import config_value
-from kernbench.tp.errors import ModelParallelError
+from kernbench.tp.errors import MegatronAssertionError, ModelParallelError
 from kernbench.tp.embedding import VocabParallelEmbedding  # noqa: F401 (in Megatron's layers)
 from kernbench.tp.init_methods import InitMethod, init_method_normal
 from kernbench.tp.mappings import (
@@ -98,20 +98,30 @@ class _ParallelLinear(Module):
         name = self.name
         if stride != 1:
             raise ModelParallelError(f"{name}(stride={stride!r}): only stride 1 (contiguous partitions) is implemented")
-        if is_expert:
-            raise ModelParallelError(f"{name}(is_expert=True): expert parallelism is not implemented in kernbench.tp")
         self._torch = parallel_state.get_torch_namespace()
         self.config = config
         self.input_size, self.output_size = input_size, output_size
         self.skip_bias_add = skip_bias_add
-        # Megatron's layers take their group as `tp_group=` (or from `pg_collection.tp`); else parallel_state's.
+        # Megatron's layers take their group as `tp_group=` (or from `pg_collection.tp`); else parallel_state's
+        # tensor-parallel group, an expert layer's (`is_expert`) the expert tensor-parallel group.
+        self.is_expert = is_expert
         self.tp_group = tp_group if tp_group is not None else getattr(pg_collection, "tp", None)
         if self.tp_group is None:
+            self.tp_group = get_tensor_model_parallel_group_if_none(None, is_expert=is_expert)
+        if self.tp_group is None:  # a world of one, or sizes set without groups (Megatron's fake initialization)
             self.tensor_model_parallel_size = parallel_state.get_tensor_model_parallel_world_size()
             self.tensor_model_parallel_rank = parallel_state.get_tensor_model_parallel_rank()
         else:
             self.tensor_model_parallel_size = self.tp_group.size()
             self.tensor_model_parallel_rank = self.tp_group.rank()
+        # An expert layer on several ranks leaves its communication to the experts' token dispatcher (Megatron's
+        # explicit expert communication), and one laid out unlike the dense layers has its gradients reduced over
+        # the expert data-parallel group: its parameters are marked `allreduce = False`.
+        self.expert_parallel = config_value(config, "expert_model_parallel_size") > 1
+        self.explicit_expert_comm = is_expert and (self.tensor_model_parallel_size > 1 or self.expert_parallel)
+        expert_tp = config_value(config, "expert_tensor_parallel_size")
+        use_expert_groups = is_expert and (self.expert_parallel or (
+            expert_tp is not None and expert_tp != config_value(config, "tensor_model_parallel_size")))
         self.sequence_parallel = bool(config_value(config, "sequence_parallel"))
         if self.sequence_parallel and self.tensor_model_parallel_size == 1:
             warnings.warn(f"{name}: `sequence_parallel` is set to True, but the tensor model parallel size is 1. "
@@ -141,6 +151,9 @@ class _ParallelLinear(Module):
             if bias else None
         if self.bias is not None and self.partition_axis == 0:
             set_tensor_model_parallel_attributes(self.bias, True, 0, stride)
+        for parameter_ in (self.weight, self.bias):
+            if parameter_ is not None:
+                parameter_.allreduce = not use_expert_groups
 
         self.master_weight = None
         # Timing only, no value is computed: drawing the master weight on the host (a GPT-3-width layer's
@@ -216,7 +229,9 @@ class ColumnParallelLinear(_ParallelLinear):
     replaces parallel_state's tensor-parallel group; `name` names the
     layer's tensors; `skip_weight_param_allocation=True` takes the weight in
     `forward(input_, weight=...)`; `disable_grad_reduce=True` leaves the
-    input gradient un-reduced; `output_dtype` casts the output.
+    input gradient un-reduced; `output_dtype` casts the output. `is_expert=True` makes it an expert layer
+    (ADR 0011 "Expert layers"): split over the expert tensor-parallel group, its parameters marked
+    `allreduce = False` where that layout differs from the dense one.
     `tp_comm_buffer_name`, `embedding_activation_buffer` and
     `grad_output_buffer` (Transformer Engine's and deferred-wgrad buffers)
     are accepted and have no effect.
@@ -247,7 +262,9 @@ class ColumnParallelLinear(_ParallelLinear):
     def forward(self, input_, weight=None, runtime_gather_output: bool | None = None):
         self._check_input(input_, self.input_size)
         bias = None if self.skip_bias_add else self.bias
-        if self.overlap_communication and not self.disable_grad_reduce:
+        if self.explicit_expert_comm:
+            output_parallel = self._matmul(input_, bias, weight)
+        elif self.overlap_communication and not self.disable_grad_reduce:
             output_parallel = self._matmul(input_, bias, weight, allreduce_dgrad=not self.sequence_parallel,
                                            sequence_parallel=self.sequence_parallel)
         else:
@@ -307,7 +324,12 @@ class RowParallelLinear(_ParallelLinear):
         input_parallel = input_ if self.input_is_parallel else \
             scatter_to_tensor_model_parallel_region(input_, group=self.tp_group)
         output_parallel = self._matmul(input_parallel, None)
-        if self.sequence_parallel:
+        if self.explicit_expert_comm:
+            if not self.skip_bias_add:  # Megatron asserts it: the dispatcher adds the bias after combining
+                raise MegatronAssertionError(f"{self.name}: an expert layer with explicit expert communication "
+                                             "returns its bias for the caller (skip_bias_add=True)")
+            output = output_parallel
+        elif self.sequence_parallel:
             output = reduce_scatter_to_sequence_parallel_region(output_parallel, group=self.tp_group)
         else:
             output = reduce_from_tensor_model_parallel_region(output_parallel, group=self.tp_group)

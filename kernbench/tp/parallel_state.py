@@ -42,10 +42,12 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
+from math import log2
 from typing import Any, Callable, Mapping
 
 from kernbench.runtime_api.current_run import current_torch
-from kernbench.tp.errors import ModelParallelError, NotInitializedError
+from kernbench.tp.errors import (MegatronAssertionError, ModelParallelError, NotInitializedError,
+                                 StateNotInitializedRuntimeError)
 # RankGenerator and the default embedding ranks are Megatron's parallel_state names too.
 from kernbench.tp.rank_layout import (DEFAULT_ORDER, ParallelSizeError, RankGenerator, RankGroups,  # noqa: F401
                                       default_embedding_ranks, default_position_embedding_ranks, positive_int,
@@ -67,6 +69,7 @@ class _ModelParallelState:
     global_rank: int
     groups: Mapping[str, _Membership | None]  # None: the rank is in no group of that kind (embedding groups)
     create_gloo_process_groups: bool
+    hybrid_data_context: Mapping[int, Any]  # hybrid data x context parallelism: size -> the rank's group of it
 
 
 _STATE: ContextVar[_ModelParallelState | None] = ContextVar("kernbench_model_parallel_state", default=None)
@@ -76,7 +79,6 @@ _SET: ContextVar[Mapping[str, Any]] = ContextVar("kernbench_model_parallel_overr
 # Megatron's parameters that are not implemented: the value each must keep.
 _NOT_IMPLEMENTED = {
     "hierarchical_context_parallel_sizes": (None, "hierarchical context parallelism"),
-    "hybrid_context_parallel": (False, "hybrid data x context parallelism"),
     "gtp_remat_size": (1, "generalized tensor parallelism with weight rematerialization"),
     "expert_gtp_remat_size": (1, "expert generalized tensor parallelism with weight rematerialization"),
     "num_distributed_optimizer_instances": (1, "partial distributed-optimizer groups"),
@@ -122,7 +124,9 @@ def initialize_model_parallel(
     Honoured: the tensor, pipeline, context and expert (model and tensor)
     sizes, `order` (any order of tp, cp, ep, dp, pp), the virtual pipeline
     size (its rank starts at 0; it needs pipelining, as in Megatron),
-    `get_embedding_ranks` / `get_position_embedding_ranks`, and
+    `get_embedding_ranks` / `get_position_embedding_ranks`,
+    `hybrid_context_parallel` (Megatron's groups of every power-of-two size
+    within each data x context group), and
     `create_gloo_process_groups` (the Gloo getters then return the group of
     the same ranks: there is one backend). Accepted without effect, as they
     tune NCCL rather than the layout: `pipeline_model_parallel_comm_backend`
@@ -130,22 +134,20 @@ def initialize_model_parallel(
     `nccl_communicator_config_path`, `high_priority_stream_groups`,
     `distributed_timeout_minutes` (a simulated rank that never arrives is a
     deadlock, not a timeout). Refused with one line naming the argument:
-    hierarchical or hybrid context parallelism, generalized tensor
+    hierarchical context parallelism, generalized tensor
     parallelism, several distributed-optimizer instances, `rank_offset` and
     `local_world_size`.
 
     Raises `ParallelSizeError` (a `RuntimeError`, as Megatron's) for sizes or
-    an order that cannot lay out the world, and `ModelParallelError` for more
+    an order that cannot lay out the world, checked first, as Megatron does,
+    and `ModelParallelError` for more
     than one rank per group without a process group, for a world of PE ranks
     (more ranks than SIPs: a worker drives several of them, so no rank has
     a worker of its own to run its layers), when no `torch` is given or found,
     or when this rank is already initialized.
     """
-    if _STATE.get() is not None:
-        raise ModelParallelError("model parallel state is already initialized on this rank; "
-                                 "call destroy_model_parallel() before initializing it again")
     given = {"hierarchical_context_parallel_sizes": hierarchical_context_parallel_sizes,
-             "hybrid_context_parallel": hybrid_context_parallel, "gtp_remat_size": gtp_remat_size,
+             "gtp_remat_size": gtp_remat_size,
              "expert_gtp_remat_size": expert_gtp_remat_size,
              "num_distributed_optimizer_instances": num_distributed_optimizer_instances,
              "rank_offset": rank_offset, "local_world_size": local_world_size}
@@ -189,9 +191,13 @@ def initialize_model_parallel(
                          expert_tensor_parallel_size=expert_tensor_parallel_size, order=order,
                          get_embedding_ranks=get_embedding_ranks,
                          get_position_embedding_ranks=get_position_embedding_ranks)
+    if _STATE.get() is not None:  # after the sizes, as Megatron checks the world before its groups
+        raise ModelParallelError("model parallel state is already initialized on this rank; "
+                                 "call destroy_model_parallel() before initializing it again")
     groups = {kind: _join(dist, getattr(layout, kind), rank) for kind in layout.kinds()}
+    hybrid = _hybrid_data_context_groups(dist, layout.data_with_context, rank) if hybrid_context_parallel else {}
     _STATE.set(_ModelParallelState(torch=torch, global_rank=rank, groups=groups,
-                                   create_gloo_process_groups=create_gloo_process_groups))
+                                   create_gloo_process_groups=create_gloo_process_groups, hybrid_data_context=hybrid))
     if virtual_pipeline_model_parallel_size is not None:
         _set(virtual_pipeline_rank=0, virtual_pipeline_world_size=virtual_pipeline_model_parallel_size)
 
@@ -262,6 +268,19 @@ def get_context_parallel_group(check_initialized: bool = True):
 def get_context_parallel_global_ranks(check_initialized: bool = True) -> list[int] | None:
     membership = _membership("context", check_initialized)
     return None if membership is None else list(membership.ranks)
+
+
+def get_hybrid_data_context_parallel_groups(check_initialized: bool = True, group_size: int | None = None):
+    """The hybrid data x context group of `group_size` ranks holding this rank (`hybrid_context_parallel=True`):
+    the data x context group itself at its whole size."""
+    if get_data_parallel_world_size(with_context_parallel=True) == group_size:
+        return _group("data_with_context", check_initialized)
+    hybrid = _state().hybrid_data_context
+    if group_size not in hybrid:
+        raise MegatronAssertionError(f"get_hybrid_data_context_parallel_groups(group_size={group_size!r}): this rank "
+                                     f"has hybrid data x context groups of sizes {sorted(hybrid)} "
+                                     "(initialize_model_parallel(hybrid_context_parallel=True) makes them)")
+    return hybrid[group_size]
 
 
 def get_embedding_group(check_initialized: bool = True):
@@ -554,6 +573,53 @@ def _membership(kind: str, check_initialized: bool = True) -> _Membership | None
     return membership
 
 
+def create_all_gather_groups(for_expert_parallelism: bool = False, timeout=None, nccl_comm_cfgs=None):
+    """Megatron's all-gather communicators for overlapping the distributed optimizer's all-gathers with its
+    reduce-scatters: new groups with the ranks of the data x context groups (and, with
+    `for_expert_parallelism` and ep > 1, of the expert data groups), laid out along Megatron's default order as
+    Megatron lays them; (this rank's, this rank's expert one or None). Every rank calls it; `timeout` and
+    `nccl_comm_cfgs` tune NCCL and are accepted without effect. In a world of one: (None, None)."""
+    state = _STATE.get()
+    if state is None:
+        raise StateNotInitializedRuntimeError("create_all_gather_groups() requires parallel state to be initialized. "
+                                              "Call initialize_model_parallel() first.")
+    dist = state.torch.distributed
+    pp, cp = get_pipeline_model_parallel_world_size(), get_context_parallel_world_size()
+    dense = RankGenerator(tp=get_tensor_model_parallel_world_size(), ep=1, dp=get_data_parallel_world_size(), pp=pp,
+                          cp=cp, order=DEFAULT_ORDER)
+    groups = [_join(dist, tuple(map(tuple, dense.get_ranks("dp-cp"))), state.global_rank), None]
+    ep = get_expert_model_parallel_world_size()
+    if for_expert_parallelism and ep > 1:
+        expert = RankGenerator(tp=get_expert_tensor_parallel_world_size(), ep=ep,
+                               dp=get_expert_data_parallel_world_size(), pp=pp, cp=1, order=DEFAULT_ORDER)
+        groups[1] = _join(dist, tuple(map(tuple, expert.get_ranks("dp"))), state.global_rank)
+    return tuple(None if membership is None else membership.group for membership in groups)
+
+
+# Megatron's module globals holding this rank's groups, by the kind of group each holds.
+_MEGATRON_GLOBALS = {
+    "_TENSOR_MODEL_PARALLEL_GROUP": "tensor", "_PIPELINE_MODEL_PARALLEL_GROUP": "pipeline",
+    "_MODEL_PARALLEL_GROUP": "model", "_EMBEDDING_GROUP": "embedding",
+    "_POSITION_EMBEDDING_GROUP": "position_embedding", "_DATA_PARALLEL_GROUP": "data",
+    "_DATA_PARALLEL_GROUP_WITH_CP": "data_with_context", "_CONTEXT_PARALLEL_GROUP": "context",
+    "_TENSOR_AND_DATA_PARALLEL_GROUP": "tensor_and_data",
+    "_TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP": "tensor_and_data_with_context",
+    "_TENSOR_AND_CONTEXT_PARALLEL_GROUP": "tensor_and_context", "_EXPERT_MODEL_PARALLEL_GROUP": "expert_model",
+    "_EXPERT_TENSOR_PARALLEL_GROUP": "expert_tensor",
+    "_EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP": "expert_tensor_and_model",
+    "_EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP": "expert_tensor_model_pipeline",
+    "_EXPERT_DATA_PARALLEL_GROUP": "expert_data",
+}
+
+
+def __getattr__(name: str):
+    """Megatron's globals (`parallel_state._MODEL_PARALLEL_GROUP`, ...), read by code that checks them: the
+    calling rank's group, None before `initialize_model_parallel` and after `destroy_model_parallel`."""
+    if name not in _MEGATRON_GLOBALS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _group(_MEGATRON_GLOBALS[name], check_initialized=False)
+
+
 def _group(kind: str, check_initialized: bool = True):
     membership = _membership(kind, check_initialized)
     return None if membership is None else membership.group
@@ -572,6 +638,22 @@ def _check_partial(with_context_parallel: bool, partial_data_parallel: bool) -> 
     if partial_data_parallel and not with_context_parallel:
         raise ModelParallelError("partial_data_parallel=True needs with_context_parallel=True (Megatron's partial "
                                  "data-parallel groups include the context-parallel ranks)")
+
+
+def _hybrid_data_context_groups(dist, data_with_context, rank: int) -> dict:
+    """Megatron's hybrid data x context groups: each data x context group cut into consecutive groups of every
+    power of two from 2 below its size; {size: the group of that size holding `rank`}."""
+    mine = {}
+    for ranks in data_with_context:
+        if len(ranks) % 2:
+            raise MegatronAssertionError(f"Hybrid context parallel requires an even number of ranks (the data x "
+                                         f"context group {list(ranks)} has {len(ranks)})")
+        for size in [2 ** i for i in range(int(log2(len(ranks))))][1:]:
+            for start in range(0, len(ranks), size):
+                membership = _join(dist, (ranks[start:start + size],), rank)
+                if membership is not None:
+                    mine[size] = membership.group
+    return mine
 
 
 def _join(dist, groups: tuple[tuple[int, ...], ...], rank: int) -> _Membership | None:

@@ -39,6 +39,7 @@ import numpy as np
 from kernbench.runtime_api.autograd import Function
 from kernbench.runtime_api.generators import Generator
 from kernbench.runtime_api.tensor.core import Tensor
+from kernbench.runtime_api.tensor.untyped_storage import share_storage
 from kernbench.tp import parallel_state
 from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.init_methods import takes_a_tensor
@@ -444,11 +445,13 @@ class CheckpointWithoutOutput:
     `hook_tensor` (a tensor computed from the outputs) run the function again — simulated device work — and
     hand the recomputed values to the outputs, which later backward ops read.
 
-    The outputs' device memory is not released at the discard: kernbench
-    frees an allocation when its tensor goes away, and the outputs stay
-    referenced by the ops that saved them, so the memory footprint is that
-    of the un-checkpointed run; the recomputation's work and time are
-    simulated. `fp8` is accepted (there is no FP8 here); `ckpt_manager`
+    As in Megatron, the discard gives the outputs' device memory back
+    (`untyped_storage().resize_(0)`: `torch.ahbm.memory_allocated` drops)
+    while the ops that saved them keep their views, and the recomputation
+    points each output's storage at the recomputed bytes (`share_storage`),
+    so every view sees them; the recomputation's work and time are
+    simulated. With `retain_input_tensors` an output sharing an input's
+    storage is kept. `fp8` is accepted (there is no FP8 here); `ckpt_manager`
     defers the discard and the recomputation to a
     `CheckpointWithoutOutputManager`.
     """
@@ -458,11 +461,14 @@ class CheckpointWithoutOutput:
         self.ckpt_manager = ckpt_manager
         self.retain_input_tensors = retain_input_tensors
         self.run_function = self.rng_states = self.ctx = self.outputs = None
+        self._saved_input_ptrs: set[int] = set()
 
     def checkpoint(self, run_function, *args):
         """`run_function(*args)`, its graph not recorded; registered with the manager when there is one."""
         self.run_function = run_function
         self.rng_states = _get_all_rng_states()
+        if self.retain_input_tensors:
+            self._saved_input_ptrs = {arg.untyped_storage().data_ptr() for arg in args if isinstance(arg, Tensor)}
         outputs = CheckpointWithoutOutputFunction.apply(run_function, self, *args)
         self.ctx.checkpoint = self
         self.outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -477,8 +483,8 @@ class CheckpointWithoutOutput:
         inputs = detach_variable(self.ctx.args)
         outputs = _recompute(self.run_function, inputs, self.rng_states)
         for output, recomputed in zip(self.outputs, outputs):
-            if isinstance(output, Tensor) and output.data_ptr() != recomputed.data_ptr():
-                output.data = recomputed.detach()
+            if isinstance(output, Tensor) and not output.untyped_storage().size():  # discarded
+                share_storage(output, recomputed)
         self.ctx.outputs, self.ctx.inputs = outputs, inputs
         self.run_function = self.rng_states = self.outputs = self.ctx = None
 
@@ -486,8 +492,16 @@ class CheckpointWithoutOutput:
         """Recompute when `hook_tensor`'s gradient is ready (a manager, when given, does it for all instead)."""
         if self.ckpt_manager is not None:
             return
+        self._discard_outputs()
         if hook_tensor.requires_grad:
             hook_tensor.register_hook(self._recompute)
+
+    def _discard_outputs(self) -> None:
+        """Give the outputs' storages back, but those sharing a retained input's."""
+        kept = self._saved_input_ptrs if self.retain_input_tensors else set()
+        for output in self.outputs:
+            if isinstance(output, Tensor) and output.untyped_storage().data_ptr() not in kept:
+                output.untyped_storage().resize_(0)
 
 
 class CheckpointWithoutOutputManager:
@@ -505,6 +519,8 @@ class CheckpointWithoutOutputManager:
         self.checkpoints.append(ckpt)
 
     def discard_all_outputs_and_register_unified_recompute(self, hook_tensor) -> None:
+        for ckpt in self.checkpoints:
+            ckpt._discard_outputs()
         if hook_tensor.requires_grad:
             hook_tensor.register_hook(self._unified_recompute_hook)
 

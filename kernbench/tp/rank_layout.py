@@ -27,6 +27,11 @@ class ParallelSizeError(ModelParallelError, RuntimeError):
     """Sizes or an order that cannot lay out the world: also a `RuntimeError`, as Megatron raises for them."""
 
 
+class LayoutAssertionError(ParallelSizeError, AssertionError):
+    """A layout Megatron refuses with an assertion (an order against the expert layers): an `AssertionError` too,
+    so code and tests that expect Megatron's type see it."""
+
+
 class RankGenerator:
     """Megatron's `RankGenerator`: the world as a tp·ep·dp·pp·cp grid laid out along `order`.
 
@@ -160,11 +165,13 @@ def rank_groups(world_size: int, tensor_model_parallel_size: int = 1, pipeline_m
     grids = {"dense": RankGenerator(tp=tp, ep=1, dp=dp, pp=pp, cp=cp, order=order),
              "expert": RankGenerator(tp=etp, ep=ep, dp=expert_dp, pp=pp, cp=1, order=order)}
     if not (order.endswith("pp") or pp == 1 or expert_dp == dp):
-        raise ParallelSizeError(f"order={order!r} does not end in pp, so with pipelining the data-parallel sizes of "
-                                f"dense layers ({dp}) and expert layers ({expert_dp}) must be equal")
+        raise LayoutAssertionError(f"When not using pp-last rank ordering, the data parallel size of the attention "
+                                   f"and moe layers must be the same (order={order!r} does not end in pp; with "
+                                   f"pipelining the data-parallel sizes are {dp} and {expert_dp})")
     found = {kind: tuple(map(tuple, grids[grid].get_ranks(token))) for kind, (grid, token) in _KINDS.items()}
     if found["pipeline"] != tuple(map(tuple, grids["expert"].get_ranks("pp"))):
-        raise ParallelSizeError(f"order={order!r}: dense and expert layers would have different pipeline groups")
+        raise LayoutAssertionError(f"Pipeline parallel groups are expected to be the same for Non-Expert and "
+                                   f"Expert part (order={order!r})")
     embedding = get_embedding_ranks or default_embedding_ranks
     position_embedding = get_position_embedding_ranks or default_position_embedding_ranks
     return RankGroups(**found,

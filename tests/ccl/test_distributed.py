@@ -612,3 +612,26 @@ def test_adr0012_t45_workers_that_init_and_destroy_their_own_group_still_meet():
     assert all((values == 10).all() for values, _ in results.values())
     assert not results[2][1], "the last rank to leave ends the world"
     assert len(session.ctx.collectives) == 1
+
+
+def test_adr0012_t92_each_new_group_call_is_a_new_communicator_matched_by_its_number():
+    """A worker's second `new_group` of the same ranks is a second group, the same for every worker that makes it:
+    the two reduce separately (each its own collective sequence), and the first is the group a single call gives."""
+    session = Session("default", ccl=ccl("ring"))
+
+    def fn(torch, rank):
+        dist = torch.distributed
+        first, second = dist.new_group([0, 1]), dist.new_group([0, 1])
+        x, y = torch.full((8,), float(rank + 1)), torch.full((8,), float(10 * (rank + 1)))
+        if rank in (0, 1):
+            dist.all_reduce(x, group=second)
+            dist.all_reduce(y, group=first)
+        return first is not second, dist.get_process_group_ranks(second), id(first), id(second), x.numpy(), y.numpy()
+
+    results = run_world(session, fn)
+    assert all(distinct and ranks == [0, 1] for distinct, ranks, *_ in results.values())
+    assert len({(first, second) for _, _, first, second, _, _ in results.values()}) == 1  # one pair for everyone
+    for rank in (0, 1):
+        assert results[rank][4].tolist() == [3.0] * 8 and results[rank][5].tolist() == [30.0] * 8
+    labels = sorted(record["label"] for record in session.ctx.collectives)
+    assert labels == ["all_reduce#0[group[0, 1]#2]", "all_reduce#0[group[0, 1]]"]

@@ -2,7 +2,8 @@
 
 Megatron-LM's unit tests run once per process under torchrun on one node of
 8 GPUs. Here the 8 ranks are greenlets of one simulated run:
-`on_every_rank(body)` spawns them on the `large` machine and calls
+`on_every_rank(body)` spawns them on `megatron_node()`, the `large` machine
+cut to 8 SIPs (so `torch.cuda.device_count()` is 8, as there), and calls
 `body(torch, rank, world_size)` on each, returning what each rank returned.
 
 `Utils` carries the names Megatron's tests reach for (`upstream_plugin`
@@ -13,13 +14,25 @@ barrier to wait at, since model-parallel state is held per rank.
 
 from __future__ import annotations
 
+import functools
+import tempfile
+from pathlib import Path
+
 from kernbench.ccl.install import SHIPPED_CCL_PATH, load_ccl_config
 from kernbench.runtime_api.current_run import current_torch
 from kernbench.session import Session
 from kernbench.tp import parallel_state
+from tests.derived_topology import derived_topology
 from tests.spawned import run_ranks
 
 WORLD_SIZE = 8  # the GPUs of Megatron's CI node
+
+
+@functools.cache
+def megatron_node() -> Path:
+    """The `large` machine with 8 SIPs, written once per process to a folder of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="kernbench-megatron-node-"))
+    return derived_topology(folder, "large", [("sips: {count: 32}", "sips: {count: 8}")], "megatron_node.yaml")
 
 
 def on_every_rank(body, world_size: int = WORLD_SIZE) -> dict:
@@ -28,7 +41,7 @@ def on_every_rank(body, world_size: int = WORLD_SIZE) -> dict:
     The first failing rank's exception is raised unwrapped, so an assertion inside `body` fails the test as
     itself rather than as a `SpawnException`.
     """
-    session = Session("large", ccl={**load_ccl_config(SHIPPED_CCL_PATH), "world_size": world_size})
+    session = Session(str(megatron_node()), ccl={**load_ccl_config(SHIPPED_CCL_PATH), "world_size": world_size})
     returned = {}
 
     def one_rank(rank: int, torch) -> None:

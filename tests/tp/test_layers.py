@@ -151,7 +151,6 @@ def test_adr0011_t25_a_megatron_config_sets_dtype_initialization_and_refuses_wha
         x = random_f16(np.random.default_rng(25), TOKENS, IN)
         out, _ = float32(torch.tensor(x, dtype=torch.float32))
         for unsupported, named in ((lambda: ColumnParallelLinear(IN, OUT, stride=2), "only stride 1"),
-                                   (lambda: RowParallelLinear(OUT, IN, is_expert=True), "expert parallelism"),
                                    (lambda: ModelParallelConfig(context_parallel_size=2), "context and expert")):
             with pytest.raises(ModelParallelError, match=named):
                 unsupported()

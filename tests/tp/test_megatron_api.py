@@ -75,9 +75,10 @@ def test_adr0011_t31_orders_sizes_and_arguments_kernbench_refuses_are_one_line()
          r"context_parallel_size \(3\) = 6 does not divide the world size \(8\)"),
         (lambda: rank_groups(8, expert_model_parallel_size=3), r"expert_model_parallel_size \(3\) .* = 3 does not"),
         (lambda: rank_groups(8, 1, 2, expert_model_parallel_size=2, order="tp-pp-ep-dp"),
-         r"does not end in pp, so with pipelining the data-parallel sizes .*\(4\) .*\(2\) must be equal"),
+         r"data parallel size of the attention and moe layers must be the same .*does not end in pp.* 4 and 2"),
         (lambda: rank_groups(16, 2, 2, context_parallel_size=2, expert_model_parallel_size=2,
-                             order="tp-cp-pp-ep-dp"), r"dense and expert layers would have different pipeline groups"),
+                             order="tp-cp-pp-ep-dp"),
+         r"Pipeline parallel groups are expected to be the same for Non-Expert and Expert"),
         (lambda: RankGenerator(tp=1, ep=2, dp=1, pp=1, cp=2, order="tp-cp-ep-dp-pp"), r"not both"),
     ]
     for call, message in layouts:
@@ -88,7 +89,7 @@ def test_adr0011_t31_orders_sizes_and_arguments_kernbench_refuses_are_one_line()
     def refused(torch, rank, world_size):
         torch.distributed.init_process_group(backend="ahbm")
         messages = []
-        for keyword, value in (("hierarchical_context_parallel_sizes", [2, 2]), ("hybrid_context_parallel", True),
+        for keyword, value in (("hierarchical_context_parallel_sizes", [2, 2]),
                                ("gtp_remat_size", 2), ("expert_gtp_remat_size", 2),
                                ("num_distributed_optimizer_instances", 2), ("rank_offset", 4),
                                ("local_world_size", 4), ("pipeline_model_parallel_comm_backend", "gloo")):

@@ -30,7 +30,10 @@ from __future__ import annotations
 import builtins
 import functools
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import ModuleType
+
+from greenlet import getcurrent
 
 from kernbench.runtime_api.errors import RuntimeUsageError
 from kernbench.runtime_api.unsupported import UnsupportedError
@@ -51,14 +54,55 @@ _lookup = [None]  # how a name is found now: in the run in progress, before a be
 
 
 class RunTorch(ModuleType):
-    """`torch` or one of its submodules as a bench imports it: each name is found at use, in the run in progress."""
+    """`torch` or one of its submodules as a bench imports it: each name is found at use, in the run in progress.
+
+    A name a simulated worker sets on the module (a test's
+    `monkeypatch.setattr(torch.distributed, "all_reduce", fake)` on a rank)
+    is that worker's alone, as each of torchrun's processes has its own
+    `torch`: it is found before the run's, by the worker's code and by
+    kernbench code that calls through the module as PyTorch code does
+    (`torch_module`), until the worker sets the name back to the value it
+    replaced or deletes it (monkeypatch's undo, inside the worker or after the
+    run, when the worker's names are gone already). A name set outside any worker (a bench's
+    module level) is the module's, seen in every run.
+    """
 
     def __getattr__(self, attr: str):
         if attr.startswith("_"):
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
+        patched = _WORKER_PATCHES.get().get((self.__name__, attr))
+        if patched is not None:
+            return patched[0]
         if _lookup[0] is None:
             raise outside_a_run(self.__name__, attr)
         return _lookup[0](self.__name__, attr)
+
+    def __setattr__(self, attr: str, value) -> None:
+        if getcurrent().parent is None or attr.startswith("_") or isinstance(value, ModuleType):
+            super().__setattr__(attr, value)  # not in a worker: the module's own, as Python's
+            return
+        key, patches = (self.__name__, attr), dict(_WORKER_PATCHES.get())
+        replaced = patches[key][1] if key in patches else getattr(self, attr)
+        if key in patches and (value is replaced or value == replaced):
+            del patches[key]
+        else:
+            patches[key] = (value, replaced)
+        _WORKER_PATCHES.set(patches)
+
+    def __delattr__(self, attr: str) -> None:
+        patches = _WORKER_PATCHES.get()
+        if (self.__name__, attr) not in patches:
+            if attr in self.__dict__ or attr.startswith("_"):
+                super().__delattr__(attr)
+            # else a worker's own name, gone with its worker (a test's monkeypatch undone after the run): the name
+            # is the run's again already
+            return
+        _WORKER_PATCHES.set({key: value for key, value in patches.items() if key != (self.__name__, attr)})
+
+
+# What the calling worker (a greenlet: each has its own context) set on the modules: (module, name) -> (the value
+# set, the value it replaced).
+_WORKER_PATCHES: ContextVar[dict] = ContextVar("kernbench_torch_worker_patches", default={})
 
 
 class RunBound:
@@ -142,6 +186,12 @@ def _module_tree() -> dict[str, RunTorch]:
 
 
 MODULES = _module_tree()
+
+
+def torch_module(name: str) -> RunTorch:
+    """`torch` or a submodule (`"torch.distributed"`) as `import` gives it to a bench: for kernbench code that calls
+    a name the way PyTorch code does (`torch.distributed.all_reduce`), so a test that replaces it there is seen."""
+    return MODULES[name]
 
 
 def _fake_import(name: str, fromlist) -> ModuleType:

@@ -6,12 +6,16 @@ cannot run a torch op as one local op: its type registers here, and every
 (binding.py), and the functions modules call directly, call its
 `__torch_function__(func, types, args, kwargs)` instead when an argument (or
 an element of a list argument) is of such a type. Without one registered the
-check is a set lookup per argument.
+check is a set lookup per argument. The same wrapper refuses a tensor whose
+storage was resized to 0 (released.py).
 """
 
 from __future__ import annotations
 
 import functools
+
+from kernbench.machine.memory import RELEASED
+from kernbench.runtime_api.ops.released import check_storages
 
 _OVERRIDING: set = set()
 
@@ -39,6 +43,8 @@ def overridable(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if RELEASED:
+            check_storages((*args, *kwargs.values()), fn.__name__.lstrip("_"))
         if _OVERRIDING:
             cls = _overriding(args, kwargs)
             if cls is not None:

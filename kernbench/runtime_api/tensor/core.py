@@ -32,8 +32,10 @@ from kernbench.runtime_api.layout.copies import copy_elements, copy_into, fill_i
 from kernbench.runtime_api.device import CPU, DEVICE_TYPE, Device
 from kernbench.runtime_api.ops.binding import TORCH_FUNCTIONS, TensorOps
 from kernbench.runtime_api.ops.device_ops import index_add
+from kernbench.runtime_api.ops.released import check_storages
 from kernbench.runtime_api.errors import TensorError, ValuesNotComputed
 from kernbench.runtime_api.tensor.moves import cuda_device, to_device
+from kernbench.runtime_api.tensor.untyped_storage import UntypedStorage
 from kernbench.runtime_api.unsupported import tensor_getattr
 from kernbench.runtime_api.layout.views import Layout
 
@@ -157,6 +159,10 @@ class Tensor(TensorOps):
         if self._allocation is None:
             raise TensorError(f"tensor {self.name!r} is on the host; data_ptr() is for device tensors")
         return self._allocation.base + self._layout.offset * self.dtype.itemsize
+
+    def untyped_storage(self) -> UntypedStorage:
+        """The bytes this tensor and its views share: their size, address, and `resize_(0)` to free them."""
+        return UntypedStorage(self)
 
     def __kernbench_pointer__(self) -> tuple[int, str]:
         """The pointer a Triton kernel receives: the virtual address and the element type."""
@@ -472,6 +478,7 @@ class Tensor(TensorOps):
         """
         if self._host_storage is not None:
             return self._host_array
+        check_storages((self,), call)
         self._ctx.block_on(self._pending_writes)  # first, so a failure of the work that wrote it shows
         self._pending_writes.clear()
         if self._ctx.timing_only:

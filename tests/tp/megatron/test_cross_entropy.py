@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernbench.runtime_api.namespace.torch_imports import torch_module
 from kernbench.tp import parallel_state
 from kernbench.tp.cross_entropy import vocab_parallel_cross_entropy
 from tests.tp.megatron_utils import Utils, on_every_rank
@@ -77,3 +78,91 @@ def test_adr0011_t119_random_logits_split_over_the_group_give_numpys_loss(smooth
             local = log_softmax(whole.astype(np.float64))[:, index * size:(index + 1) * size]
             loss = (1 - smoothed) * loss - smoothed * local.mean(-1)
         np.testing.assert_allclose(seen, loss, rtol=1e-5)
+
+
+def test_adr0011_t136_the_all_reduces_are_torch_distributed_all_reduce_a_rank_replaces_for_itself():
+    """At tp 1 × dp 8 each rank replaces `torch.distributed.all_reduce` (as `import torch` gives it) with its own
+    recorder: the loss calls it three times with the rank's one-rank tensor group, as Megatron's does, and no other
+    rank's recorder sees those calls; once the run is over the name is the run's again."""
+    distributed = torch_module("torch.distributed")
+
+    def losses(torch, rank, world_size):
+        Utils.initialize_model_parallel(1, 1)
+        group = parallel_state.get_tensor_model_parallel_group()
+        seen, real = [], distributed.all_reduce
+
+        def recorder(tensor, op=None, group=None, async_op=False):
+            seen.append((rank, tuple(group.ranks), op))
+            return real(tensor, op=op, group=group, async_op=async_op)
+
+        distributed.all_reduce = recorder
+        torch.manual_seed(3)
+        logits, target = torch.randn(4, 16).cuda(), torch.randint(0, 16, (4,)).cuda()
+        loss = vocab_parallel_cross_entropy(logits, target)
+        del distributed.all_reduce
+        Utils.destroy_model_parallel()
+        return seen, group.ranks, logits.cpu().numpy(), target.cpu().numpy(), loss.cpu().numpy()
+
+    for rank, (seen, ranks, logits, target, loss) in on_every_rank(losses).items():
+        assert ranks == (rank,)
+        assert seen == [(rank, (rank,), "max"), (rank, (rank,), "sum"), (rank, (rank,), "sum")]
+        np.testing.assert_allclose(loss, numpy_loss(logits.astype(np.float64), target)[0], rtol=1e-5)
+    assert "all_reduce" not in vars(distributed)
+
+
+def test_adr0011_t143_a_language_modules_loss_is_the_whole_vocabularys_and_its_tied_embeddings_start_equal():
+    """Mirrors test_language_module_unfused_loss_passes_tp_group and beyond it: at tp 4 × pp 2 `LanguageModule`'s
+    loss of labels [b, s] and logits [s, b, V/4] is numpy's cross entropy of the whole vocabulary, [b, s], over the
+    model's tensor group; the fused losses are Megatron's RuntimeError (Transformer Engine) and one line. With
+    tied weights the last stage's output layer starts as the first stage's word embeddings (zeroed, then
+    all-reduced over the embedding group), and both are marked."""
+    from kernbench.tp.config import TransformerConfig
+    from kernbench.tp.errors import ModelParallelError
+    from kernbench.tp.language_module import LanguageModule
+
+    class Tied(LanguageModule):
+        def __init__(self, torch, config):
+            super().__init__(config)
+            self.pre_process = parallel_state.is_pipeline_first_stage()
+            self.post_process = parallel_state.is_pipeline_last_stage()
+            self.share_embeddings_and_output_weights = True
+            if self.pre_process:
+                self.embedding = torch.nn.Module()
+                self.embedding.word_embeddings = torch.nn.Embedding(16, 4)
+                self.embedding.word_embeddings.weight.data.copy_(torch.arange(64.0).reshape(16, 4))
+            if self.post_process:
+                self.output_layer = torch.nn.Linear(4, 16, bias=False)
+                self.output_layer.weight.data.fill_(7.0)
+
+    def model(torch, rank, world_size):
+        Utils.initialize_model_parallel(TP, 2)
+        config = TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=4, tensor_model_parallel_size=TP,
+                                   pipeline_model_parallel_size=2)
+        tied = Tied(torch, config)
+        torch.manual_seed(4)
+        whole, labels = torch.randn(3, 2, 16 * TP).cuda(), torch.randint(0, 16 * TP, (2, 3)).cuda()
+        index = parallel_state.get_tensor_model_parallel_rank()
+        loss = tied.compute_language_model_loss(labels, whole[..., index * 16:(index + 1) * 16].contiguous())
+        refused = []
+        for implementation, error in (("te", RuntimeError), ("native", ModelParallelError)):
+            config.cross_entropy_loss_fusion, config.cross_entropy_fusion_impl = True, implementation
+            with pytest.raises(error) as raised:
+                tied.compute_language_model_loss(labels, whole)
+            refused.append(str(raised.value))
+        config.cross_entropy_loss_fusion = False
+        tied.setup_embeddings_and_output_layer()
+        weight = tied.shared_embedding_or_output_weight()
+        seen = (tied.tp_group is parallel_state.get_tensor_model_parallel_group(), whole.cpu().numpy(),
+                labels.cpu().numpy(), loss.cpu().numpy(), refused, tied.pre_process, weight.cpu().numpy(),
+                weight.is_embedding_or_output_parameter, getattr(weight, "shared_embedding", False))
+        Utils.destroy_model_parallel()
+        return seen
+
+    for rank, (own_group, whole, labels, loss, refused, first, weight, marked, shared) in on_every_rank(model).items():
+        assert own_group and marked and shared
+        expected = numpy_loss(whole.transpose(1, 0, 2).reshape(-1, 16 * TP).astype(np.float64), labels.reshape(-1))[0]
+        np.testing.assert_allclose(loss, expected.reshape(2, 3), rtol=1e-5)
+        assert refused[0] == "Trying to use a TE block when it's not present."
+        assert "cross_entropy_fusion_impl='native'" in refused[1] and "\n" not in refused[1]
+        assert first == (rank < 4)
+        np.testing.assert_array_equal(weight, np.arange(64.0).reshape(16, 4))  # the last stage's copy too

@@ -238,3 +238,62 @@ def test_adr0011_t130_a_frozen_weight_linear_gathers_to_the_whole_product_and_al
         assert shape == (8, 8 // tp)
         np.testing.assert_array_equal(whole, np.ones((8, 8), np.float32))
         np.testing.assert_array_equal(grad, np.full((8, 8), gradient, np.float32))
+
+
+def test_adr0011_t141_expert_layers_use_the_expert_tensor_group_and_their_gradients_the_expert_data_group():
+    """Mirrors test_expert_linear_parameters_use_expert_topology_metadata, and beyond it what `is_expert` does. At
+    tp 2 × expert tp 1 on 8 ranks an expert layer is whole on every rank, marked `allreduce = False`, computes
+    numpy's product, and `finalize_model_grads` sums its gradient over the 8 expert data ranks scaled by 1 / 4
+    (the data-parallel size), as Megatron's DDP does. At expert tp 2 (explicit expert communication) the layers
+    leave the communication to the dispatcher: a row-parallel output is this rank's partial sum, its bias returned,
+    and a bias added inside is Megatron's assertion."""
+    from kernbench.tp.errors import MegatronAssertionError
+    from kernbench.tp.finalize import finalize_model_grads
+
+    def experts(torch, rank, world_size):
+        Utils.initialize_model_parallel(2, 1, expert_tensor_parallel_size=1)
+        config = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=4, tensor_model_parallel_size=2,
+                                   expert_tensor_parallel_size=1, use_cpu_initialization=True)
+        up = ColumnParallelLinear(8, 16, config=config, init_method=config.init_method, bias=True, is_expert=True)
+        down = RowParallelLinear(16, 8, config=config, init_method=config.init_method, bias=True,
+                                 input_is_parallel=True, is_expert=True)
+        dense = ColumnParallelLinear(8, 16, config=config, init_method=config.init_method, bias=True)
+        torch.manual_seed(rank)
+        x = torch.randn(4, 8).cuda()
+        out, _ = down(up(x)[0])
+        out.sum().backward()
+        before = up.weight.grad.cpu().numpy()
+        finalize_model_grads([up, down])
+        seen = {"shapes": (tuple(up.weight.shape), tuple(down.weight.shape), tuple(dense.weight.shape)),
+                "allreduce": (up.weight.allreduce, up.bias.allreduce, down.weight.allreduce, dense.weight.allreduce),
+                "values": (x.cpu().numpy(), up.weight.detach().cpu().numpy(), up.bias.detach().cpu().numpy(),
+                           down.weight.detach().cpu().numpy(), down.bias.detach().cpu().numpy(), out.cpu().numpy()),
+                "grads": (before, up.weight.grad.cpu().numpy())}
+        Utils.destroy_model_parallel()
+        Utils.initialize_model_parallel(2, 1)
+        config = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=4, tensor_model_parallel_size=2,
+                                   use_cpu_initialization=True)
+        down = RowParallelLinear(16, 8, config=config, init_method=config.init_method, bias=True,
+                                 input_is_parallel=True, is_expert=True, skip_bias_add=True)
+        part = torch.ones(4, 8).cuda()
+        partial, bias = down(part)
+        seen["explicit"] = (down.explicit_expert_comm, down.weight.allreduce, bias is down.bias,
+                            partial.cpu().numpy(), down.weight.detach().cpu().numpy())
+        adding = RowParallelLinear(16, 8, config=config, init_method=config.init_method, bias=True,
+                                   input_is_parallel=True, is_expert=True)
+        with pytest.raises(MegatronAssertionError, match="skip_bias_add=True"):
+            adding(part)
+        Utils.destroy_model_parallel()
+        return seen
+
+    seen = on_every_rank(experts)
+    total = sum(ranks["grads"][0] for ranks in seen.values())
+    for rank, ranks in seen.items():
+        assert ranks["shapes"] == ((16, 8), (8, 16), (8, 8))
+        assert ranks["allreduce"] == (False, False, False, True)
+        x, w1, b1, w2, b2, out = ranks["values"]
+        assert_close(out, (x @ w1.T + b1) @ w2.T + b2, "f32")
+        np.testing.assert_allclose(ranks["grads"][1], total / 4, rtol=1e-5, atol=1e-6)
+        explicit, allreduce, returned, partial, weight = ranks["explicit"]
+        assert explicit and allreduce and returned
+        np.testing.assert_allclose(partial, np.ones((4, 8)) @ weight.T, rtol=1e-6)  # not reduced over the group

@@ -19,7 +19,9 @@ import itertools
 import pytest
 
 from kernbench.tp import ParallelSizeError, parallel_state
+from kernbench.tp.errors import ModelParallelError
 from kernbench.tp.parallel_state import RankGenerator
+from kernbench.tp.process_groups_config import ProcessGroupCollection
 from tests.tp.megatron_utils import Utils, on_every_rank
 
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-pp-ep-dp"]  # the two layouts Megatron's tests run each case under
@@ -163,7 +165,7 @@ def test_adr0011_t134_pipeline_last_and_expert_before_pipeline_orders_agree_wher
     'tp-ep-dp-pp' against 'tp-pp-ep-dp' on 8 ranks. Without pipelining (or with ep spanning the data ranks) each
     rank's ranks and groups agree; with pipelining the tensor and context groups still agree and the data,
     pipeline, amax and model groups move; with pipelining and ep 2 the dense and expert data sizes differ, which
-    Megatron asserts against and kernbench refuses (a RuntimeError)."""
+    Megatron asserts against and kernbench refuses with Megatron's AssertionError."""
 
     def both_orders(torch, rank, world_size):
         seen = []
@@ -181,7 +183,8 @@ def test_adr0011_t134_pipeline_last_and_expert_before_pipeline_orders_agree_wher
 
     for rank, (pipeline_last, expert_first) in on_every_rank(both_orders).items():
         if outcome == "refused":
-            assert isinstance(expert_first, RuntimeError) and "does not end in pp" in str(expert_first)
+            assert isinstance(expert_first, AssertionError) and "does not end in pp" in str(expert_first)
+            assert str(expert_first).startswith("When not using pp-last rank ordering")  # Megatron's assertion
             continue
         if outcome == "same":
             assert pipeline_last == expert_first
@@ -242,3 +245,105 @@ def test_adr0011_t135_rank_generator_groups_are_the_layouts_on_clusters_up_to_13
         assert expert_generator.get_ranks(token) == layout_groups("tp-ep-dp-pp", expert, token), f"expert {token}"
     if (world, tp, pp, cp) == (8, 2, 2, 1):
         assert {token: dense_generator.get_ranks(token) for token in SPELLED_OUT} == SPELLED_OUT
+
+
+def test_adr0011_t139_sizes_are_checked_before_a_second_initialization_and_megatrons_globals_are_the_ranks_groups():
+    """On an initialized rank, sizes the world cannot hold are still Megatron's RuntimeError (it checks the world
+    before its groups); the same sizes again are the one line saying the rank is initialized. Megatron's module
+    globals (`_MODEL_PARALLEL_GROUP`, ...) are the rank's groups, and None once destroyed."""
+
+    def groups(torch, rank, world_size):
+        Utils.initialize_model_parallel(2, 4)
+        with pytest.raises(RuntimeError, match="tensor_model_parallel_size"):
+            parallel_state.initialize_model_parallel(tensor_model_parallel_size=16)
+        with pytest.raises(ModelParallelError, match="already initialized on this rank"):
+            parallel_state.initialize_model_parallel(2, 4)
+        held = {name: torch.distributed.get_process_group_ranks(getattr(parallel_state, name))
+                for name in ("_MODEL_PARALLEL_GROUP", "_TENSOR_MODEL_PARALLEL_GROUP", "_PIPELINE_MODEL_PARALLEL_GROUP",
+                             "_DATA_PARALLEL_GROUP")}
+        Utils.destroy_model_parallel()
+        with pytest.raises(AttributeError, match="_NO_SUCH_GROUP"):
+            parallel_state._NO_SUCH_GROUP
+        return held, parallel_state._MODEL_PARALLEL_GROUP, parallel_state._TENSOR_MODEL_PARALLEL_GROUP
+
+    for rank, (held, model_after, tensor_after) in on_every_rank(groups).items():
+        tensor = [rank // 2 * 2, rank // 2 * 2 + 1]
+        pipeline = [rank % 2 + 2 * stage for stage in range(4)]
+        assert held == {"_MODEL_PARALLEL_GROUP": list(range(8)), "_TENSOR_MODEL_PARALLEL_GROUP": tensor,
+                        "_PIPELINE_MODEL_PARALLEL_GROUP": pipeline, "_DATA_PARALLEL_GROUP": [rank]}
+        assert model_after is None and tensor_after is None
+
+
+def test_adr0011_t140_all_gather_groups_are_new_communicators_of_the_data_ranks_and_a_collection_holds_groups():
+    """Mirrors test_separate_all_gather_group, test_expert_all_gather_group and
+    test_process_group_collection_defaults: at cp 4 × ep 2 the all-gather groups have the ranks of the data x
+    context and expert data groups, are other communicators and reduce over those ranks; a ProcessGroupCollection
+    holds the rank's groups by Megatron's names, the all-gather ones None until set; bad names are Megatron's
+    ValueErrors, and the groups before initialization Megatron's RuntimeError."""
+
+    def groups(torch, rank, world_size):
+        dist = torch.distributed
+        Utils.initialize_distributed()
+        with pytest.raises(RuntimeError, match=r"requires parallel state to be initialized"):
+            parallel_state.create_all_gather_groups()
+        Utils.initialize_model_parallel(context_parallel_size=4, expert_model_parallel_size=2)
+        dp_cp, expert_dp = parallel_state.get_data_parallel_group(True), parallel_state.get_expert_data_parallel_group()
+        ag, expert_ag = parallel_state.create_all_gather_groups(for_expert_parallelism=True)
+        collection = ProcessGroupCollection.use_mpu_process_groups()
+        defaults = (collection.dp_cp_ag, collection.expt_dp_ag, collection.gtp_remat)
+        collection.dp_cp_ag, collection.expt_dp_ag = ag, expert_ag
+        total = torch.full((4,), float(rank))
+        dist.all_reduce(total, group=ag)
+        with pytest.raises(ValueError, match="Unknown attribute: nope"):
+            ProcessGroupCollection(nope=ag)
+        with pytest.raises(ValueError, match=r"Invalid process groups requested: \['nope'\]"):
+            ProcessGroupCollection.use_mpu_process_groups(["nope", "tp"])
+        only = ProcessGroupCollection.use_mpu_process_groups(["tp"])
+        seen = {"ag": (dist.get_process_group_ranks(ag), ag is not dp_cp, dist.get_process_group_ranks(dp_cp)),
+                "expert": (dist.get_process_group_ranks(expert_ag), expert_ag is not expert_dp,
+                           dist.get_process_group_ranks(expert_dp)),
+                "collection": (collection.tp is parallel_state.get_tensor_model_parallel_group(),
+                               collection.dp_cp is dp_cp, collection.expt_dp is expert_dp, collection.dp_cp_ag is ag,
+                               defaults, only.tp is collection.tp, only.dp),
+                "sum": total.cpu().numpy().tolist()}
+        Utils.destroy_model_parallel()
+        return seen
+
+    for rank, seen in on_every_rank(groups).items():
+        ranks, distinct, dp_cp = seen["ag"]
+        assert ranks == dp_cp and rank in ranks and len(ranks) == 8 and distinct
+        expert_ranks, distinct, expert_dp = seen["expert"]
+        assert expert_ranks == expert_dp and rank in expert_ranks and len(expert_ranks) == 4 and distinct
+        assert seen["collection"] == (True, True, True, True, (None, None, None), True, None)
+        assert seen["sum"] == [float(sum(ranks))] * 4
+
+
+@pytest.mark.parametrize("cp", [1, 2])
+def test_adr0011_t142_hybrid_data_context_groups_cut_each_data_context_group_by_powers_of_two(cp):
+    """Mirrors test_hybrid_dp_cp_groups on Megatron's node of 8 GPUs (`torch.cuda.device_count()` is 8): with
+    `hybrid_context_parallel` the 8 data x context ranks are cut into consecutive groups of 2 and of 4, each rank
+    in one of each, which reduce among their members; the whole size is the data x context group; a size with no
+    group is Megatron's assertion."""
+
+    def hybrid(torch, rank, world_size):
+        dist = torch.distributed
+        Utils.initialize_model_parallel(context_parallel_size=cp, hybrid_context_parallel=True)
+        seen = {"devices": torch.cuda.device_count()}
+        for size in (2, 4):
+            group = parallel_state.get_hybrid_data_context_parallel_groups(group_size=size)
+            total = torch.full((2,), float(rank))
+            dist.all_reduce(total, group=group)
+            seen[size] = (dist.get_process_group_ranks(group), total.cpu().numpy().tolist())
+        seen[8] = parallel_state.get_hybrid_data_context_parallel_groups(group_size=8) is \
+            parallel_state.get_data_parallel_group(with_context_parallel=True)
+        with pytest.raises(AssertionError, match="sizes \\[2, 4\\]"):
+            parallel_state.get_hybrid_data_context_parallel_groups(group_size=16)
+        Utils.destroy_model_parallel()
+        return seen
+
+    for rank, seen in on_every_rank(hybrid).items():
+        assert seen["devices"] == 8 and seen[8]
+        for size in (2, 4):
+            start = rank // size * size
+            ranks, total = seen[size]
+            assert ranks == list(range(start, start + size)) and total == [float(sum(ranks))] * 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kernbench.runtime_api.errors import TensorError
 from kernbench.session import Session
 from kernbench.tp.random import (CheckpointWithoutOutput, CheckpointWithoutOutputManager, CudaRNGStatesTracker,
                                  checkpoint, convert_cuda_rng_state, get_cuda_rng_tracker,
@@ -207,3 +208,72 @@ def test_adr0011_t117_a_recomputation_runs_the_forward_again_in_the_backward_as_
     assert len(flops) == len(plain_flops) + forward_tiles and sum(flops) * 3 == sum(plain_flops) * 4
     forward = plain_gemms[:forward_tiles]
     assert step_ps - plain_ps >= max(op.end for op in forward) - min(op.start for op in forward) > 0
+
+
+def test_adr0011_t137_untyped_storage_is_the_bytes_every_view_shares_and_resizing_it_to_0_frees_them():
+    """Size and address are the storage's whatever view asks; `resize_(0)` gives the HBM back (memory_allocated
+    drops by the bytes, through every view; an op or a host read of a view is one line until then) and `resize_` to
+    the size it had charges it again; other sizes refused."""
+    session = Session("default")
+
+    def bench(torch):
+        whole = torch.zeros(256, 1024, device="ahbm")  # 1 MiB
+        part = whole.view(-1)[4096:4106]
+        storage, seen = part.untyped_storage(), {}
+        seen["sizes"] = (storage.size(), storage.nbytes(), len(storage), storage.element_size())
+        seen["pointers"] = (storage.data_ptr() == whole.data_ptr(), part.data_ptr() - whole.data_ptr())
+        before = torch.ahbm.memory_allocated()
+        whole.untyped_storage().resize_(0)
+        seen["released"] = (before - torch.ahbm.memory_allocated(), storage.size(), storage.data_ptr(), part.shape)
+        for use in (lambda: part + 1, lambda: whole.sum(), lambda: part.cpu()):  # PyTorch refuses them too
+            with pytest.raises(TensorError, match=r"views a storage of size 0: .*resize it to its 1048576 bytes"):
+                use()
+        storage.resize_(1 << 20)
+        seen["restored"] = (torch.ahbm.memory_allocated() == before, whole.untyped_storage().size(),
+                            whole.untyped_storage().data_ptr() == whole.data_ptr() != 0)
+        with pytest.raises(TensorError, match=r"resize_\(100\).*to 0 and back to its 1048576 bytes"):
+            storage.resize_(100)
+        host = torch.ones(3, 5, device="cpu")
+        seen["host"] = host.untyped_storage().size()
+        with pytest.raises(TensorError, match="device tensors only"):
+            host.untyped_storage().resize_(0)
+        return seen
+
+    seen = session.run(bench, session.torch)
+    assert seen == {"sizes": (1 << 20, 1 << 20, 1 << 20, 1), "pointers": (True, 4096 * 4),
+                    "released": (1 << 20, 0, 0, (10,)), "restored": (True, 1 << 20, True), "host": 60}
+
+
+def test_adr0011_t138_a_discarded_checkpoint_output_frees_its_memory_and_its_saved_views_see_the_recomputation():
+    """Mirrors test_checkpoint_without_output_view_sharing_regression: the output's views saved by a later op
+    (split rows of a reshape) read the recomputed values in the backward; between the discard and the
+    recomputation the output's bytes are not allocated."""
+
+    def compared(torch, rank, world_size):
+        Utils.initialize_model_parallel()
+        gelu = torch.nn.functional.gelu
+        torch.manual_seed(5)
+        values, weight = torch.randn(64, 256).cuda(), torch.randn(32, 256).cuda()
+
+        def split_linear(x, w):  # saves two row-views of x, as a grouped GEMM does
+            rows = torch.tensor_split(x, 2, dim=0)
+            return torch.cat([r.matmul(w.t()) for r in rows], dim=0)
+
+        plain, again = values.clone().requires_grad_(True), values.clone().requires_grad_(True)
+        w1, w2 = weight.clone().requires_grad_(True), weight.clone().requires_grad_(True)
+        reference = split_linear(gelu(plain), w1)
+        ckpt = CheckpointWithoutOutput()
+        hidden = ckpt.checkpoint(gelu, again)
+        out = split_linear(hidden, w2)
+        held = torch.ahbm.memory_allocated()
+        ckpt.discard_output_and_register_recompute(out)
+        freed = held - torch.ahbm.memory_allocated()
+        grad = torch.randn(64, 32).cuda()
+        reference.backward(grad)
+        out.backward(grad)
+        Utils.destroy_model_parallel()
+        return (freed, torch.allclose(reference, out), torch.allclose(plain.grad, again.grad),
+                torch.allclose(w1.grad, w2.grad))
+
+    for freed, *agree in on_every_rank(compared).values():
+        assert freed == 64 * 256 * 4 and all(agree)
