@@ -47,6 +47,8 @@ and the report row names what ran.
 
 from __future__ import annotations
 
+import os
+
 import datetime
 
 import numpy as np
@@ -122,8 +124,9 @@ class Distributed:
         return False
 
     def is_torchelastic_launched(self) -> bool:
-        """False: workers are started by `spawn` or `Process`, never by torchrun."""
-        return False
+        """Whether torchrun's agent started this rank, by the variable it sets, as PyTorch checks: a script run
+        with `kernbench run --nproc-per-node` (`cli/scripts.py`) is; a bench's own workers are not."""
+        return os.environ.get("TORCHELASTIC_RUN_ID") is not None
 
     def is_initialized(self) -> bool:
         return self._world is not None and self._ctx.engine.current_process not in self._world.left

@@ -63,10 +63,20 @@ def benches_in(folder: Path) -> list[Path]:
         if path.name.startswith("_") or not path.is_file():
             continue
         tree = _syntax_tree(path)
-        if tree is not None and any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run"
-                                    for node in tree.body):
+        if tree is not None and _has_run(tree):
             found.append(path)
     return found
+
+
+def is_script(path: Path) -> bool:
+    """Whether the file is a script with no top-level `run` (`scripts.py` runs it as torchrun would), read from
+    its syntax tree without running it; a file that is not valid Python is not (importing it says why)."""
+    tree = _syntax_tree(path)
+    return tree is not None and not _has_run(tree)
+
+
+def _has_run(tree: ast.Module) -> bool:
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run" for node in tree.body)
 
 
 def description_of(path: Path) -> str:

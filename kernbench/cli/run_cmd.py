@@ -8,10 +8,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from kernbench.cli.bench_loader import (Bench, accepts_argv, description_of, load_bench_entry,
+from kernbench.cli.bench_loader import (Bench, BenchError, accepts_argv, description_of, is_script, load_bench_entry,
                                         resolve_bench_path, takes_argv)
 from kernbench.cli.bench_options import bench_parser, positive_count
 from kernbench.cli.output_files import checked_outputs, staged_outputs
+from kernbench.cli.scripts import script_run
 from kernbench.cli.topology_option import LinedHelpFormatter, topology_help
 from kernbench.errors import KernbenchError
 
@@ -58,6 +59,10 @@ def register(subparsers) -> None:
                         help="do not hold a kernel's loads and stores to the tensor each pointer came from "
                              "(an access that runs into another tensor then reads or writes it, as on a GPU); "
                              "accesses outside every tensor still fail")
+    parser.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc_per_node", metavar="N",
+                        type=positive_count, default=None,
+                        help="for a script (a file with no top-level run): run it as torchrun does, once on each "
+                             "of N ranks with torchrun's environment (default 1)")
     parser.add_argument("--max-programs", metavar="N", type=positive_count, default=None,
                         help="the most programs one kernel launch may have (default: what a minute or two of "
                              "simulation runs); a larger grid is refused at its launch, saying the default")
@@ -92,11 +97,18 @@ def _run(args, outputs: dict[str, Path], topology) -> int:
     from kernbench.runtime_api.namespace.spawn import ProcessExitedException, SpawnException
     from kernbench.session import Session
 
-    bench = load_bench_entry(args.bench)
-    bench_args = (args.extra,) if takes_argv(bench.run, args.bench, args.extra) else ()
-    if bench.add_arguments is not None:
-        bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
-    run = bench.run
+    path = resolve_bench_path(args.bench)
+    if is_script(path):
+        run, bench_args = script_run(path, args.nproc_per_node or 1), (args.extra,)
+    else:
+        if args.nproc_per_node is not None:
+            raise BenchError(f"{path}: --nproc-per-node runs a script (a file with no top-level run) on that many "
+                             "ranks; this bench defines run(torch) and starts its own workers")
+        bench = load_bench_entry(args.bench)
+        bench_args = (args.extra,) if takes_argv(bench.run, args.bench, args.extra) else ()
+        if bench.add_arguments is not None:
+            bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
+        run = bench.run
     limits = {} if args.max_programs is None else {"max_programs": args.max_programs}
     session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
                       strict_hazards=args.strict_hazards, memcheck=args.memcheck, **limits)

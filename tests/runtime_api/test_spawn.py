@@ -126,8 +126,8 @@ def run_bench_file(tmp_path, body: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("body, status, needle", [
-    ("x = 1\n", 2, "a bench must define a function run(torch)"),
-    ("import not_a_module_anywhere\n", 2, "importing the bench failed: ModuleNotFoundError"),
+    ("def run():\n    pass\n", 2, "cannot be called as run(torch)"),
+    ("import not_a_module_anywhere\n\ndef run(torch):\n    pass\n", 2, "importing the bench failed: ModuleNotFoundError"),
     ("def run(torch):\n    raise ValueError('my bug')\n", 1, "ValueError: my bug"),
     ("def run(torch):\n    torch.empty(1, 1 << 40, dtype='f16', name='w')\n", 2, "cannot allocate tensor 'w'"),
     ("def run(torch):\n    torch.empty(1, 30, dp=torch.DPPolicy(num_cubes=4, num_pes=4))\n", 2, "does not split"),
@@ -160,3 +160,56 @@ def test_adr0006_t8_run_prints_a_report_and_writes_json_and_trace(tmp_path):
     assert report["total_time_ps"] > 0
     trace = json.loads((tmp_path / "t.json").read_text())
     assert any(event.get("ph") == "X" for event in trace["traceEvents"])
+
+
+SCRIPT = '''\
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from sibling import greeting
+
+dist.init_process_group("nccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+assert int(os.environ["RANK"]) == rank and int(os.environ["LOCAL_RANK"]) == rank
+os.environ["LOCAL_RANK"] = "mine"  # a rank's own torchrun variable stays its own
+torch.cuda.set_device(rank)
+x = torch.full((4,), float(rank + 1), device="cuda")
+dist.all_reduce(x)
+print(greeting, rank, world, os.environ["WORLD_SIZE"], dist.is_torchelastic_launched(), sys.argv[1:], x.tolist())
+dist.destroy_process_group()
+'''
+
+
+def test_adr0006_t9_a_script_runs_once_per_rank_as_torchrun_runs_it(tmp_path):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    (tmp_path / "sibling.py").write_text("greeting = 'hello from'\n")
+    run = [sys.executable, "-m", "kernbench", "run", "script.py", "--topology", "h200x4"]
+    result = subprocess.run([*run, "--nproc-per-node", "2", "--", "--steps", "3"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = sorted(line for line in result.stdout.splitlines() if line.startswith("hello from"))
+    assert lines == [f"hello from {rank} 2 2 True ['--steps', '3'] [3.0, 3.0, 3.0, 3.0]" for rank in (0, 1)]
+    single = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path)
+    assert single.returncode == 0, single.stderr
+    assert "hello from 0 1 1 True [] [1.0, 1.0, 1.0, 1.0]" in single.stdout
+    bench = tmp_path / "bench.py"
+    bench.write_text("def run(torch):\n    pass\n")
+    refused = subprocess.run([sys.executable, "-m", "kernbench", "run", str(bench), "--nproc-per-node", "2"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--nproc-per-node runs a script" in refused.stderr
+
+
+def test_adr0006_t9_the_process_is_as_it_was_after_a_script_ran(tmp_path):
+    import os
+
+    from kernbench.cli.scripts import script_run
+
+    (tmp_path / "script.py").write_text("import os\nassert os.environ['WORLD_SIZE'] == '2'\n")
+    environ, argv, path = os.environ, list(sys.argv), list(sys.path)
+    session = Session("h200x4", timing_only=True)
+    session.run(script_run(tmp_path / "script.py", 2), session.torch, ["--flag"])
+    assert os.environ is environ and "WORLD_SIZE" not in os.environ and sys.argv == argv and sys.path == path
