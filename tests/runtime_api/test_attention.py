@@ -119,7 +119,8 @@ def test_adr0016_t138_fused_dropout_draws_the_run_generator_and_is_exact():
         assert np.array_equal(first[name], second[name])
 
 
-def _logged(topology: str, batch, length: int, keys: int, width: int, causal: bool, backward: bool = False):
+def _logged(topology: str, batch, length: int, keys: int, width: int, causal: bool, backward: bool = False,
+            dropout: float = 0.0):
     """The op-log records of one attention call (or its backward) on an idle machine, timing-only."""
     session = Session(topology, timing_only=True)
     got = {}
@@ -128,13 +129,13 @@ def _logged(topology: str, batch, length: int, keys: int, width: int, causal: bo
         q = torch.randn(*batch, length, width, device="cuda", dtype=torch.bfloat16, requires_grad=backward)
         k, v = (torch.randn(*batch, keys, width, device="cuda", dtype=torch.bfloat16, requires_grad=backward)
                 for _ in range(2))
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
         torch.cuda.synchronize()
         first = len(session.ctx.machine.oplog)
         if backward:
             out.backward(torch.ones_like(out))
         else:
-            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
         torch.cuda.synchronize()
         got["records"] = list(session.ctx.machine.oplog)[first:]
 
@@ -142,13 +143,15 @@ def _logged(topology: str, batch, length: int, keys: int, width: int, causal: bo
     return got["records"], session.ctx.topology
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_adr0016_t139_a_forward_program_is_its_blocks_flops_and_softmax_passes_and_stores_o_and_logsumexp(causal):
+@pytest.mark.parametrize("causal,dropout", [(False, 0.0), (True, 0.0), (True, 0.2)])
+def test_adr0016_t139_a_forward_program_is_its_blocks_flops_and_softmax_passes_and_stores_o_and_logsumexp(
+        causal, dropout):
     """A program per 128 query rows: Q Kᵀ and P V over the keys it sees (all, or up to the diagonal under
-    is_causal: 4·Σ rows·keys·E flops in all, about half), the softmax's vector passes over those scores, and O and
-    the logsumexp stored once — no score matrix goes through HBM."""
+    is_causal: 4·Σ rows·keys·E flops in all, about half), the softmax's vector passes over those scores (and the
+    dropout's draws), and O and the logsumexp stored once — no score matrix goes through HBM."""
     batch, length, width = (2, 3), 640, 64
-    records, _ = _logged("h200x4", batch, length, length, width, causal)
+    records, _ = _logged("h200x4", batch, length, length, width, causal, dropout=dropout)
+    passes = attention.FORWARD_PASSES + (attention.DROPOUT_PASSES if dropout else 0)
     name = "scaled_dot_product_attention"
     blocks = [range(start, min(length, start + attention.BLOCK_M)) for start in range(0, length, attention.BLOCK_M)]
     seen = [(len(rows), rows.stop if causal else length) for rows in blocks]
@@ -156,8 +159,7 @@ def test_adr0016_t139_a_forward_program_is_its_blocks_flops_and_softmax_passes_a
     assert {r.label for r in gemms} == {name} and len(gemms) == 2 * 6 * len(blocks)
     assert sum(r.flops for r in gemms) == 6 * sum(4 * rows * keys * width for rows, keys in seen)
     vector = [r for r in records if r.kind == "vector"]
-    assert sum(r.args["elements"] for r in vector) == 6 * sum(attention.FORWARD_PASSES * rows * keys
-                                                              for rows, keys in seen)
+    assert sum(r.args["elements"] for r in vector) == 6 * sum(passes * rows * keys for rows, keys in seen)
     stored = sum(r.nbytes for r in records if r.kind == "dma" and r.args.get("dst", "").endswith("hbm"))
     assert stored == 6 * length * (width * 2 + 4)
 

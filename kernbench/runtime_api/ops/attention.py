@@ -45,6 +45,10 @@ STAGE = 64
 # (benchmarks/anchors/sdpa_h200.json), as ADR 0010's collective terms are.
 FORWARD_PASSES = 9
 BACKWARD_PASSES = 24
+# With dropout, the passes that draw each score's number in the kernel, forward and again backward: a counter-based
+# Philox-4x32-10 draw is ten rounds of two 32-bit multiplies (a quarter of the lanes' rate) and four adds or xors
+# for four numbers, 30 lane cycles a number, and the compare and scale make 32.
+DROPOUT_PASSES = 32
 
 
 @overridable
@@ -52,7 +56,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
                                  scale: float | None = None, enable_gqa: bool = False):
     """softmax(Q Kᵀ · scale + mask) V over the last two dims (scale 1/√E by default): `is_causal` masks the
     upper triangle, a bool `attn_mask` keeps where it is True, a float one is added; dropout with `dropout_p`;
-    `enable_gqa` shares each key and value head among a group of query heads."""
+    `enable_gqa` shares each key and value head among a group of query heads. One fused kernel, as cuDNN's and
+    FlashAttention's: a program per 128 query rows reads Q, K and V once and keeps the scores on chip (4·L·S·E
+    flops a head, the softmax's vector passes over the scores; causal skips the blocks past the diagonal); its
+    backward a program per 128 keys (2.5 times the flops) and a conversion of the fp32 dQ."""
     if is_causal and attn_mask is not None:
         raise TensorError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
@@ -173,6 +180,10 @@ class _Attention:
                 np.where(mask, scores, -np.inf)
         return scores
 
+    def passes(self, softmax: int) -> int:
+        """Vector passes over each score: the softmax's (`softmax`), and the dropout's draws when it has any."""
+        return softmax + (DROPOUT_PASSES if self.dropout_p > 0.0 else 0)
+
     def kept(self, coords, rows: range, cols: range) -> np.ndarray | float:
         """The dropout's scale of each kept score (0 where dropped) over (rows, cols); 1.0 without dropout."""
         if self.dropout_p == 0.0:
@@ -229,7 +240,7 @@ def _forward(op: _Attention):
         loader = p.ctx.engine.spawn(lambda: load(1), name=f"attention program {p.number} loads") \
             if len(stages[1]) else None
         p.gemm(len(rows), end, op.width, q.dtype)
-        p.vector("attention softmax", FORWARD_PASSES * len(rows) * end, float32, unit=p.pe.matrix)
+        p.vector("attention softmax", op.passes(FORWARD_PASSES) * len(rows) * end, float32, unit=p.pe.matrix)
         p.gemm(len(rows), op.value_width, end, q.dtype)
         if loader is not None:
             p.ctx.engine.wait(loader)
@@ -300,8 +311,8 @@ def _backward(op: _Attention, grad, out, lse):
         queries = length - first
         for inner in (width, value_width, value_width, width, width):  # S, dP, dV, dK, dQ
             p.gemm(queries, len(cols), inner, q.dtype)
-        p.vector("attention backward", BACKWARD_PASSES * queries * len(cols) + queries * value_width, float32,
-                 unit=p.pe.matrix)
+        elements = op.passes(BACKWARD_PASSES) * queries * len(cols) + queries * value_width
+        p.vector("attention backward", elements, float32, unit=p.pe.matrix)
         if loader is not None:
             p.ctx.engine.wait(loader)
         dk = np.zeros((len(cols), width), dtype=grad_k.dtype.numpy)
