@@ -204,28 +204,32 @@ def test_adr0016_t140_one_program_takes_its_closed_form_on_an_idle_machine():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_adr0016_t141_programs_take_turns_at_a_pes_compute_with_causal_blocks_spread_evenly(causal):
-    """The forward's MMAs and softmax passes all hold a PE's matrix unit, so two programs resident on one PE take
-    turns at them (never overlapping) while their loads run beside; under is_causal each PE's run of programs
-    mixes long and short blocks, so the busiest PE has about its share of programs of average length."""
-    records, topology = _logged("h200x4", (4, 16), 1024, 1024, 64, causal)
+def test_adr0016_t141_programs_take_turns_at_a_pes_compute_and_each_pe_takes_an_sms_round_robin_tiles(causal):
+    """The forward's MMAs and softmax passes all hold a PE's matrix unit, so the programs resident on one PE take
+    turns at them (never overlapping) while their loads run beside; each PE's tiles are those a persistent
+    kernel gives an SM (tile t to SM t mod P), so its busy time is the sum of those tiles' closed forms."""
+    batch, length, width = (4, 16), 1024, 64
+    records, topology = _logged("h200x4", batch, length, length, width, causal)
     per_pe: dict[str, list] = {}
     for r in records:
         if r.kind in ("gemm", "vector"):
             assert r.unit.endswith("matrix")
             per_pe.setdefault(r.unit, []).append(r)
-    assert len(per_pe) == topology.pes_per_sip
-    busy, programs = [], set()
+    pes = topology.pes_per_sip
+    assert len(per_pe) == pes
     for ops in per_pe.values():
         ops.sort(key=lambda r: r.start)
         assert all(b.start >= a.end for a, b in zip(ops, ops[1:]))
-        assert len({r.program for r in ops}) > 1
-        programs |= {r.program for r in ops}
-        busy.append(sum(r.end - r.start for r in ops))
-    # Four programs a PE at most: blocks of 1 to 8 key blocks taken in runs of the first-last order hold at most
-    # 20 block-lengths (7, 1, 6, 2 + 1 each) against an average of 18; taken in order, a run reaches 26 (4..7).
-    per_program = sum(busy) / len(programs)
-    assert max(busy) <= -(-len(programs) // len(per_pe)) * per_program * (1.001 if not causal else 20 / 18 + 0.001)
+    blocks = length // attention.BLOCK_M
+
+    def tile_ps(tile: int) -> int:
+        keys = (tile % blocks + 1) * attention.BLOCK_M if causal else length
+        return (2 * gemm_ps(topology, "bf16", 2 * attention.BLOCK_M * keys * width)
+                + vector_ps(topology, attention.FORWARD_PASSES * attention.BLOCK_M * keys))
+
+    tiles = 16 * 4 * blocks
+    want = sorted(sum(tile_ps(t) for t in range(sm, tiles, pes)) for sm in range(pes))
+    assert sorted(sum(r.end - r.start for r in ops) for ops in per_pe.values()) == want
 
 
 def test_adr0016_t142_aligned_runs_cover_a_range_in_power_of_two_runs_aligned_to_their_length():

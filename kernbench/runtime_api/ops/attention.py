@@ -24,6 +24,7 @@ from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api import autograd
 from kernbench.runtime_api.errors import TensorError
+from kernbench.runtime_api.launch.kernel_launch import place_programs
 from kernbench.runtime_api.ops.device_ops import (
     accumulator_type, broadcast_shape, check_same_device, generate, run_tiles)
 from kernbench.runtime_api.ops.elementwise import masked_fill, result_maker
@@ -129,14 +130,6 @@ class _Attention:
         self.rng = self.ctx.rng_for(None, query.device) if dropout_p > 0.0 else None
         self.draws = None
 
-    @staticmethod
-    def block(number: int, blocks: int) -> tuple[int, int]:
-        """Program `number`'s batch entry and block, the blocks of an entry taken first, last, second, second to
-        last, …: a PE's run of consecutive programs then holds long and short ones alike under `is_causal`, as a
-        GPU's block scheduler evens out the SMs' work."""
-        index, j = divmod(number, blocks)
-        return index, (j // 2 if j % 2 == 0 else blocks - 1 - j // 2)
-
     def coords(self, index: int):
         """The batch coordinates of batch entry `index`, and those of its key and value head."""
         coords = tuple(int(c) for c in np.unravel_index(index, self.batch)) if self.batch else ()
@@ -193,6 +186,25 @@ class _Attention:
         draws = self.draws[coords][rows.start:rows.stop, cols.start:cols.stop]
         return np.where(draws >= self.dropout_p, 1.0 / (1.0 - self.dropout_p), 0.0)
 
+    def tiles(self, tensors, n_programs: int) -> list[int]:
+        """The tile each program number runs, so that each PE takes the tiles a GPU's persistent attention kernel
+        gives its SM: tile t (a batch entry's blocks in order, entry after entry) to SM t mod P, in order.
+
+        The launch gives each PE a run of program numbers (`place_programs`);
+        the runs' lengths are the round robin's counts, so each run takes one
+        SM's tiles, runs and SMs of a count paired in order. A causal grid's
+        long and short blocks then fall on a PE as they fall on an SM.
+        """
+        runs = sorted((programs for _, programs in place_programs(self.ctx, tensors, self.q.device.index,
+                                                                   n_programs)), key=len, reverse=True)
+        sms = len(runs)
+        shares = sorted((range(sm, n_programs, sms) for sm in range(sms)), key=len, reverse=True)
+        tiles = [0] * n_programs
+        for programs, share in zip(runs, shares):
+            for number, tile in zip(programs, share):
+                tiles[number] = tile
+        return tiles
+
     def fresh_plans(self) -> KeptValues:
         """The blocks one launch's programs keep (their selectors and DMAs), dropped by its `release` when they
         end."""
@@ -216,9 +228,11 @@ def _forward(op: _Attention):
     lse = op.new((*op.batch, length), float32, q.device, "attention.logsumexp")
     blocks = -(-length // BLOCK_M)
     plans = op.fresh_plans()
+    inputs = [q, k, v] + ([op.mask] if op.mask is not None else [])
+    tiles = op.tiles([*inputs, out], prod(op.batch) * blocks)
 
     def program(p) -> None:
-        index, block = op.block(p.number, blocks)
+        index, block = divmod(tiles[p.number], blocks)
         coords, kv = op.coords(index)
         rows = range(block * BLOCK_M, min(length, (block + 1) * BLOCK_M))
         end = min(op.keys, rows.stop) if op.causal else op.keys
@@ -259,8 +273,8 @@ def _forward(op: _Attention):
         p.store(out, block_selector(out, coords, rows, range(op.value_width))[0], values.reshape(-1))
         p.store(lse, slice(index * length + rows.start, index * length + rows.stop), sums)
 
-    run_tiles(op.ctx, [q, k, v] + ([op.mask] if op.mask is not None else []), out, prod(op.batch) * blocks,
-              "scaled_dot_product_attention", program, finished=plans.release, also_written=(lse,))
+    run_tiles(op.ctx, inputs, out, prod(op.batch) * blocks, "scaled_dot_product_attention", program,
+              finished=plans.release, also_written=(lse,))
     return out, lse
 
 
@@ -279,9 +293,11 @@ def _backward(op: _Attention, grad, out, lse):
     grad_v = op.new((*op.batch, keys_count, value_width), v.dtype, v.device, "attention.grad_value")
     blocks = -(-keys_count // BLOCK_N)
     plans = op.fresh_plans()
+    inputs = [grad, q, k, v, out, lse, accumulator] + ([op.mask] if op.mask is not None else [])
+    tiles = op.tiles([*inputs, grad_k], prod(op.batch) * blocks)
 
     def program(p) -> None:
-        index, block = op.block(p.number, blocks)
+        index, block = divmod(tiles[p.number], blocks)
         coords, kv = op.coords(index)
         cols = range(block * BLOCK_N, min(keys_count, (block + 1) * BLOCK_N))
         first = min(length, cols.start) if op.causal else 0
@@ -335,7 +351,6 @@ def _backward(op: _Attention, grad, out, lse):
             p.accumulate(accumulator, block_selector(accumulator, (0, *coords), range(first, length),
                                                      range(width))[0], np.asarray(dq).reshape(-1))
 
-    inputs = [grad, q, k, v, out, lse, accumulator] + ([op.mask] if op.mask is not None else [])
     run_tiles(op.ctx, inputs, grad_k, prod(op.batch) * blocks, "scaled_dot_product_attention_backward", program,
               finished=plans.release, also_written=(grad_v, accumulator))
     grad_q = op.new((*op.batch, length, width), q.dtype, q.device, "attention.grad_query")
