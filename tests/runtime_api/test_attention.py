@@ -103,7 +103,8 @@ def test_adr0016_t138_fused_dropout_draws_the_run_generator_and_is_exact():
         def bench(torch):
             torch.manual_seed(11)
             tq, tk, tv = (torch.tensor(a, dtype=torch.float32, device="cuda", requires_grad=True) for a in (q, k, v))
-            got["draws"] = copy.deepcopy(session.ctx.rng_for(None, tq.device)).random((2, 2, 150, 150))
+            got["draws"] = copy.deepcopy(session.ctx.rng_for(None, tq.device)).random((2, 2, 150, 150)).astype(
+                np.float32)
             out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, dropout_p=0.3, is_causal=True)
             out.backward(torch.tensor(grad, dtype=torch.float32, device="cuda"))
             got.update(out=out.numpy(), dq=tq.grad.numpy(), dk=tk.grad.numpy(), dv=tv.grad.numpy())
@@ -239,3 +240,30 @@ def test_adr0016_t142_aligned_runs_cover_a_range_in_power_of_two_runs_aligned_to
         runs = attention.aligned_runs(range(start, stop))
         assert [i for run in runs for i in run] == list(range(start, stop))
         assert all(len(run) & (len(run) - 1) == 0 and run.start % len(run) == 0 for run in runs)
+
+
+def test_adr0016_t143_attention_operands_that_do_not_fit_are_one_line_in_torchs_words():
+    def bench(torch):
+        F = torch.nn.functional
+        q = torch.randn(1, 2, 4, 8, device="cuda")
+        messages = []
+        for call in (lambda: F.scaled_dot_product_attention(q, q.half(), q),
+                     lambda: F.scaled_dot_product_attention(q, torch.randn(1, 2, 4, 6, device="cuda"), q),
+                     lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4, device="cuda"),
+                                                            is_causal=True),
+                     lambda: F.scaled_dot_product_attention(q, torch.randn(1, 3, 4, 8, device="cuda"),
+                                                            torch.randn(1, 3, 4, 8, device="cuda"), enable_gqa=True),
+                     lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(3, 4, device="cuda"))):
+            with pytest.raises(Exception) as caught:
+                call()
+            messages.append(str(caught.value))
+        return messages
+
+    session = Session("h200x4")
+    out = {}
+    session.run(lambda torch: out.update(messages=bench(torch)), session.torch)
+    dtype, width, causal, groups, mask = out["messages"]
+    assert dtype.startswith("Expected query, key, and value to have the same dtype")
+    assert "share E" in width and "should not be set when is_causal=True" in causal
+    assert "multiple of the key and value heads" in groups and "cannot be broadcast" in mask
+    assert all("\n" not in message for message in out["messages"])

@@ -63,6 +63,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     backward a program per 128 keys (2.5 times the flops) and a conversion of the fp32 dQ."""
     if is_causal and attn_mask is not None:
         raise TensorError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise TensorError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value "
+                          f"{value.shape} need at least two dims (sequence, embedding)")
+    if not query.dtype == key.dtype == value.dtype:
+        raise TensorError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+                          f"{query.dtype.name} key.dtype: {key.dtype.name} and value.dtype: {value.dtype.name} "
+                          f"instead.")
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise TensorError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} and value "
                           f"{value.shape} do not fit (query and key share E, key and value share S)")
@@ -126,7 +133,7 @@ class _Attention:
         self.compute = accumulator_type(query.dtype).numpy
         self.ctx, self.new = query._ctx, result_maker((query,))
         # The dropout's uniform draws over (*batch, L, S), made by the first program with values from the calling
-        # rank's generator of the device, which the unfused dropout draws from too.
+        # rank's generator of the device and kept in float32, as the unfused dropout draws and keeps them.
         self.rng = self.ctx.rng_for(None, query.device) if dropout_p > 0.0 else None
         self.draws = None
 
@@ -182,7 +189,7 @@ class _Attention:
         if self.dropout_p == 0.0:
             return 1.0
         if self.draws is None:
-            self.draws = self.rng.random((*self.batch, self.length, self.keys))
+            self.draws = self.rng.random((*self.batch, self.length, self.keys)).astype(np.float32)
         draws = self.draws[coords][rows.start:rows.stop, cols.start:cols.stop]
         return np.where(draws >= self.dropout_p, 1.0 / (1.0 - self.dropout_p), 0.0)
 
