@@ -289,9 +289,10 @@ def _backward(op: _Attention, grad, out, lse):
     """dQ, dK, dV: a program per batch entry and block of `BLOCK_N` keys loads its K and V block, the query rows
     that see it (from the block's first key on under `is_causal`) with their dO, O and logsumexp — `STAGE` rows,
     then the rest beside its MMAs — recomputes the scores and P, runs the five products (S, dP, dV, dK and its
-    part of dQ) and `BACKWARD_PASSES` vector passes over the scores (and one over dO·O), stores its dK and dV
-    rows and adds its part of dQ into a zeroed fp32 accumulator with atomics; a second launch converts the
-    accumulator to dQ. Key and value heads shared under `enable_gqa` sum their group's gradients."""
+    part of dQ) and `BACKWARD_PASSES` vector passes over the scores (and one over dO·O), adds its part of dQ into
+    a zeroed fp32 accumulator with atomics issued beside those products, and stores its dK and dV rows; a second
+    launch converts the accumulator to dQ. Key and value heads shared under `enable_gqa` sum their group's
+    gradients."""
     q, k, v, length, keys_count = op.q, op.k, op.v, op.length, op.keys
     width, value_width = op.width, op.value_width
     accumulator = op.new((1, *op.batch, length, width), float32, q.device, "attention.dq_accumulator")
@@ -332,6 +333,10 @@ def _backward(op: _Attention, grad, out, lse):
         loader = p.ctx.engine.spawn(lambda: load(1), name=f"attention backward program {p.number} loads") \
             if len(stages[1]) else None
         queries = length - first
+        dq_rows = block_selector(accumulator, (0, *coords), range(first, length), range(width))[0]
+        # dQ's atomic adds go out as its query blocks are done, beside the products of the later ones.
+        adder = p.ctx.engine.spawn(lambda: p.accumulate(accumulator, dq_rows),
+                                   name=f"attention backward program {p.number} adds dQ") if queries else None
         for inner in (width, value_width, value_width, width, width):  # S, dP, dV, dK, dQ
             p.gemm(queries, len(cols), inner, q.dtype)
         elements = op.passes(BACKWARD_PASSES) * queries * len(cols) + queries * value_width
@@ -354,9 +359,9 @@ def _backward(op: _Attention, grad, out, lse):
                 dq = grad_scores @ keys * op.scale
         p.store(grad_k, block_selector(grad_k, coords, cols, range(width))[0], np.asarray(dk).reshape(-1))
         p.store(grad_v, block_selector(grad_v, coords, cols, range(value_width))[0], np.asarray(dv).reshape(-1))
-        if queries:
-            p.accumulate(accumulator, block_selector(accumulator, (0, *coords), range(first, length),
-                                                     range(width))[0], np.asarray(dq).reshape(-1))
+        if adder is not None:
+            p.ctx.engine.wait(adder)
+            p.add_now(accumulator, dq_rows, np.asarray(dq).reshape(-1))
 
     run_tiles(op.ctx, inputs, grad_k, prod(op.batch) * blocks, "scaled_dot_product_attention_backward", program,
               finished=plans.release, also_written=(grad_v, accumulator))

@@ -64,14 +64,20 @@ class Program:
         store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
                        values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
 
-    def accumulate(self, tensor, indices: slice, values: np.ndarray) -> None:
+    def accumulate(self, tensor, indices: slice, values: np.ndarray | None = None) -> None:
         """HBM += `values` over `tensor`'s storage elements `indices` (a slice), as atomic adds through the L2: the
-        sum applied now, the DMAs timed like a store and not hazard-tracked (programs adding into one accumulator
-        is what atomics are for)."""
-        if self.data:
-            tensor.allocation.storage.typed(tensor.dtype.numpy, indices)[indices] += values.astype(tensor.dtype.numpy)
+        sum applied now (`add_now`), the DMAs timed like a store and not hazard-tracked (programs adding into one
+        accumulator is what atomics are for). `values` None: the DMAs alone, for a program whose sums are known
+        only once the work its atomics run beside is done (it then applies them with `add_now`)."""
+        if values is not None:
+            self.add_now(tensor, indices, values)
         atomic_elements(self.ctx.machine, self.pe, tensor.allocation, indices, tensor.dtype.itemsize,
                         label=self.label, program=self.number)
+
+    def add_now(self, tensor, indices: slice, values: np.ndarray) -> None:
+        """`tensor`'s storage elements `indices` (a slice) += `values`: an atomic's data effect, no time."""
+        if self.data:
+            tensor.allocation.storage.typed(tensor.dtype.numpy, indices)[indices] += values.astype(tensor.dtype.numpy)
 
     def vector(self, op: str, n_elements: int, dtype: DType, unit=None) -> None:
         """One vector-unit op over `n_elements` (the cost rule of every elementwise op and reduction step); complex
