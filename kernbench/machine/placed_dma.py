@@ -24,7 +24,7 @@ import numpy as np
 
 from kernbench.machine.data_executor import Region
 from kernbench.machine.endpoints import hbm, tcm
-from kernbench.machine.machine import Machine, Transfer, landing_time
+from kernbench.machine.machine import Machine, landing_time
 from kernbench.machine.memory import Allocation
 from kernbench.machine.pe import PeUnits
 from kernbench.machine.strided_runs import StridedRuns, gather, scatter
@@ -294,19 +294,6 @@ def _ends(machine: Machine, pe: PeUnits) -> _Ends:
     if ends is None:
         ends = kept[key] = _Ends(pe)
     return ends
-
-
-def atomic_elements(machine: Machine, pe: PeUnits, allocation: Allocation, indices: np.ndarray | slice,
-                    itemsize: int, *, label: str, program: int | None) -> None:
-    """TCM → HBM: the DMAs of an atomic on the elements `indices` of `allocation`, timed like a store (one DMA per
-    cube holding some of them, from the replica nearest the PE). Atomics are not hazard-tracked: programs racing
-    on them is what they are for; the caller applies their data effect."""
-    here = tcm(pe.sip, pe.cube, pe.pe)
-    replica = machine.nearest_replica(allocation.placement, pe.sip, pe.cube)
-    transfers = [Transfer(src=here, dst=hbm(pe.sip, cube), nbytes=count * itemsize)
-                 for cube, _, count in lanes_per_cube(allocation.placement, indices, replica)]
-    machine.run_transfers(transfers, label=label, data=False, device=f"sip{pe.sip}", unit=f"{pe.name}.dma",
-                          program=program, dma_engine=pe.free_dma_engine())
 
 
 def _count(indices: np.ndarray | slice | StridedRuns) -> int:

@@ -32,7 +32,8 @@ import numpy as np
 from kernbench.dtypes import resolve_dtype
 from kernbench.kernels.errors import KernelFault
 from kernbench.kernels.triton_bridge.values import all_set, placeholder
-from kernbench.machine.placed_dma import atomic_elements, kept_dmas, load_elements, store_elements
+from kernbench.machine import Transfer, hbm, tcm
+from kernbench.machine.placed_dma import kept_dmas, lanes_per_cube, load_elements, store_elements
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.runtime_api.launch.access_plans import AccessPlan, AccessPlans
 from kernbench.runtime_api.errors import WorkingSetTooLarge
@@ -309,6 +310,14 @@ class SimProgramPort:
                 f"has {self._tcm_bytes}; use smaller blocks (BLOCK_* constexprs)")
 
     def _atomic_dma(self, allocation, indices: np.ndarray, itemsize: int) -> None:
-        """The DMAs of an atomic, timed like a store; its data effect was applied at issue."""
-        atomic_elements(self._costs.dma_view, self._pe, allocation, indices, itemsize, label=self._kernel,
-                        program=self._program)
+        """The DMAs of an atomic, timed like a store; its data effect was applied at issue.
+
+        Atomics are not hazard-tracked: programs racing on them is what they are for.
+        """
+        pe = self._pe
+        here = tcm(pe.sip, pe.cube, pe.pe)
+        replica = self._costs.dma_view.nearest_replica(allocation.placement, pe.sip, pe.cube)
+        transfers = [Transfer(src=here, dst=hbm(pe.sip, cube), nbytes=count * itemsize)
+                     for cube, _, count in lanes_per_cube(allocation.placement, indices, replica)]
+        self._machine.run_transfers(transfers, label=self._kernel, data=False, device=f"sip{pe.sip}",
+                                    unit=f"{pe.name}.dma", program=self._program, dma_engine=pe.free_dma_engine())

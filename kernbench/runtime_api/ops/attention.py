@@ -333,9 +333,9 @@ def _backward(op: _Attention, grad, out, lse):
         loader = p.ctx.engine.spawn(lambda: load(1), name=f"attention backward program {p.number} loads") \
             if len(stages[1]) else None
         queries = length - first
-        dq_rows = block_selector(accumulator, (0, *coords), range(first, length), range(width))[0]
-        # dQ's atomic adds go out as its query blocks are done, beside the products of the later ones.
-        adder = p.ctx.engine.spawn(lambda: p.accumulate(accumulator, dq_rows),
+        # dQ's atomic adds go out as its query blocks are done, beside the products of the later ones; the L2
+        # resolves them, so they take the time of the accumulator's rows read through it.
+        adder = p.ctx.engine.spawn(lambda: op.stream(p, plans, accumulator, (0, *coords), range(first, length), width),
                                    name=f"attention backward program {p.number} adds dQ") if queries else None
         for inner in (width, value_width, value_width, width, width):  # S, dP, dV, dK, dQ
             p.gemm(queries, len(cols), inner, q.dtype)
@@ -361,6 +361,7 @@ def _backward(op: _Attention, grad, out, lse):
         p.store(grad_v, block_selector(grad_v, coords, cols, range(value_width))[0], np.asarray(dv).reshape(-1))
         if adder is not None:
             p.ctx.engine.wait(adder)
+            dq_rows = block_selector(accumulator, (0, *coords), range(first, length), range(width))[0]
             p.add_now(accumulator, dq_rows, np.asarray(dq).reshape(-1))
 
     run_tiles(op.ctx, inputs, grad_k, prod(op.batch) * blocks, "scaled_dot_product_attention_backward", program,

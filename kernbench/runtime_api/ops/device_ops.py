@@ -24,7 +24,7 @@ import numpy as np
 from kernbench.dtypes import DType, as_real_pairs, float32, float64, int32, int64
 from kernbench.machine.l2 import UNCACHED
 from kernbench.machine.pe import gemm_ps, vector_ps
-from kernbench.machine.placed_dma import atomic_elements, load_elements, store_elements
+from kernbench.machine.placed_dma import load_elements, store_elements
 from kernbench.numerics import device_arithmetic
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.launch.kernel_launch import launch_programs
@@ -64,18 +64,10 @@ class Program:
         store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
                        values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
 
-    def accumulate(self, tensor, indices: slice, values: np.ndarray | None = None) -> None:
-        """HBM += `values` over `tensor`'s storage elements `indices` (a slice), as atomic adds through the L2: the
-        sum applied now (`add_now`), the DMAs timed like a store and not hazard-tracked (programs adding into one
-        accumulator is what atomics are for). `values` None: the DMAs alone, for a program whose sums are known
-        only once the work its atomics run beside is done (it then applies them with `add_now`)."""
-        if values is not None:
-            self.add_now(tensor, indices, values)
-        atomic_elements(self.ctx.machine, self.pe, tensor.allocation, indices, tensor.dtype.itemsize,
-                        label=self.label, program=self.number)
-
     def add_now(self, tensor, indices: slice, values: np.ndarray) -> None:
-        """`tensor`'s storage elements `indices` (a slice) += `values`: an atomic's data effect, no time."""
+        """`tensor`'s storage elements `indices` (a slice) += `values`, at once and not hazard-tracked: the data
+        effect of atomic adds, which programs adding into one accumulator race on by design (their time is the
+        caller's to charge)."""
         if self.data:
             tensor.allocation.storage.typed(tensor.dtype.numpy, indices)[indices] += values.astype(tensor.dtype.numpy)
 
