@@ -83,14 +83,14 @@ def _run_attention(case, dtype: str, seed: int = 0):
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_adr0016_t138_fused_attention_gives_numpys_values_and_gradients(case, dtype):
+def test_adr0016_t160_fused_attention_gives_numpys_values_and_gradients(case, dtype):
     got, want = _run_attention(case, dtype)
     for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
         assert a.shape == b.shape, name
         assert_close(a, b, dtype)
 
 
-def test_adr0016_t138_fused_dropout_draws_the_run_generator_and_is_exact():
+def test_adr0016_t160_fused_dropout_draws_the_run_generator_and_is_exact():
     """With dropout the fused kernel draws the calling rank's generator of the device once over (B, H, L, S), as
     the unfused dropout draws it: a seeded run keeps the scores whose draw is at least p, and its values and
     gradients are numpy's with that mask; the same seed gives the same values."""
@@ -145,7 +145,7 @@ def _logged(topology: str, batch, length: int, keys: int, width: int, causal: bo
 
 
 @pytest.mark.parametrize("causal,dropout", [(False, 0.0), (True, 0.0), (True, 0.2)])
-def test_adr0016_t139_a_forward_program_is_its_blocks_flops_and_softmax_passes_and_stores_o_and_logsumexp(
+def test_adr0016_t161_a_forward_program_is_its_blocks_flops_and_softmax_passes_and_stores_o_and_logsumexp(
         causal, dropout):
     """A program per 128 query rows: Q Kᵀ and P V over the keys it sees (all, or up to the diagonal under
     is_causal: 4·Σ rows·keys·E flops in all, about half), the softmax's vector passes over those scores (and the
@@ -165,7 +165,7 @@ def test_adr0016_t139_a_forward_program_is_its_blocks_flops_and_softmax_passes_a
     assert stored == 6 * length * (width * 2 + 4)
 
 
-def test_adr0016_t139_a_backward_program_per_key_block_runs_five_products_and_adds_its_dq_with_atomics():
+def test_adr0016_t161_a_backward_program_per_key_block_runs_five_products_and_adds_its_dq_with_atomics():
     """A program per 128 keys over the queries that see them: S, dP, dV, dK and dQ (10·Σ queries·keys·E flops),
     `BACKWARD_PASSES` vector passes over the scores, dK and dV stored, dQ added into a zeroed fp32 accumulator
     and converted by a second launch."""
@@ -183,7 +183,7 @@ def test_adr0016_t139_a_backward_program_per_key_block_runs_five_products_and_ad
     assert any(r.label == "zeros" for r in records)
 
 
-def test_adr0016_t140_one_program_takes_its_closed_form_on_an_idle_machine():
+def test_adr0016_t162_one_program_takes_its_closed_form_on_an_idle_machine():
     """One program (128 queries, 2048 keys, E 128) on an idle h200x4: its first stage's loads, then Q Kᵀ, the
     softmax's passes and P V back to back, each its flops over the matrix unit or its elements over the lanes,
     the later stages' loads beside them, and its stores once they are done."""
@@ -205,7 +205,7 @@ def test_adr0016_t140_one_program_takes_its_closed_form_on_an_idle_machine():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_adr0016_t141_programs_take_turns_at_a_pes_compute_and_each_pe_takes_an_sms_round_robin_tiles(causal):
+def test_adr0016_t163_programs_take_turns_at_a_pes_compute_and_each_pe_takes_an_sms_round_robin_tiles(causal):
     """The forward's MMAs and softmax passes all hold a PE's matrix unit, so the programs resident on one PE take
     turns at them (never overlapping) while their loads run beside; each PE's tiles are those a persistent
     kernel gives an SM (tile t to SM t mod P), so its busy time is the sum of those tiles' closed forms."""
@@ -233,7 +233,7 @@ def test_adr0016_t141_programs_take_turns_at_a_pes_compute_and_each_pe_takes_an_
     assert sorted(sum(r.end - r.start for r in ops) for ops in per_pe.values()) == want
 
 
-def test_adr0016_t142_aligned_runs_cover_a_range_in_power_of_two_runs_aligned_to_their_length():
+def test_adr0016_t164_aligned_runs_cover_a_range_in_power_of_two_runs_aligned_to_their_length():
     assert attention.aligned_runs(range(64, 1152)) == [range(64, 128), range(128, 256), range(256, 512),
                                                       range(512, 1024), range(1024, 1152)]
     for start, stop in [(0, 1), (3, 100), (128, 4096), (5, 5), (0, 4096)]:
@@ -242,7 +242,7 @@ def test_adr0016_t142_aligned_runs_cover_a_range_in_power_of_two_runs_aligned_to
         assert all(len(run) & (len(run) - 1) == 0 and run.start % len(run) == 0 for run in runs)
 
 
-def test_adr0016_t143_attention_operands_that_do_not_fit_are_one_line_in_torchs_words():
+def test_adr0016_t165_attention_operands_that_do_not_fit_are_one_line_in_torchs_words():
     def bench(torch):
         F = torch.nn.functional
         q = torch.randn(1, 2, 4, 8, device="cuda")
