@@ -118,13 +118,13 @@ def _device_matmuls(torch):
 def test_adr0016_t100_a_matmuls_kept_blocks_give_the_op_log_and_values_of_blocks_worked_out_every_time(
         timing_only, monkeypatch):
     made = []
-    real_block = library_gemm._block
+    real_block = library_gemm.block_selector
 
     def counting_block(*args):
         made.append(1)
         return real_block(*args)
 
-    monkeypatch.setattr(library_gemm, "_block", counting_block)
+    monkeypatch.setattr(library_gemm, "block_selector", counting_block)
     runs = []
     for keep in (library_gemm.KeptValues.keep, lambda *args: False):
         monkeypatch.setattr(library_gemm.KeptValues, "keep", keep)

@@ -191,7 +191,7 @@ def test_program_placement_maps_each_program_by_the_rule_and_keeps_first_use_ord
         rule = lambda p, n: order[p % len(order)]  # noqa: E731
     k = topology.pes_per_sip
     for n in (1, 3, k - 1, k, k + 1, 2 * k + 5, 100):
-        assignment = kernel_launch._place_programs(ctx, [x], 0, n)
+        assignment = kernel_launch.place_programs(ctx, [x], 0, n)
         placed = {p: (pe.cube, pe.pe) for pe, programs in assignment for p in programs}
         assert placed == {p: rule(p, n) for p in range(n)}
         assert [(pe.cube, pe.pe) for pe, _ in assignment] == list(dict.fromkeys(rule(p, n) for p in range(n)))
@@ -209,7 +209,7 @@ def test_a_huge_grid_is_placed_and_enqueued_in_memory_independent_of_its_size(sp
     torch = session.torch
     x = _spread(torch, 64 * session.ctx.topology.pes_per_sip) if spread else torch.empty(64, name="x")
 
-    assignment = kernel_launch._place_programs(session.ctx, [x], 0, programs)
+    assignment = kernel_launch.place_programs(session.ctx, [x], 0, programs)
     assert all(type(share) is range for _, share in assignment)
     assert sum(len(share) for _, share in assignment) == programs
 

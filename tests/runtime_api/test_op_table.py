@@ -119,8 +119,10 @@ def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
     """ELEMENTWISE: one vector pass over the result's elements under the row's name (a cast: under `to`);
     REDUCTION: vector passes under its name; GEMM: matrix-unit ops and DMAs (and, split over K, vector passes
     summing the partials); COPY: DMAs only; FILL: a vector
-    pass and DMAs under its name; FUSED: vector passes under its name and the result stored once; COMPOSITE:
-    the device ops of two or more rows; VIEW: nothing; HOST: device ops, then a read to the host."""
+    pass and DMAs under its name; FUSED: vector passes under its name and the result stored once; ATTENTION:
+    matrix-unit ops and DMAs under its name and its softmax's vector passes, the result stored once beside one
+    logsumexp a row; COMPOSITE: the device ops of two or more rows; VIEW: nothing; HOST: device ops, then a read to
+    the host."""
     row = ROWS[name]
     records, out = _logged_by(row)
     kinds = {r.kind for r in records}
@@ -141,6 +143,11 @@ def test_adr0016_t120_each_rows_cost_class_is_what_its_device_work_logs(name):
         assert kinds <= {"dma", "vector"} and _labels(records, "vector") == {name}
         stored = sum(r.nbytes for r in records if r.kind == "dma" and r.args.get("dst", "").endswith("hbm"))
         assert stored == out.numel() * out.dtype.itemsize
+    elif row.cost is Cost.ATTENTION:
+        assert kinds == {"dma", "gemm", "vector"} and _labels(records, "gemm") == {name}
+        assert {r.args["op"] for r in vector} == {"attention softmax"}
+        stored = sum(r.nbytes for r in records if r.kind == "dma" and r.args.get("dst", "").endswith("hbm"))
+        assert stored == out.numel() * out.dtype.itemsize + out.numel() // out.shape[-1] * 4
     elif row.cost is Cost.COMPOSITE:
         assert len(_labels(records, "vector") | _labels(records, "gemm")) >= 2
     elif row.cost is Cost.VIEW:

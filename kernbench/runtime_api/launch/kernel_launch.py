@@ -108,7 +108,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     """Enqueue `n_programs` programs over `tensors` on the current stream of their device; return at once.
 
     The one launch path of kernels and built-in device ops: programs are
-    placed on PEs (`_place_programs`), each PE keeps `pe.resident_programs`
+    placed on PEs (`place_programs`), each PE keeps `pe.resident_programs`
     of them in flight, and `run_program(pe, linear)` runs program `linear`
     on `pe` in its own greenlet. The launch first waits for writes in flight
     to any of `tensors`; the tensors in `written` wait for it in turn.
@@ -124,7 +124,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     the stream is busy per kernel however far ahead the host is.
     """
     sip = tensors[0].device.index
-    assignment = _place_programs(ctx, tensors, sip, n_programs)
+    assignment = place_programs(ctx, tensors, sip, n_programs)
     waits = [handle for t in tensors for handle in t._pending_writes]
     engine = ctx.engine
 
@@ -168,7 +168,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
         tensor._pending_writes.append(handle)
 
 
-def _place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[object, range]]:
+def place_programs(ctx, tensors, sip: int, n_programs: int) -> list[tuple[object, range]]:
     """[(PeUnits, range of linear program ids), ...]: each PE that gets programs, in the order it first gets one."""
     largest = max(tensors, key=lambda t: t.nbytes)
     placement = largest.placement

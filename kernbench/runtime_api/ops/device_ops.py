@@ -65,11 +65,19 @@ class Program:
         store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
                        values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
 
-    def vector(self, op: str, n_elements: int, dtype: DType) -> None:
+    def add_now(self, tensor, indices: slice, values: np.ndarray) -> None:
+        """`tensor`'s storage elements `indices` (a slice) += `values`, at once and not hazard-tracked: the data
+        effect of atomic adds, which programs adding into one accumulator race on by design (their time is the
+        caller's to charge)."""
+        if self.data:
+            tensor.allocation.storage.typed(tensor.dtype.numpy, indices)[indices] += values.astype(tensor.dtype.numpy)
+
+    def vector(self, op: str, n_elements: int, dtype: DType, unit=None) -> None:
         """One vector-unit op over `n_elements` (the cost rule of every elementwise op and reduction step); complex
-        elements as their real pairs."""
+        elements as their real pairs. `unit`: the PE's unit it holds, when not its vector unit (a fused
+        attention's softmax holds its matrix unit: adr/0016-device-ops.md, "Attention")."""
         dtype, n_elements = as_real_pairs(dtype, n_elements)
-        self.ctx.machine.compute(self.pe.vector, vector_ps(self.ctx.topology, n_elements), kind="vector",
+        self.ctx.machine.compute(unit or self.pe.vector, vector_ps(self.ctx.topology, n_elements), kind="vector",
                                  label=self.label, program=self.number,
                                  args={"op": op, "elements": n_elements, "dtype": dtype.name})
 
@@ -154,15 +162,15 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
 
 
 def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None],
-              finished: Callable[[], None] | None = None) -> None:
-    """Launch `n_programs` tile programs reading `inputs` and writing `output` (all on one device); `finished()`,
-    if given, is called when they have ended."""
+              finished: Callable[[], None] | None = None, also_written=()) -> None:
+    """Launch `n_programs` tile programs reading `inputs` and writing `output` (and `also_written`; all on one
+    device); `finished()`, if given, is called when they have ended."""
     tensors = [*inputs, output]  # the output last: launch placement follows the largest, ties to the first
 
     def run(pe, number: int) -> None:
         run_program(Program(ctx, pe, label, number))
 
-    launch_programs(ctx, tensors, [output], n_programs, label, label, run, finished=finished)
+    launch_programs(ctx, tensors, [output, *also_written], n_programs, label, label, run, finished=finished)
 
 
 def check_same_device(tensors, call: str):

@@ -144,9 +144,9 @@ def matmul(a, b, out, name: str = "matmul", bias=None) -> None:
         def load(stage: int) -> None:
             ks = stages[stage]
             window = None if stage == 0 else stage_k * a.dtype.itemsize
-            block_a = _load_block(p, plans, a, ("a", index, tm, split, stage), coords, rows, ks,
+            block_a = load_block(p, plans, a, ("a", index, tm, split, stage), coords, rows, ks,
                                   window and len(rows) * window)
-            block_b = _load_block(p, plans, b, ("b", index, split, stage, tn), coords, ks, cols,
+            block_b = load_block(p, plans, b, ("b", index, split, stage, tn), coords, ks, cols,
                                   window and len(cols) * window)
             if p.data:
                 values[...] += np.matmul(block_a.astype(accumulator), block_b.astype(accumulator))
@@ -163,17 +163,17 @@ def matmul(a, b, out, name: str = "matmul", bias=None) -> None:
             if p.data:
                 values += columns.astype(accumulator)
         where = (split, *coords) if splits > 1 else coords
-        p.store(target, _block(target, where, rows, cols)[0], values.reshape(-1))
+        p.store(target, block_selector(target, where, rows, cols)[0], values.reshape(-1))
 
     operands = [a, b] if bias is None else [a, b, bias]
     if splits == 1:
         run_tiles(ctx, operands, out, tiles * splits, name, program, finished=plans.release)
         return
     run_tiles(ctx, [a, b], target, tiles * splits, name, program, finished=plans.release)
-    _sum_partials(ctx, target, out, name, bias)
+    sum_partials(ctx, target, out, name, bias)
 
 
-def _sum_partials(ctx, partials, out, name: str, bias) -> None:
+def sum_partials(ctx, partials, out, name: str, bias) -> None:
     """`out` = the sum over the first axis of `partials` (a split GEMM's, one plane per part of K), in plane order,
     plus `bias` (None: none) along the rows: the library's second kernel, one program per tile of output elements
     loading that tile of every plane."""
@@ -197,13 +197,13 @@ def _sum_partials(ctx, partials, out, name: str, bias) -> None:
     run_tiles(ctx, [partials] if bias is None else [partials, bias], out, -(-numel // per_tile), name, program)
 
 
-def _load_block(p: Program, plans: KeptValues, tensor, key: tuple, batch_coords, rows: range, cols: range,
+def load_block(p: Program, plans: KeptValues, tensor, key: tuple, batch_coords, rows: range, cols: range,
                 l2_window: int | None) -> np.ndarray:
     """tensor[*batch, rows, cols] loaded by `p`, as a (rows, cols) array; its selector and DMAs from the PE's
     replica worked out once per block for the op's programs (`plans`, kept under `key`)."""
     known = plans.get(key)
     if known is None:
-        known = (*_block(tensor, batch_coords, rows, cols), {})
+        known = (*block_selector(tensor, batch_coords, rows, cols), {})
         plans.keep(key, known, getattr(known[0], "nbytes", 0))
     selector, transposed, by_replica = known
     pieces = kept_dmas(p.ctx.machine, p.pe, tensor.allocation, selector, tensor.dtype.itemsize, by_replica)
@@ -212,7 +212,7 @@ def _load_block(p: Program, plans: KeptValues, tensor, key: tuple, batch_coords,
     return values.reshape(len(cols), len(rows)).T if transposed else values.reshape(len(rows), len(cols))
 
 
-def _block(tensor, batch_coords, rows: range, cols: range) -> tuple[object, bool]:
+def block_selector(tensor, batch_coords, rows: range, cols: range) -> tuple[object, bool]:
     """The storage elements of tensor[*batch, rows, cols] (batch dims of size 1 broadcast) and whether they come
     column by column: strided runs along the rows, or along the columns of a transposed operand (`w.t()`),
     else an index array."""

@@ -50,6 +50,8 @@ class Cost(enum.Enum):
     COPY = "copies: one DMA copy per input into its slice of the result"
     FILL = "a device fill: one vector pass and a store per tile"
     FUSED = "a fused row kernel: each row read once and written once, a few vector passes over it"
+    ATTENTION = ("a fused attention kernel: Q, K and V read once per block, the scores kept on chip (4·L·S·E flops "
+                 "on the matrix units, vector passes over the scores; causal: the blocks past the diagonal skipped)")
     COMPOSITE = "a composite: the device ops of the rows it is written in"
     VIEW = "a view: no device work, the same storage seen through another layout (and dtype)"
     HOST = "a host read of device values (the device ops before it are the rows it is written in)"
@@ -372,7 +374,8 @@ _ROWS = [
     _op("rms_norm", Cost.FUSED, functional.rms_norm, "functional", records_backward=True),
     _op("dropout", Cost.COMPOSITE, functional.dropout, "functional", records_backward=True),
     _op("embedding", Cost.COPY, functional.embedding, "functional", records_backward=True),
-    _op("scaled_dot_product_attention", Cost.COMPOSITE, attention.scaled_dot_product_attention, "functional"),
+    _op("scaled_dot_product_attention", Cost.ATTENTION, attention.scaled_dot_product_attention, "functional",
+        records_backward=True),
     # losses
     _op("cross_entropy", Cost.COMPOSITE, losses.cross_entropy, "functional"),
     _op("nll_loss", Cost.COMPOSITE, losses.nll_loss, "functional"),
