@@ -23,42 +23,47 @@ def _h200(tmp_path, gpus: int):
     return load_topology(path)
 
 
+def _on_ranks(topology, gpus: int, worker, ccl=None, timing_only: bool = True):
+    """`worker(torch, dist, rank)` on `gpus` spawned ranks of a process group; the session."""
+    session = Session(topology, ccl=ccl, timing_only=timing_only)
+
+    def bench(torch):
+        torch.distributed.init_process_group(backend="ahbm")
+        torch.multiprocessing.spawn(lambda rank: worker(torch, torch.distributed, rank), nprocs=gpus)
+        torch.distributed.destroy_process_group()
+
+    session.run(bench, session.torch)
+    return session
+
+
 def _loop(topology, gpus: int, nbytes: int, call: str) -> tuple[float, list[dict]]:
     """`CALLS` calls back to back on every rank, timed as measure_nccl.py times its host loop (CUDA events around
     the loop, over the calls): (ps per call on rank 0, the records)."""
-    session = Session(topology, timing_only=True)
-    torch, spans = session.torch, {}
+    spans = {}
 
-    def bench(torch):
-        dist = torch.distributed
-        dist.init_process_group(backend="ahbm")
+    def worker(torch, dist, rank):
+        torch.ahbm.set_device(rank)
+        x = torch.empty(nbytes // 2, dtype=torch.float16)
+        start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
+        torch.ahbm.synchronize()
+        works, received = [], torch.empty_like(x)
+        start.record()
+        for _ in range(CALLS):
+            if call == "all_reduce":
+                dist.all_reduce(x)
+            elif call == "batch" and rank < 2:
+                peer = 1 - rank
+                works += dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer),
+                                                 dist.P2POp(dist.irecv, received, peer)])
+            elif call == "send" and rank < 2:
+                (dist.send if rank == 0 else dist.recv)(x, 1 - rank)
+        for work in works:
+            work.wait()
+        end.record()
+        torch.ahbm.synchronize()
+        spans[rank] = start.elapsed_time(end) * 1e9 / CALLS
 
-        def worker(rank):
-            torch.ahbm.set_device(rank)
-            x = torch.empty(nbytes // 2, dtype=torch.float16)
-            start, end = torch.ahbm.Event(enable_timing=True), torch.ahbm.Event(enable_timing=True)
-            torch.ahbm.synchronize()
-            works, received = [], torch.empty_like(x)
-            start.record()
-            for _ in range(CALLS):
-                if call == "all_reduce":
-                    dist.all_reduce(x)
-                elif call == "batch" and rank < 2:
-                    peer = 1 - rank
-                    works += dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer),
-                                                     dist.P2POp(dist.irecv, received, peer)])
-                elif call == "send" and rank < 2:
-                    (dist.send if rank == 0 else dist.recv)(x, 1 - rank)
-            for work in works:
-                work.wait()
-            end.record()
-            torch.ahbm.synchronize()
-            spans[rank] = start.elapsed_time(end) * 1e9 / CALLS
-
-        torch.multiprocessing.spawn(worker, nprocs=gpus)
-        dist.destroy_process_group()
-
-    session.run(bench, torch)
+    session = _on_ranks(topology, gpus, worker)
     return spans[0], session.ctx.collectives
 
 
@@ -97,25 +102,16 @@ def test_adr0010_t106_a_send_spreads_over_channels_as_a_collective_does(tmp_path
     topology = _h200(tmp_path, 2)
 
     def send(ccl=None, values=False):
-        session = Session(topology, ccl=ccl, timing_only=not values)
-        torch, got = session.torch, {}
+        got = {}
 
-        def bench(torch):
-            dist = torch.distributed
-            dist.init_process_group(backend="ahbm")
+        def worker(torch, dist, rank):
+            torch.ahbm.set_device(rank)
+            x = torch.arange(2 << 20, dtype=torch.float32) if rank == 0 else torch.zeros(2 << 20)
+            (dist.send if rank == 0 else dist.recv)(x, 1 - rank)
+            torch.ahbm.synchronize()
+            got[rank] = x.numpy() if values else None
 
-            def worker(rank):
-                torch.ahbm.set_device(rank)
-                x = torch.arange(2 << 20, dtype=torch.float32) if rank == 0 else torch.zeros(2 << 20)
-                (dist.send if rank == 0 else dist.recv)(x, 1 - rank)
-                torch.ahbm.synchronize()
-                got[rank] = x.numpy() if values else None
-
-            torch.multiprocessing.spawn(worker, nprocs=2)
-            dist.destroy_process_group()
-
-        session.run(bench, torch)
-        (record,) = session.ctx.collectives
+        (record,) = _on_ranks(topology, 2, worker, ccl, timing_only=not values).ctx.collectives
         return record, got
 
     spread, _ = send()
