@@ -34,7 +34,8 @@ def _host_tensor(array: np.ndarray) -> Tensor:
 
 
 def default_collate(batch):
-    """One batch of a list of samples: tensors stacked, numbers as a tensor, containers collated element-wise."""
+    """One batch of a list of samples: tensors stacked (`torch.stack`: free for host tensors, device work for
+    device ones), numbers and numpy arrays as host tensors, containers collated element-wise."""
     elem = batch[0]
     torch = current_torch()
     if isinstance(elem, Tensor):

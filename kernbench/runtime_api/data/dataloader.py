@@ -31,7 +31,8 @@ def get_worker_info():
 
 
 class DataLoader:
-    """Batches of `dataset` by `sampler` / `batch_sampler` (or `shuffle`), each made by `collate_fn`."""
+    """Batches of `dataset` by `sampler` / `batch_sampler` (or `shuffle`), each made by `collate_fn`: host work of
+    no simulated cost (a batch of host tensors stays on the host until `.to(device)`); workers run in-process."""
 
     def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None, sampler=None,
                  batch_sampler=None, num_workers: int = 0, collate_fn=None, pin_memory: bool = False,
