@@ -124,7 +124,8 @@ def test_adr0020_t40_samplers_splits_and_combined_datasets_as_pytorchs():
     fractions (disjoint, seeded), ConcatDataset / Subset indexing, and an IterableDataset batched to its end."""
     def bench(torch):
         from torch.utils.data import (BatchSampler, ConcatDataset, DataLoader, IterableDataset, RandomSampler,
-                                      SequentialSampler, Subset, SubsetRandomSampler, random_split)
+                                      SequentialSampler, SubsetRandomSampler, random_split)
+        from torch.utils.data.dataset import Subset
         from torch.utils.data.sampler import WeightedRandomSampler
 
         class Stream(IterableDataset):
