@@ -8,7 +8,9 @@ as a bench module is (their `import torch` gives kernbench's torch; minGPT's
 `from mingpt.utils import CfgNode` finds the checkout's package) and used
 unchanged; only the device name ("cuda") and the sizes are the tests' own.
 What is checked against numpy: the first loss and the loss after training (a
-float64 numpy GPT-2 forward of the same parameters and tokens) and greedy decoding (the model's
+float64 numpy GPT-2 forward of the same parameters and tokens), the first
+step's gradients (central differences of that loss) and its AdamW update,
+and greedy decoding (the model's
 `generate` at `top_k=1` / `do_sample=False` against numpy's argmax); what is
 checked of training: that a few AdamW steps reduce the loss.
 """
@@ -25,6 +27,7 @@ import pytest
 
 from kernbench.cli.bench_loader import bench_module
 from kernbench.session import Session
+from tests.dtensor.test_dtensor import _adamw
 
 NANOGPT = os.environ.get("KERNBENCH_NANOGPT")
 MINGPT = os.environ.get("KERNBENCH_MINGPT")
@@ -96,6 +99,32 @@ def _numpy_greedy(p: dict, prompt: np.ndarray, steps: int, exact_gelu: bool) -> 
     return tokens
 
 
+def _first_step(model) -> tuple[dict, dict]:
+    """Each parameter's gradient (after any clipping) and value after the optimizer step, by parameter name."""
+    return ({name: p.grad.numpy().astype(np.float64) for name, p in model.named_parameters()},
+            {name: p.detach().numpy().astype(np.float64) for name, p in model.named_parameters()})
+
+
+def _check_first_step(initial: dict, grads: dict, after: dict, loss_of, decayed, lr: float, betas) -> None:
+    """Each gradient against float64 central differences of numpy's loss along a random direction (one common
+    factor for all of them: gradient clipping's, 1 when nothing is clipped, else making the norm 1), and each
+    parameter after the step as AdamW (PyTorch's formula) moves it with its group's weight decay."""
+    rng = np.random.default_rng(6)
+    ratios = []
+    for name, value in grads.items():
+        direction = rng.standard_normal(value.shape)
+        step = 1e-5
+        ahead = loss_of({**initial, name: initial[name] + step * direction})
+        behind = loss_of({**initial, name: initial[name] - step * direction})
+        ratios.append(float((value * direction).sum()) / ((ahead - behind) / (2 * step)))
+    norm = math.sqrt(sum(float((g * g).sum()) for g in grads.values()))
+    assert ratios == pytest.approx([1.0 if norm < 1 - 1e-4 else ratios[0]] * len(ratios), rel=3e-4)
+    assert norm < 1 + 1e-4 or ratios[0] == pytest.approx(1.0, rel=3e-4)
+    for name, value in after.items():
+        expected = _adamw(initial[name], grads[name], {}, lr=lr, betas=betas, weight_decay=0.1 * decayed(name))
+        np.testing.assert_allclose(value, expected, rtol=0, atol=1e-6, err_msg=name)
+
+
 def _float64(model) -> dict:
     return {name: value.detach().numpy().astype(np.float64) for name, value in model.state_dict().items()}
 
@@ -106,10 +135,11 @@ def _tokens(seed: int, shape) -> np.ndarray:
 
 @needs_nanogpt
 def test_adr0020_t35_nanogpts_model_file_trains_generates_and_estimates_mfu_as_written():
-    """nanoGPT's GPT (weight tying, SDPA attention, exact GELU): the first and the trained loss are numpy's, `configure_optimizers`
-    picks fused AdamW over two weight-decay groups, five steps on one batch reduce the loss, `generate` at
-    top_k=1 is numpy's greedy decoding and at top_k=5 repeats under manual_seed, `estimate_mfu` is PaLM's
-    formula over the model's own parameter count."""
+    """nanoGPT's GPT (weight tying, SDPA attention, exact GELU): the first and the trained loss are numpy's, the
+    first step's gradients are numpy's central differences and its fused AdamW (`configure_optimizers`: two
+    weight-decay groups) moves each parameter as PyTorch's formula, five steps on one batch reduce the loss,
+    `generate` at top_k=1 is numpy's greedy decoding and at top_k=5 repeats under manual_seed, `estimate_mfu` is
+    PaLM's formula over the model's own parameter count."""
     nanogpt = bench_module(_file(NANOGPT, "model.py"))
     tokens, targets = _tokens(1, (BATCH, BLOCK)), _tokens(2, (BATCH, BLOCK))
     prompt = _tokens(3, (1, 3))
@@ -124,13 +154,14 @@ def test_adr0020_t35_nanogpts_model_file_trains_generates_and_estimates_mfu_as_w
         initial = _float64(model)
         optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.95), "cuda")
         x, y = torch.tensor(tokens, device="cuda"), torch.tensor(targets, device="cuda")
-        losses = []
+        losses, first = [], None
         for _ in range(5):
             _, loss = model(x, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            first = first or _first_step(model)
         model.eval()
         with torch.no_grad():
             trained_loss = model(x, y)[1].item()
@@ -140,11 +171,14 @@ def test_adr0020_t35_nanogpts_model_file_trains_generates_and_estimates_mfu_as_w
         torch.manual_seed(7)
         again = model.generate(torch.tensor(prompt, device="cuda"), 4, top_k=5).numpy()
         mfu = model.estimate_mfu(fwdbwd_per_iter=BATCH, dt=0.5)
-        return (initial, optimizer, losses, trained_loss, greedy, sampled, again, mfu, _float64(model),
+        return (initial, optimizer, losses, first, trained_loss, greedy, sampled, again, mfu, _float64(model),
                 model.get_num_params())
 
-    (initial, optimizer, losses, trained_loss, greedy, sampled, again, mfu, trained,
+    (initial, optimizer, losses, first, trained_loss, greedy, sampled, again, mfu, trained,
      n_params) = session.run(train, session.torch)
+    tied = lambda p: {**p, "lm_head.weight": p["transformer.wte.weight"]}  # noqa: E731
+    _check_first_step(initial, *first, lambda p: _numpy_loss(tied(p), tokens, targets, exact_gelu=True),
+                      lambda name: initial[name].ndim >= 2, lr=1e-2, betas=(0.9, 0.95))
     assert losses[0] == pytest.approx(_numpy_loss(initial, tokens, targets, exact_gelu=True), rel=1e-5)
     assert trained_loss == pytest.approx(_numpy_loss(trained, tokens, targets, exact_gelu=True), rel=1e-5)
     assert losses[-1] < losses[0] - 0.1 and all(b < a for a, b in zip(losses, losses[1:]))
@@ -164,7 +198,10 @@ def test_adr0020_t36_mingpts_trainer_trains_its_model_over_a_dataloader_as_writt
     """minGPT's Trainer (a DataLoader over a RandomSampler with replacement, four workers, pinned memory, batches
     moved with `.to("cuda")`, grad-norm clipping, AdamW from the model's `configure_optimizers`) trains its GPT
     (tanh GELU, explicit masked attention) over a Dataset of our own: the first loss is numpy's on the first batch
-    the loader drew, later losses fall, the trained model's loss over all the data is numpy's, and `generate(do_sample=False)` is numpy's greedy decoding."""
+    the loader drew, the first step's clipped gradients are numpy's central differences scaled by one factor and
+    its AdamW (weight decay on the Linear weights only) moves each parameter as PyTorch's formula, later losses
+    fall, the trained model's loss over all the data is numpy's, and `generate(do_sample=False)` is numpy's greedy
+    decoding."""
     model_file, trainer_file = mingpt
     data = _tokens(4, (64, BLOCK + 1))
     prompt = _tokens(5, (1, 3))
@@ -197,19 +234,24 @@ def test_adr0020_t36_mingpts_trainer_trains_its_model_over_a_dataloader_as_writt
         dataset = Sequences()
         trainer = trainer_file.Trainer(settings, model, dataset)
         initial = _float64(trainer.model)
-        losses = []
+        losses, first = [], []
         trainer.add_callback("on_batch_end", lambda t: losses.append(t.loss.item()))
+        trainer.add_callback("on_batch_end", lambda t: first or first.append(_first_step(t.model)))
         trainer.run()
         model.eval()
         with torch.no_grad():
             trained_loss = model(*(torch.tensor(part, device="cuda") for part in (data[:, :-1], data[:, 1:])))[1]
         greedy = model.generate(torch.tensor(prompt, device="cuda"), 4, do_sample=False).numpy()
-        return trainer.device, initial, losses, dataset.asked, trained_loss.item(), greedy, _float64(model)
+        return (trainer.device, initial, losses, first[0], dataset.asked, trained_loss.item(), greedy,
+                _float64(model))
 
-    device, initial, losses, asked, trained_loss, greedy, trained = session.run(train, session.torch)
+    device, initial, losses, first, asked, trained_loss, greedy, trained = session.run(train, session.torch)
     assert device == "cuda" and len(losses) == 30 and len(asked) == 30 * BATCH
-    first = data[asked[:BATCH]]
-    assert losses[0] == pytest.approx(_numpy_loss(initial, first[:, :-1], first[:, 1:], exact_gelu=False), rel=1e-5)
+    rows = data[asked[:BATCH]]
+    loss_of = lambda p: _numpy_loss(p, rows[:, :-1], rows[:, 1:], exact_gelu=False)  # noqa: E731
+    assert losses[0] == pytest.approx(loss_of(initial), rel=1e-5)
+    linear = lambda name: initial[name].ndim == 2 and ".wte." not in name and ".wpe." not in name  # noqa: E731
+    _check_first_step(initial, *first, loss_of, linear, lr=5e-3, betas=(0.9, 0.95))
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.1
     assert trained_loss == pytest.approx(_numpy_loss(trained, data[:, :-1], data[:, 1:], exact_gelu=False), rel=1e-5)
     np.testing.assert_array_equal(greedy, _numpy_greedy(trained, prompt, 4, exact_gelu=False))
