@@ -41,7 +41,7 @@ from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.runtime_api.ops.binding import FUNCTIONAL, TESTING, TORCH_FUNCTIONS
 from kernbench.runtime_api.namespace.method_functions import METHOD_FUNCTIONS
 from kernbench.runtime_api.data import collate as data_collate, dataloader as data_loader, dataset as data_dataset
-from kernbench.runtime_api.data import sampler as data_sampler
+from kernbench.runtime_api.data import distributed as data_distributed, sampler as data_sampler
 from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, module as nn_module, utils as nn_utils
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.optim import lr_scheduler, optimizers
@@ -223,7 +223,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         utils=Namespace("torch.utils", None, data=Namespace(
             "torch.utils.data", None, **fixed["torch.utils.data"],
             **_submodules(fixed, "torch.utils.data.dataloader", "torch.utils.data.dataset",
-                          "torch.utils.data.sampler"))),
+                          "torch.utils.data.sampler", "torch.utils.data.distributed"))),
         testing=Namespace("torch.testing", None, **fixed["torch.testing"]),
         no_grad=lambda: autograd.GradMode(ctx, False),
         inference_mode=_inference_mode(ctx),
@@ -300,13 +300,14 @@ RUN_INDEPENDENT_NAMES = {
     "torch.utils.data.sampler": _public(data_sampler, ("Sampler", "SequentialSampler", "RandomSampler",
                                                        "SubsetRandomSampler", "WeightedRandomSampler",
                                                        "BatchSampler")),
+    "torch.utils.data.distributed": _public(data_distributed),
     "torch.testing": TESTING,
     # A test's module-level `skipif(not torch.cuda.is_available())`: the simulated device is in every run.
     "torch.ahbm": {"is_available": AhbmModule.is_available},
     "torch.cuda": {"is_available": AhbmModule.is_available},
 }
 RUN_INDEPENDENT_NAMES["torch.utils.data"] = {
-    name: value for path in ("dataloader", "dataset", "sampler")
+    name: value for path in ("dataloader", "dataset", "sampler", "distributed")
     for name, value in RUN_INDEPENDENT_NAMES[f"torch.utils.data.{path}"].items()}
 # PyTorch's older names of the same modules (pytorch/examples still import them).
 RUN_INDEPENDENT_NAMES["torch.distributed._tensor"] = RUN_INDEPENDENT_NAMES["torch.distributed.tensor"]

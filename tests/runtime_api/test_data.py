@@ -192,3 +192,43 @@ def test_adr0020_t41_bad_loader_input_is_one_line_in_pytorchs_words(tmp_path, ca
     assert main(["run", str(bench), "--topology", "single_sip"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_adr0020_t42_distributed_sampler_gives_each_rank_its_share_of_one_order_per_epoch():
+    """Under `init_process_group`, each rank's DistributedSampler (world size and rank from the group) takes every
+    world-size-th index of one permutation all ranks draw alike: together the ranks cover the dataset, padded by
+    wrapping to a multiple of the world size, or cut with `drop_last`; `set_epoch` gives a new order; a rank
+    outside the world is PyTorch's message."""
+    session = Session("default")
+    torch, world, results = session.torch, session.ctx.topology.n_sips, {}
+
+    def rank_main(rank):
+        from torch.utils.data import DataLoader, DistributedSampler
+        torch.ahbm.set_device(rank)
+        torch.distributed.init_process_group("nccl")
+        sampler = DistributedSampler(list(range(10)), seed=3)
+        first = [batch.tolist() for batch in DataLoader(list(range(10)), batch_size=2, sampler=sampler)]
+        again = list(sampler)
+        sampler.set_epoch(1)
+        results[rank] = (first, again, list(sampler), list(DistributedSampler(range(10), drop_last=True)),
+                         list(DistributedSampler(range(10), shuffle=False)), len(sampler))
+        torch.distributed.destroy_process_group()
+
+    session.run(lambda: torch.multiprocessing.spawn(rank_main, nprocs=world))
+    assert world == 4
+    first = [sum(results[rank][0], []) for rank in range(world)]
+    order = [first[i % world][i // world] for i in range(12)]  # the padded permutation, rank by rank
+    assert sorted(order[:10]) == list(range(10)) and order[10:] == order[:2] and order[:10] != list(range(10))
+    assert all(results[rank][1] == first[rank] for rank in range(world))
+    assert [results[rank][2] for rank in range(world)] != [results[rank][1] for rank in range(world)]
+    dropped = sum((results[rank][3] for rank in range(world)), [])
+    assert len(dropped) == 8 and len(set(dropped)) == 8
+    assert [results[rank][4] for rank in range(world)] == [[0, 4, 8], [1, 5, 9], [2, 6, 0], [3, 7, 1]]
+    assert all(results[rank][5] == 3 for rank in range(world))
+
+    def outside(torch):
+        from torch.utils.data.distributed import DistributedSampler
+        DistributedSampler(range(4), num_replicas=2, rank=2)
+
+    with pytest.raises(ValueError, match=r"^Invalid rank 2, rank should be in the interval \[0, 1\]$"):
+        _run(outside)
