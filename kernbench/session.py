@@ -40,6 +40,8 @@ from kernbench.runtime_api import autograd
 from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.runtime_api.ops.binding import FUNCTIONAL, TESTING, TORCH_FUNCTIONS
 from kernbench.runtime_api.namespace.method_functions import METHOD_FUNCTIONS
+from kernbench.runtime_api.data import collate as data_collate, dataloader as data_loader, dataset as data_dataset
+from kernbench.runtime_api.data import distributed as data_distributed, sampler as data_sampler
 from kernbench.runtime_api.nn import init as nn_init, layers as nn_layers, module as nn_module, utils as nn_utils
 from kernbench.runtime_api.nn.parameter import Parameter
 from kernbench.runtime_api.optim import lr_scheduler, optimizers
@@ -204,6 +206,7 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         set_default_device=ctx.set_default_device,
         get_default_device=ctx.get_default_device,
         _device_scope=(ctx.enter_device_scope, ctx.exit_device_scope),
+        _host_generator=ctx.default_generator,  # the calling rank's, for torch.utils.data's samplers
         is_timing_only=ahbm.is_timing_only,
         distributed=distributed,
         multiprocessing=multiprocessing_namespace(ctx, distributed._check_spawn),
@@ -217,6 +220,10 @@ def build_torch_namespace(ctx: RuntimeContext, ccl_config) -> Namespace:
         optim=Namespace("torch.optim", None, **fixed["torch.optim"],
                         **_submodules(fixed, "torch.optim.lr_scheduler")),
         autograd=Namespace("torch.autograd", None, **fixed["torch.autograd"]),
+        utils=Namespace("torch.utils", None, data=Namespace(
+            "torch.utils.data", None, **fixed["torch.utils.data"],
+            **_submodules(fixed, "torch.utils.data.dataloader", "torch.utils.data.dataset",
+                          "torch.utils.data.sampler", "torch.utils.data.distributed"))),
         testing=Namespace("torch.testing", None, **fixed["torch.testing"]),
         no_grad=lambda: autograd.GradMode(ctx, False),
         inference_mode=_inference_mode(ctx),
@@ -286,11 +293,22 @@ RUN_INDEPENDENT_NAMES = {
     "torch.optim": _public(optimizers),
     "torch.optim.lr_scheduler": _public(lr_scheduler),
     "torch.autograd": {"Function": autograd.Function, "backward": autograd.backward},
+    "torch.utils.data.dataloader": {**_public(data_loader, ("DataLoader", "get_worker_info")),
+                                    **_public(data_collate, ("default_collate", "default_convert"))},
+    "torch.utils.data.dataset": _public(data_dataset, ("Dataset", "IterableDataset", "TensorDataset", "StackDataset",
+                                                       "ConcatDataset", "ChainDataset", "Subset", "random_split")),
+    "torch.utils.data.sampler": _public(data_sampler, ("Sampler", "SequentialSampler", "RandomSampler",
+                                                       "SubsetRandomSampler", "WeightedRandomSampler",
+                                                       "BatchSampler")),
+    "torch.utils.data.distributed": _public(data_distributed),
     "torch.testing": TESTING,
     # A test's module-level `skipif(not torch.cuda.is_available())`: the simulated device is in every run.
     "torch.ahbm": {"is_available": AhbmModule.is_available},
     "torch.cuda": {"is_available": AhbmModule.is_available},
 }
+RUN_INDEPENDENT_NAMES["torch.utils.data"] = {
+    name: value for path in ("dataloader", "dataset", "sampler", "distributed")
+    for name, value in RUN_INDEPENDENT_NAMES[f"torch.utils.data.{path}"].items()}
 # PyTorch's older names of the same modules (pytorch/examples still import them).
 RUN_INDEPENDENT_NAMES["torch.distributed._tensor"] = RUN_INDEPENDENT_NAMES["torch.distributed.tensor"]
 RUN_INDEPENDENT_NAMES["torch.distributed._tensor.device_mesh"] = RUN_INDEPENDENT_NAMES["torch.distributed.device_mesh"]

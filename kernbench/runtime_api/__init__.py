@@ -20,10 +20,11 @@ pins the order):
   random, `torch.multiprocessing`, `import torch` during a run, the surface
   page).
 
-- beside `namespace/`, none of the three importing another: `nn/` (`torch.nn`:
-  `Module`, `Parameter`, layers, `init`, `utils`) and `optim/` (`torch.optim`:
-  optimizers and learning-rate schedulers), built on `tensor/` and the op table
-  (adr/0020-nn-and-optim.md).
+- beside `namespace/`, none of the four importing another: `nn/` (`torch.nn`:
+  `Module`, `Parameter`, layers, `init`, `utils`), `optim/` (`torch.optim`:
+  optimizers and learning-rate schedulers) and `data/` (`torch.utils.data`:
+  datasets, samplers, the DataLoader, on the host), built on `tensor/` and the
+  op table (adr/0020-nn-and-optim.md).
 
 `torch.distributed.tensor` builds on
 `kernbench.ccl` (torch.distributed) and so lives above it, not here.

@@ -8,8 +8,9 @@ class TensorError(KernbenchError):
 
 
 class DimensionError(TensorError, IndexError):
-    """A dimension index outside a tensor's dimensions: PyTorch's `IndexError`, with its message, so code that
-    catches `IndexError` as it would with torch still does."""
+    """A dimension index outside a tensor's dimensions, or an index outside a dimension: PyTorch's `IndexError`,
+    with its message, so code that catches `IndexError` as it would with torch still does (Python's iteration
+    over a `Dataset` by `__getitem__` stops at it)."""
 
 
 class FreedGraphError(TensorError, RuntimeError):
@@ -35,3 +36,13 @@ class ModuleError(KernbenchError):
 
 class OptimizerError(KernbenchError):
     """A `torch.optim` optimizer or scheduler given what it cannot optimize (a non-leaf tensor, a bad setting)."""
+
+
+class DataLoaderError(KernbenchError, ValueError):
+    """A `torch.utils.data` dataset, sampler or loader given options PyTorch refuses: its `ValueError`, with its
+    message."""
+
+
+class CollateError(KernbenchError, TypeError):
+    """A batch `default_collate` cannot put together (strings in a numpy array, an unknown element type, samples
+    of different lengths): PyTorch's `TypeError` or `RuntimeError` message."""

@@ -27,7 +27,7 @@ KNOWN_UNSUPPORTED = {
     "torch.autocast": "no autocasting: give each tensor its dtype",
     "torch.fft": "no FFT ops on the simulated device",
     "torch.sparse": "tensors are dense (strided views of a storage, ADR 0015)",
-    "torch.utils": "no data loading or checkpoint utilities",
+    "torch.utils.checkpoint": "activation checkpointing is kernbench.tp's (Megatron's checkpoint)",
     "torch.save": "no serialization: read values with .numpy() and save them with numpy",
     "torch.load": "no serialization: make tensors from numpy with torch.tensor or torch.from_numpy",
     "torch.ahbm.amp": "no autocasting: give each tensor its dtype",

@@ -67,7 +67,7 @@ def test_adr0005_t32_a_missing_tensor_attribute_is_one_line(session):
 def test_adr0005_t33_the_known_unsupported_names_are_absent_and_listed(session):
     torch = session.torch
     owners = {"torch": torch, "torch.ahbm": torch.ahbm, "torch.distributed": torch.distributed,
-              "torch.nn": torch.nn, "torch.Tensor": Tensor}
+              "torch.nn": torch.nn, "torch.utils": torch.utils, "torch.Tensor": Tensor}
     page = render_surface(torch)
     for path, why in KNOWN_UNSUPPORTED.items():
         owner_path, _, name = path.rpartition(".")

@@ -198,7 +198,7 @@ def select(layout: Layout, dim: int, index: int) -> Layout:
     dim = wrap_dim(dim, len(layout.shape), "select")
     n = layout.shape[dim]
     if not -n <= index < n:
-        raise TensorError(f"index {index} is out of bounds for dimension {dim} with size {n}")
+        raise DimensionError(f"index {index} is out of bounds for dimension {dim} with size {n}")
     index %= n
     return Layout(layout.shape[:dim] + layout.shape[dim + 1:], layout.strides[:dim] + layout.strides[dim + 1:],
                   layout.offset + index * layout.strides[dim])
@@ -273,7 +273,7 @@ def basic_index(layout: Layout, key) -> Layout | None:
         else:
             index = operator.index(k)
             if not -n <= index < n:
-                raise TensorError(f"index {index} is out of bounds for dimension {dim} with size {n}")
+                raise DimensionError(f"index {index} is out of bounds for dimension {dim} with size {n}")
             offset += (index % n) * stride
         dim += 1
     return Layout(tuple(shape), tuple(strides), offset)

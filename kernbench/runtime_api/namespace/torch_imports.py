@@ -44,7 +44,8 @@ SUBMODULES = ("accelerator", "ahbm", "autograd", "cuda", "distributed", "distrib
               "distributed.tensor._random",
               "distributed.tensor.placement_types", "distributed._tensor", "distributed._tensor.device_mesh",
               "multiprocessing", "nn", "nn.functional", "nn.init", "nn.parallel", "nn.utils", "optim",
-              "optim.lr_scheduler", "testing")
+              "optim.lr_scheduler", "testing", "utils", "utils.data", "utils.data.dataloader", "utils.data.dataset",
+              "utils.data.sampler", "utils.data.distributed")
 
 # Top-level packages whose `import torch` is Python's: kernbench's own code never means the fake, and Triton's
 # means a real GPU's torch.
