@@ -13,7 +13,7 @@ from kernbench.topology import load_topology
 from kernbench.topology.loader import resolve_topology_path
 
 CALLS = 10
-SMALL, LARGE = 8 << 10, 64 << 20
+SMALL, LARGE = 8 << 10, 16 << 20
 
 
 def _h200(tmp_path, gpus: int):
@@ -36,8 +36,8 @@ def _on_ranks(topology, gpus: int, worker, ccl=None, timing_only: bool = True):
     return session
 
 
-def _loop(topology, gpus: int, nbytes: int, call: str) -> tuple[float, list[dict]]:
-    """`CALLS` calls back to back on every rank, timed as measure_nccl.py times its host loop (CUDA events around
+def _loop(topology, gpus: int, nbytes: int, call: str, calls: int = CALLS) -> tuple[float, list[dict]]:
+    """`calls` calls back to back on every rank, timed as measure_nccl.py times its host loop (CUDA events around
     the loop, over the calls): (ps per call on rank 0, the records)."""
     spans = {}
 
@@ -48,7 +48,7 @@ def _loop(topology, gpus: int, nbytes: int, call: str) -> tuple[float, list[dict
         torch.ahbm.synchronize()
         works, received = [], torch.empty_like(x)
         start.record()
-        for _ in range(CALLS):
+        for _ in range(calls):
             if call == "all_reduce":
                 dist.all_reduce(x)
             elif call == "batch" and rank < 2:
@@ -61,7 +61,7 @@ def _loop(topology, gpus: int, nbytes: int, call: str) -> tuple[float, list[dict
             work.wait()
         end.record()
         torch.ahbm.synchronize()
-        spans[rank] = start.elapsed_time(end) * 1e9 / CALLS
+        spans[rank] = start.elapsed_time(end) * 1e9 / calls
 
     session = _on_ranks(topology, gpus, worker)
     return spans[0], session.ctx.collectives
@@ -86,10 +86,11 @@ def test_adr0010_t103_a_loop_of_small_calls_is_bound_by_the_hosts_cost_of_a_call
 
 def test_adr0010_t104_a_large_calls_time_is_its_device_span_which_the_host_hides(tmp_path):
     topology = _h200(tmp_path, 4)
-    per_call, records = _loop(topology, 4, LARGE, "all_reduce")
+    per_call, records = _loop(topology, 4, LARGE, "all_reduce", calls=3)
     device = records[-1]["device_ps"]
     assert all(r["time_ps"] == r["device_ps"] > r["host_ps"] for r in records)
-    assert device <= per_call <= device * 1.02  # only the first call's host cost shows, spread over the loop
+    # Only the first call's host cost shows, spread over the loop.
+    assert device <= per_call <= (device + records[0]["host_ps"] / 3) * 1.01
 
 
 def test_adr0010_t105_a_machine_without_the_terms_spends_no_host_time_on_a_call():
