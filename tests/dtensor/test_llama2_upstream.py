@@ -28,6 +28,7 @@ CHECKOUT = os.environ.get("KERNBENCH_PYTORCH_EXAMPLES")
 MODEL = Path("distributed") / "tensor_parallelism" / "llama2_model.py"
 ARGS = {"dim": 32, "n_layers": 2, "n_heads": 4, "vocab_size": 64, "max_seq_len": 8, "multiple_of": 16}
 BATCH, SEQ, LR, EPS = 2, 8, 3e-3, 1e-5
+ADAMW_EPS = 1e-8  # torch.optim.AdamW's default eps
 needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="set KERNBENCH_PYTORCH_EXAMPLES to a pytorch/examples "
                                                           "checkout to run its tensor-parallel Llama 2")
 
@@ -160,4 +161,9 @@ def test_adr0021_t24_the_tutorials_llama2_model_under_its_tp_plan_on_4_ranks_mat
         assert rank_loss == pytest.approx(loss, rel=1e-5)
         for name in grads:
             assert_close(rank_grads[name], grads[name], atol=1e-6)
-            assert_close(rank_after[name], after[name], atol=1e-6)
+            # AdamW's first step moves an element by lr·g/(|g| + eps): where |g| is under its eps the step follows
+            # rounding-level differences of g (1e-11 here) magnified lr/eps times, so there the runs agree to the
+            # step's size, and everywhere else to 1e-6.
+            settled = np.abs(grads[name]) > ADAMW_EPS
+            assert_close(rank_after[name][settled], after[name][settled], atol=1e-6)
+            assert np.abs(rank_after[name] - after[name]).max() <= LR
