@@ -66,20 +66,24 @@ class Session:
 
     def __init__(self, topology: Topology | str | None = None, *, ccl=None, timing_only: bool = False, seed: int = 0,
                  strict_hazards: bool = False, memcheck: bool = True, caches: bool = True,
-                 max_programs: int = MAX_PROGRAMS):
+                 max_programs: int = MAX_PROGRAMS, spmd: bool = False, spmd_skip: frozenset = frozenset()):
         """`topology` and `ccl` are files (or shipped topology names, or loaded objects); None is the shipped default.
 
         `memcheck=False` turns off the kernels' memcheck (ADR 0014): an access that runs from its tensor into
         another live one is then not a fault, as on a GPU without compute-sanitizer. `caches=False` turns off
         the run's speed caches (`kernbench.run_caches`): the same op log, times and values, more slowly.
         `max_programs` is the most programs one kernel launch may have (more is one `KernelLaunchError`).
+        `spmd=True` simulates a spawn whose ranks do the same work once, on the first SIP (adr/0022), except the
+        spawns numbered in `spmd_skip`; where one does not, `run` raises `SpmdDiverged` naming it, for the
+        caller to run again with it skipped (`kernbench run` does).
         """
         if not isinstance(topology, Topology):
             topology = load_topology(topology)
         self.ccl_config = load_ccl_config(SHIPPED_CCL_PATH if ccl is None else ccl)
         kernel_launch.install()
         self.ctx = RuntimeContext(topology, timing_only=timing_only, seed=seed, strict_hazards=strict_hazards,
-                                  memcheck=memcheck, caches=caches, max_programs=max_programs)
+                                  memcheck=memcheck, caches=caches, max_programs=max_programs, spmd=spmd,
+                                  spmd_skip=spmd_skip)
         self.torch = build_torch_namespace(self.ctx, self.ccl_config)
 
     @property
@@ -114,6 +118,9 @@ class Session:
             if origin is not None and origin[0] is not failure.process:
                 raise ProcessFailed(origin[0], origin[1], cause) from cause
             raise
+        episode = self.ctx.spmd_spawn
+        if episode is not None and episode.active:  # a spawn never joined: its ranks' ends are unknown to it
+            episode.diverge("the spawn's ranks were never joined")
         return process.value
 
 

@@ -122,7 +122,8 @@ RUNTIME_API_PARTS = {
     "tensor": 4,
     "generators": 5,
     "context": 6,
-    "namespace": 7, "nn": 7, "optim": 7, "data": 7,
+    "spmd": 7, "nn": 7, "optim": 7, "data": 7,
+    "namespace": 8,
 }
 
 

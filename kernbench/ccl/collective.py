@@ -192,17 +192,27 @@ def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedu
     size = len(request.members)
     edges = frozenset() if size == 1 else _wiring_edges(request, schedule.wiring, schedule.module, size)
     plan = symmetric_plan(machine, request, schedule.function, channels, edges, settings)
+    if plan is None and machine.spmd_episode is not None:
+        machine.spmd_episode.end_here(f"{request.label} over SIPs {[m.sip for m in request.members]} is not "
+                                      "symmetric: every rank's part must be simulated")  # logs the others' launch
+    episode = machine.spmd_episode
     if plan is not None:
         replication = Replication(machine, channels, plan)
         started = [([_start(machine, channel, schedule, channel.members[0], queues)], queues)
                    for channel, queues in zip(channels, replication.queues)]
+        if episode is not None:
+            episode.loops += 1  # rank 0's loop books for every rank until it ends
     else:
         started = []
         for channel in channels:
             queues = CollectiveQueues(machine, channel, settings, schedule.wiring, edges)
             started.append(([_start(machine, channel, schedule, member, queues) for member in channel.members],
                              queues))
-    wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
+    try:
+        wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
+    finally:
+        if plan is not None and episode is not None:
+            episode.loops -= 1
     for _, queues in started:
         queues.check_drained()
     if plan is not None:
@@ -263,7 +273,10 @@ def _launch(machine: Machine, request: CollectiveRequest) -> None:
         return
     engine = machine.engine
     start = engine.now
-    for sip in sorted({m.sip for m in request.members}):
+    sips = sorted({m.sip for m in request.members})
+    if machine.spmd_episode is not None:
+        sips = sips[:1]  # the others' are rank 0's, renamed when the replicated spawn ends (runtime_api/spmd.py)
+    for sip in sips:
         machine.oplog.append_pairs("ccl_launch", f"sip{sip}", "ccl", request.label, None, 0, 0, start,
                                    start + latency, ())
     engine.sleep(latency)

@@ -26,7 +26,6 @@ other call runs every rank.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 from kernbench.ccl.blocks import Blocks
@@ -36,60 +35,11 @@ from kernbench.machine.endpoints import hbm
 from kernbench.machine.memory import window_base
 from kernbench.machine.ipcq import IpcQueue, IpcqSettings, next_flow_id, queue_channels, skip_flow_ids
 from kernbench.machine.placed_dma import home_cube
+from kernbench.machine.rotation import Rotation
 from kernbench.sim_engine import Channel
 from kernbench.sim_engine.op_log import Image
 
-_SIP_TOKEN = re.compile(r"\bsip(\d+)\b")
 _UNITS = ("vector", "matrix")  # a PE's compute units, which are not channels
-
-
-@dataclass(frozen=True)
-class Rotation:
-    """The members' SIPs in rank order, and the offsets d of rank 0's queues (to rank d, from rank p − d)."""
-
-    sips: tuple[int, ...]
-    offsets: tuple[int, ...]
-
-    @functools.cached_property
-    def _rank_of(self) -> dict[int, int]:
-        return {sip: rank for rank, sip in enumerate(self.sips)}
-
-    @functools.cached_property
-    def _parsed(self) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
-        return {}
-
-    def name(self, text: str, shift: int) -> str:
-        """`text` with every member SIP `sipK` (rank i's) renamed to rank (i + shift) mod p's; other SIPs
-        unchanged. Each text is parsed once (into the literal pieces around its member SIPs, and their ranks), as
-        it is renamed for every shift."""
-        parsed = self._parsed.get(text)
-        if parsed is None:
-            parsed = self._parsed[text] = self._parse(text)
-        pieces, ranks = parsed
-        if not ranks:
-            return text
-        sips, p = self.sips, len(self.sips)
-        out = [pieces[0]]
-        for rank, piece in zip(ranks, pieces[1:]):
-            out += ("sip", str(sips[(rank + shift) % p]), piece)
-        return "".join(out)
-
-    def _parse(self, text: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
-        pieces, ranks, start = [], [], 0
-        for match in _SIP_TOKEN.finditer(text):
-            rank = self._rank_of.get(int(match.group(1)))
-            if rank is not None:
-                pieces.append(text[start:match.start()])
-                ranks.append(rank)
-                start = match.end()
-        pieces.append(text[start:])
-        return tuple(pieces), tuple(ranks)
-
-    def owner(self, name: str) -> int | None:
-        """The rank whose SIP is the only one a channel's name names (its memories and NoC, its link from the
-        switch), or None (a link between two SIPs)."""
-        named = {int(match.group(1)) for match in _SIP_TOKEN.finditer(name)}
-        return self._rank_of.get(named.pop()) if len(named) == 1 else None
 
 
 @dataclass
@@ -114,18 +64,22 @@ def symmetric_plan(machine: Machine, request, function, channels, edges, setting
     condition = getattr(function, "ccl_rotates", None)
     if not request.timing_only or not request.config.get("symmetric", True) or condition is None or p < 2:
         return None
-    if not machine.engine.idle:
+    replicated = machine.spmd_episode is not None
+    if replicated:
+        if request.sips != machine.spmd_episode.rotation.sips:
+            return None
+    elif not machine.engine.idle:
         return None  # something scheduled could act during the call
     sips = request.sips
-    if len(set(sips)) != p or not all(_l2_alike(machine, channel.members) for channel in channels):
+    if len(set(sips)) != p or not (replicated or all(_l2_alike(machine, channel.members) for channel in channels)):
         return None
     offsets = tuple(sorted(d for s, d in edges if s == 0))
     if set(edges) != {(r, (r + d) % p) for r in range(p) for d in offsets}:
         return None
     rotation = Rotation(sips, offsets)
-    if not all(_same_layout(machine, channel, condition) for channel in channels):
+    if not all(_same_layout(machine, channel, condition, replicated) for channel in channels):
         return None
-    return _rotating_plan(machine, rotation, channels, settings)
+    return _rotating_plan(machine, rotation, channels, settings, replicated)
 
 
 def _l2_alike(machine: Machine, members) -> bool:
@@ -149,22 +103,24 @@ def _names(machine: Machine) -> dict[int, str]:
     return {id(channel): name for name, channel in machine.channels.items()}
 
 
-def _same_layout(machine: Machine, request, condition) -> bool:
-    """Every member on rank 0's cube and PE, with rank 0's layout (`_layout`), and the schedule's condition met."""
+def _same_layout(machine: Machine, request, condition, replicated: bool) -> bool:
+    """Every member on rank 0's cube and PE, with rank 0's layout (`_layout`), and the schedule's condition met.
+    In a replicated spawn every member's PE is rank 0's (the other SIPs stand as they were before the spawn)."""
     members = request.members
     first = members[0]
     if not condition(first.input.count, len(members)):
         return False
     shape = _layout(machine, first)
-    return shape is not None and all((m.cube, m.pe) == (first.cube, first.pe) and _layout(machine, m) == shape
+    pe = machine.pe(first.sip, first.cube, first.pe) if replicated else None
+    return shape is not None and all((m.cube, m.pe) == (first.cube, first.pe) and _layout(machine, m, pe) == shape
                                      for m in members[1:])
 
 
-def _layout(machine: Machine, member):
+def _layout(machine: Machine, member, pe=None):
     """What a member's program depends on besides its rank: its regions' positions, dtype and home cube, its
     in-placeness, and its PE's DMA engines in order of readiness (which one each DMA takes); None where a region
     is not one contiguous run on one cube of the member's SIP."""
-    pe = machine.pe(member.sip, member.cube, member.pe)
+    pe = pe or machine.pe(member.sip, member.cube, member.pe)
     homes = []
     for region in (member.input, member.output):
         cube = _home(machine, member, region)
@@ -219,9 +175,11 @@ def _loop_queue(machine: Machine, request, offset: int, rotation: Rotation, sett
                     label=request.label, programs=(0, offset), data=False, booked_on=booked_on)
 
 
-def _rotating_plan(machine: Machine, rotation: Rotation, channels, settings: IpcqSettings) -> Plan | None:
+def _rotating_plan(machine: Machine, rotation: Rotation, channels, settings: IpcqSettings,
+                   replicated: bool) -> Plan | None:
     """The plan where every rank's channels in the full run are rank 0's rotated, every channel the loop run books
-    has p distinct rotations alike it, all idle, and the members' compute units are idle; else None."""
+    has p distinct rotations alike it, all idle, and the members' compute units are idle; else None. In a
+    replicated spawn they need not be idle: every rank's are rank 0's, whatever they are doing."""
     p, now = len(rotation.sips), machine.engine.now
     footprints = [[_footprint(machine, request, rank, rotation, settings) for rank in range(p)]
                   for request in channels]
@@ -231,7 +189,7 @@ def _rotating_plan(machine: Machine, rotation: Rotation, channels, settings: Ipc
         if any([rotation.name(name, rank) for name in zero] != [names[id(channel)] for channel in ranks[rank]]
                for rank in range(1, p)):
             return None
-        if any(not _units_idle(machine, member, now) for member in request.members):
+        if not replicated and any(not _units_idle(machine, member, now) for member in request.members):
             return None
     queues = [LoopQueues(machine, request, rotation, settings, names) for request in channels]
     booked = list({id(channel): channel for request, loop in zip(channels, queues)
@@ -241,8 +199,11 @@ def _rotating_plan(machine: Machine, rotation: Rotation, channels, settings: Ipc
         for shift in range(p):
             name = rotation.name(names[id(channel)], shift)
             image = machine.channels.get(name)
-            if image is None or image.free_at > now or (image.bandwidth_bytes_per_s, image.latency_ps) != (
-                    channel.bandwidth_bytes_per_s, channel.latency_ps):
+            if replicated and image is None:
+                image = machine.twin_channel(names[id(channel)], name, shift)
+            if image is None or (image.free_at > now and not replicated) or (
+                    image.bandwidth_bytes_per_s, image.latency_ps) != (channel.bandwidth_bytes_per_s,
+                                                                        channel.latency_ps):
                 return None
             images.add(name)
     if len(images) != p * len(booked):
@@ -304,6 +265,7 @@ class Replication:
         self._rotation = plan.rotation
         self._names = plan.names
         self.queues = plan.queues
+        self._labels = {request.label for request in channels}
         self._first_block = machine.oplog.seal()
         self._first_flow = next_flow_id(machine)
         self._channels = plan.booked
@@ -317,8 +279,13 @@ class Replication:
         self._l2_before = None if self._l2 is None else (self._l2.hits, self._l2.misses)
 
     def finish(self) -> None:
-        """Log the other ranks' records and pass each booked resource's bookings on to its rotations."""
+        """Log the other ranks' records and pass each booked resource's bookings on to its rotations; in a
+        replicated spawn, leave that to the spawn's end (which passes on everything rank 0 did)."""
         machine, rotation = self._machine, self._rotation
+        episode = machine.spmd_episode
+        if episode is not None:
+            episode.ranked_labels.update(self._labels)
+            return
         p = len(rotation.sips)
         booked_ops = sum(r.ops - self._before[id(r)][1] for r in self._channels)
         if _total_ops(machine) - self._ops_before != booked_ops:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
@@ -63,6 +64,10 @@ def register(subparsers) -> None:
                         type=positive_count, default=None,
                         help="for a script (a file with no top-level run): run it as torchrun does, once on each "
                              "of N ranks with torchrun's environment (default 1)")
+    parser.add_argument("--spmd", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --timing-only, simulate the work of a spawn's ranks once where they do the same "
+                             "work on SIPs alike, and pass it on to the others (the same times; --no-spmd "
+                             "simulates every rank)")
     parser.add_argument("--max-programs", metavar="N", type=positive_count, default=None,
                         help="the most programs one kernel launch may have (default: what a minute or two of "
                              "simulation runs); a larger grid is refused at its launch, saying the default")
@@ -92,33 +97,40 @@ def handle(args) -> int:
 
 def _run(args, outputs: dict[str, Path], topology) -> int:
     """Load the bench, run it on a new session, report; the exit status."""
+    from kernbench.cli.attempts import run_exactly
     from kernbench.report import format_report, run_report
     from kernbench.report.progress import ProgressLine
     from kernbench.runtime_api.namespace.spawn import ProcessExitedException, SpawnException
     from kernbench.session import Session
 
     path = resolve_bench_path(args.bench)
-    if is_script(path):
-        run, bench_args = script_run(path, args.nproc_per_node or 1), (args.extra,)
-    else:
-        if args.nproc_per_node is not None:
-            raise BenchError(f"{path}: --nproc-per-node runs a script (a file with no top-level run) on that many "
-                             "ranks; this bench defines run(torch) and starts its own workers")
-        bench = load_bench_entry(args.bench)
-        bench_args = (args.extra,) if takes_argv(bench.run, args.bench, args.extra) else ()
-        if bench.add_arguments is not None:
-            bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
-        run = bench.run
+    if not is_script(path) and args.nproc_per_node is not None:
+        raise BenchError(f"{path}: --nproc-per-node runs a script (a file with no top-level run) on that many "
+                         "ranks; this bench defines run(torch) and starts its own workers")
     limits = {} if args.max_programs is None else {"max_programs": args.max_programs}
-    session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
-                      strict_hazards=args.strict_hazards, memcheck=args.memcheck, **limits)
-    args.interrupts.engine = session.engine
-    on_terminal = sys.stderr.isatty()
-    progress = (ProgressLine(session.ctx, sys.stderr, interval_s=0.5 if on_terminal else 2.0)
-                if args.progress or on_terminal else contextlib.nullcontext())
-    try:
+
+    def attempt(spmd_skip):
+        if is_script(path):
+            run, bench_args = script_run(path, args.nproc_per_node or 1), (args.extra,)
+        else:
+            bench = load_bench_entry(args.bench)  # a fresh module each attempt: its globals as the first saw them
+            bench_args = (args.extra,) if takes_argv(bench.run, args.bench, args.extra) else ()
+            if bench.add_arguments is not None:
+                bench_parser(bench.name, bench.add_arguments).parse_args(args.extra)  # a bad option costs no run
+            run = bench.run
+        session = Session(topology, ccl=args.ccl, timing_only=args.timing_only, seed=args.seed,
+                          strict_hazards=args.strict_hazards, memcheck=args.memcheck, spmd=args.spmd,
+                          spmd_skip=spmd_skip, **limits)
+        args.interrupts.engine = session.engine
+        on_terminal = sys.stderr.isatty()
+        progress = (ProgressLine(session.ctx, sys.stderr, interval_s=0.5 if on_terminal else 2.0)
+                    if args.progress or on_terminal else contextlib.nullcontext())
         with progress:
             session.run(run, session.torch, *bench_args)
+        return session
+
+    try:
+        session = run_exactly(attempt)
     except ProcessExitedException as error:
         print(f"kernbench: {error}", file=sys.stderr)  # the ranks' own sys.exit: one line, as PyTorch's
         return BENCH_FAILED_STATUS

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# A SIP named in a resource's or record's name ("sip3.cube1.hbm", "link sip0->sip2").
+SIP_TOKEN = re.compile(r"\bsip(\d+)\b")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ that does not block in a process (an engine `Task`) uses its two halves:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
@@ -24,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from kernbench.machine.data_executor import Access, DataHazard, HazardDetector, Region
-from kernbench.machine.endpoints import Endpoint
+from kernbench.machine.endpoints import SIP_TOKEN, Endpoint
 from kernbench.machine.l2 import UNCACHED, L2Tags, read_tag
 from kernbench.machine.memory import DeviceMemory
 from kernbench.machine.pe import PeUnits, build_pe_units
@@ -70,6 +71,10 @@ class FlowIds:
         return value
 
 
+# A PE's own channel in `Machine.channels` ("sip1.cube2.pe0.dma0"): made with its PE.
+_PE_CHANNEL = re.compile(r"sip(\d+)\.cube(\d+)\.pe(\d+)\..*")
+
+
 class Machine:
     """The simulated hardware of one run."""
 
@@ -93,6 +98,7 @@ class Machine:
             self.caches["machine.paths_by_id"])
         self._pes: dict[tuple[int, int, int], PeUnits] = {}
         self._l2_tags: dict[int, L2Tags] = {}
+        self.spmd_episode = None  # the replicated spawn under way (runtime_api/spmd.py), which collectives follow
 
     def pe(self, sip: int, cube: int, pe: int) -> PeUnits:
         """The engines of one PE (created on first use, so idle PEs cost nothing)."""
@@ -117,6 +123,19 @@ class Machine:
             channel = self.channels[name] = Channel(self.engine, name, bandwidth_bytes_per_s, latency_ps, device=device)
             self._channel_kind[name] = kind
         return channel
+
+    def twin_channel(self, name: str, twin: str, shift: int) -> Channel:
+        """Channel `twin`, made alike channel `name` (its kind, numbers and device `shift` SIPs on) if no route has
+        made it yet: where a replicated SIP passes on what its twin booked (adr/0022)."""
+        if twin in self.channels:
+            return self.channels[twin]
+        source = self.channels[name]
+        device = SIP_TOKEN.sub(lambda m: f"sip{(int(m.group(1)) + shift) % self.topology.n_sips}", source.device)
+        pe = _PE_CHANNEL.fullmatch(twin)
+        if pe is not None:
+            self.pe(*map(int, pe.groups()))
+            return self.channels[twin]
+        return self._channel(twin, self._channel_kind[name], source.bandwidth_bytes_per_s, source.latency_ps, device)
 
     def _link_channel(self, link: Link, device: str) -> Channel:
         return self._channel(link.name, link.kind, link.bandwidth_bytes_per_s, link.latency_ps, device)

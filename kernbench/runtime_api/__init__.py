@@ -16,15 +16,15 @@ pins the order):
 - `tensor/`: `Tensor` itself, its methods generated from the op table, and
   moves between devices;
 - `generators`, then `context`: the run's random generators and `RuntimeContext`;
-- `namespace/`: the modules a bench sees (`torch.*` factories, `torch.ahbm`,
-  random, `torch.multiprocessing`, `import torch` during a run, the surface
-  page).
-
-- beside `namespace/`, none of the four importing another: `nn/` (`torch.nn`:
+- none of the four importing another: `spmd` (a spawn whose ranks do the same
+  work simulated once, adr/0022-spmd-replication.md), and `nn/` (`torch.nn`:
   `Module`, `Parameter`, layers, `init`, `utils`), `optim/` (`torch.optim`:
   optimizers and learning-rate schedulers) and `data/` (`torch.utils.data`:
   datasets, samplers, the DataLoader, on the host), built on `tensor/` and the
-  op table (adr/0020-nn-and-optim.md).
+  op table (adr/0020-nn-and-optim.md);
+- `namespace/`: the modules a bench sees (`torch.*` factories, `torch.ahbm`,
+  random, `torch.multiprocessing`, `import torch` during a run, the surface
+  page).
 
 `torch.distributed.tensor` builds on
 `kernbench.ccl` (torch.distributed) and so lives above it, not here.

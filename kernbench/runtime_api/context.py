@@ -33,8 +33,9 @@ class RuntimeContext:
 
     def __init__(self, topology: Topology, *, timing_only: bool = False, seed: int = 0,
                  strict_hazards: bool = False, memcheck: bool = True, caches: bool = True,
-                 max_programs: int = MAX_PROGRAMS):
-        """`caches=False` turns off every speed cache of the run (`RunCaches`): the same run, slower."""
+                 max_programs: int = MAX_PROGRAMS, spmd: bool = False, spmd_skip: frozenset = frozenset()):
+        """`caches=False` turns off every speed cache of the run (`RunCaches`): the same run, slower. `spmd`
+        replicates spawns whose ranks do the same work (adr/0022), except the spawns numbered in `spmd_skip`."""
         self.topology = topology
         self.timing_only = timing_only
         self.memcheck = memcheck  # kernels' accesses held to the tensor each pointer came from (ADR 0014)
@@ -54,6 +55,9 @@ class RuntimeContext:
         self.access_plan_pool = [access_plans.PLAN_BYTES]  # bytes of access plans the running launches keep, together
         self.default_seed = as_seed(seed)  # where every rank's default generator starts (`kernbench run --seed`)
         self.Generator = generator_class(self)  # torch.Generator of this run
+        self.spmd, self.spmd_skip = spmd, spmd_skip
+        self.spawns_started = 0  # spawns so far: an SPMD episode's number
+        self.spmd_spawn = None  # the latest spawn's episode, which may replicate again after an end (spmd.py)
 
     @property
     def hazards(self) -> list:

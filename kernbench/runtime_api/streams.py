@@ -25,6 +25,11 @@ from kernbench.runtime_api.errors import RuntimeUsageError
 
 PS_PER_MS = 10**9
 
+# How a stream operation takes part in a replicated spawn (`Stream.enqueue(..., spmd=)`, adr/0022), besides a value
+# describing its work: every SIP runs its own.
+MARKER = "marker"  # a zero-time operation that books nothing (an event's record)
+EVERYWHERE = "everywhere"  # a collective's arrival: every rank meets; the collective itself is rank 0's loop
+
 
 class Stream:
     """An in-order queue of operations on one device (`torch.ahbm.Stream`)."""
@@ -33,16 +38,25 @@ class Stream:
         self._ctx = ctx
         self.device_index = device_index
         self._tail = None
+        self.ordinal = sum(s.device_index == device_index for s in ctx.streams)  # its place among its device's
         number = ctx.register_stream(self)
         self.name = name or f"ahbm:{device_index}.stream{number}"
 
     def __repr__(self) -> str:
         return f"<Stream {self.name}>"
 
-    def enqueue(self, label: str, operation: Callable[[], None]):
-        """Run `operation` on the device after everything already on this stream; return its handle."""
+    def enqueue(self, label: str, operation: Callable[[], None], spmd=None):
+        """Run `operation` on the device after everything already on this stream; return its handle.
+
+        `spmd` says what the operation does for a replicated spawn (adr/0022): a value describing its work
+        (`spmd.Fingerprint` reads it), `MARKER` or `EVERYWHERE`; None: it cannot be replicated. The spawn's
+        episode, while one is open (`ctx.spmd_spawn`), decides what runs."""
         previous = self._tail
         engine = self._ctx.engine
+        episode = self._ctx.spmd_spawn
+        noted = None
+        if episode is not None:
+            operation, noted = episode.operation(self, label, operation, spmd)
 
         def in_order() -> None:
             if previous is not None:
@@ -54,13 +68,15 @@ class Stream:
                 raise
 
         self._tail = engine.spawn(in_order, name=f"{self.name}: {label}")
+        if noted is not None:
+            noted(self._tail)
         return self._tail
 
     def wait_event(self, event: "Event") -> None:
         """Later operations on this stream wait until `event` has been reached on its stream."""
         handle = event.handle
         if handle is not None:
-            self.enqueue(f"wait {event!r}", lambda: self._ctx.engine.wait(handle))
+            self.enqueue(f"wait {event!r}", lambda: self._ctx.engine.wait(handle), spmd=("wait", handle))
 
     def wait_stream(self, stream: "Stream") -> None:
         self.wait_event(stream.record_event())
@@ -115,7 +131,7 @@ class Event:
         def reach() -> None:
             self.time_ps = self._ctx.engine.now
 
-        self.handle = stream.enqueue("record event", reach)
+        self.handle = stream.enqueue("record event", reach, spmd=MARKER)
 
     def wait(self, stream: Stream | None = None) -> None:
         (stream or self._ctx.current_stream()).wait_event(self)

@@ -83,6 +83,10 @@ class Engine:
         collectives")."""
         return not self._heap
 
+    def due_now(self) -> bool:
+        """Whether something else is scheduled at the current picosecond."""
+        return bool(self._heap) and self._heap[0][0] == self._now
+
     @property
     def current_process(self) -> Process | None:
         """The process running now, or None in the main greenlet."""

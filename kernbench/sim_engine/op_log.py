@@ -99,12 +99,15 @@ class LabelTotals(NamedTuple):
 
 class Image(NamedTuple):
     """How `OpLog.replicate` renames a copy of records: `rename` maps the device and every string value of the
-    args; a program id p >= 0 becomes (p + program_shift) % program_modulus; a flow id f becomes f + flow_offset."""
+    args; a program id p >= 0 becomes (p + program_shift) % program_modulus — of every record, or where
+    `ranked_labels` is given, of the records with those labels only (a collective's, whose programs are ranks,
+    among kernels' whose programs are their own); a flow id f becomes f + flow_offset."""
 
     rename: Callable[[str], str]
     program_shift: int
     program_modulus: int
     flow_offset: int
+    ranked_labels: frozenset | None = None
 
 
 class OpLog:
@@ -458,12 +461,14 @@ class _ImageBlock(_Reading):
     block's own arrays; devices and args are looked up through the image's renaming of their distinct codes,
     programs and flow ids shifted, when read."""
 
-    __slots__ = ("_base", "_image", "_devices", "_args")
+    __slots__ = ("_base", "_image", "_devices", "_args", "_ranked")
 
     def __init__(self, base: _ImageBase, image: Image, code, values: list):
         import numpy as np
 
         self._base, self._image = base, image
+        self._ranked = None if image.ranked_labels is None else np.array(
+            sorted(code(label) for label in image.ranked_labels), dtype=np.int64)
         self._devices = np.array([code(image.rename(values[int(c)])) for c in base.devices], dtype=np.int64)
         self._args = np.array([code(_renamed(values[int(c)], image.rename)) for c in base.args], dtype=np.int64)
 
@@ -498,7 +503,10 @@ class _ImageBlock(_Reading):
         import numpy as np
 
         program, image = self._base.block.program.astype(np.int64), self._image
-        return np.where(program < 0, program, (program + image.program_shift) % image.program_modulus)
+        shifted = program >= 0
+        if self._ranked is not None:
+            shifted &= np.isin(self._base.block.label, self._ranked)
+        return np.where(shifted, (program + image.program_shift) % image.program_modulus, program)
 
     @property
     def flow(self):

@@ -22,7 +22,7 @@ from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.records import collective_record, record_count
 from kernbench.ccl.rendezvous import Entry, Rendezvous
 from kernbench.policy import DPPolicy
-from kernbench.runtime_api.streams import Stream
+from kernbench.runtime_api.streams import EVERYWHERE, Stream
 
 
 class RankBackend(abc.ABC):
@@ -124,7 +124,7 @@ class RankBackend(abc.ABC):
         """The worker's arrival at `meeting`, enqueued where the collective runs; the output waits for it.
         (handle, label)."""
         stream = self._stream_for(input.device.index, group, async_op)
-        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, index, run))
+        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, index, run), spmd=EVERYWHERE)
         output._pending_writes.append(handle)
         return handle, meeting.label
 

@@ -18,6 +18,7 @@ from kernbench.ccl.rank_backends.backend import RankBackend, joined_entries
 from kernbench.ccl.rank_backends.matching import (check_splits, collectives_differ, element_splits, nominal_counts,
                                                   p2p_differ)
 from kernbench.ccl.rendezvous import Entry, Rendezvous
+from kernbench.runtime_api.streams import EVERYWHERE
 
 
 class SipRanks(RankBackend):
@@ -79,11 +80,12 @@ class SipRanks(RankBackend):
         current = self._ctx.current_stream(device)
         stream = self._communicators.p2p_stream(device, sender, receiver)
         stream.wait_stream(current)  # what the current stream wrote (or still reads) is ordered before the message
-        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, side, run))
+        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, side, run), spmd=EVERYWHERE)
         if role == "recv":
             tensor._pending_writes.append(handle)
         if not async_op:
-            current.enqueue(f"wait {meeting.label}", functools.partial(self._ctx.engine.wait, handle))
+            current.enqueue(f"wait {meeting.label}", functools.partial(self._ctx.engine.wait, handle),
+                            spmd=("wait", handle))
         return handle, meeting.label, peer
 
     def _member_rank(self, group, call: str) -> int:

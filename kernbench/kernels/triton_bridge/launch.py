@@ -104,8 +104,10 @@ class PreparedLaunch:
         pointer_args: tuple[PointerArg, ...],
         timing_only: bool,
         caches: RunCaches | None = None,
+        given: dict[str, Any] | None = None,
     ) -> None:
         self.kernel_name = kernel_name
+        self.given = given  # the arguments as the caller gave them (tensors, numbers), by parameter
         self.grid = grid
         self.pointer_args = pointer_args
         self.timing_only = timing_only
@@ -120,6 +122,11 @@ class PreparedLaunch:
 
     def __repr__(self) -> str:
         return f"PreparedLaunch({self.kernel_name!r}, grid={self.grid})"
+
+    def spmd_work(self) -> tuple:
+        """What decides its programs' work: the kernel, its grid, its arguments and modes (two launches alike in
+        these run alike: an SPMD spawn's ranks are matched by it, adr/0022)."""
+        return (self.kernel_name, self._fn, self.grid, self.given, self.timing_only, self.memcheck, self.replays)
 
     @property
     def interpretations(self) -> int:
@@ -211,7 +218,7 @@ def prepare_launch(
         else:
             arguments[name] = _kernel_value(fn.__name__, name, value, pointers)
     return PreparedLaunch(fn.__name__, fn, rewritten(fn, kernel), _grid(fn.__name__, grid, bound.arguments), arguments,
-                          tuple(pointers), timing_only, caches)
+                          tuple(pointers), timing_only, caches, given=dict(bound.arguments))
 
 
 def _bound(kernel_name: str, signature: inspect.Signature, args: tuple, kwargs: dict) -> inspect.BoundArguments:

@@ -163,7 +163,8 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     launch_ps = system.host_call_ps(system.kernel_launch_ps, ctx.spawned_count() or 1)
     if launch_ps and engine.current_process is not None:
         engine.sleep(launch_ps)  # the host's cost of the launch; work already on the device runs on meanwhile
-    handle = ctx.current_stream(sip).enqueue(label, run_launch)
+    handle = ctx.current_stream(sip).enqueue(label, run_launch, spmd=(
+        "launch", name, n_programs, tensors, written, run_program, finished, waits, start_ps))
     for tensor in written:
         tensor._pending_writes.append(handle)
 

@@ -102,7 +102,7 @@ def _enqueue(ctx, dst, label: str, transfers, waits: list, non_blocking: bool) -
             ctx.engine.wait_all(waits)
         ctx.machine.run_transfers(transfers(), label=label, data=data)
 
-    handle = stream.enqueue(label, copy)
+    handle = stream.enqueue(label, copy, spmd=("copy", dst, transfers, waits))
     dst._pending_writes.append(handle)
     if not non_blocking:
         ctx.block_on([handle])

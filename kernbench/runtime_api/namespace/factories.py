@@ -182,7 +182,8 @@ class Factories:
                           write=functools.partial(out._device_write, shard.index))
                  for shard in out.placement.shards]
         handle = ctx.current_stream(sip).enqueue(
-            f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data))
+            f"fill {out.name}", lambda: ctx.machine.run_transfers(fills, label=f"fill {out.name}", data=data),
+            spmd=("fill", out, fills))
         out._pending_writes.append(handle)
         return out
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import traceback
 
 from kernbench.errors import KernbenchError
+from kernbench.runtime_api import spmd
 from kernbench.runtime_api.namespace.worker_stdout import as_worker
 
 
@@ -111,9 +112,10 @@ def failed(process) -> bool:
 class ProcessContext:
     """What `spawn(..., join=False)` returns: the rank processes, and `join()`."""
 
-    def __init__(self, ctx, processes):
+    def __init__(self, ctx, processes, episode=None):
         self._ctx = ctx
         self.processes = processes
+        self._episode = episode  # the spawn's replication (spmd.py), closed when its ranks have ended
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
@@ -121,7 +123,15 @@ class ProcessContext:
     def join(self, timeout=None) -> bool:
         """Wait until every rank has returned (True), or raise `SpawnException` when one raised
         (`ProcessExitedException` when the failing ranks called `sys.exit` with a non-zero code)."""
-        wait_for_ranks(self._ctx, dict(enumerate(self.processes)), lambda: False, abort_running=True)
+        episode, self._episode = self._episode, None
+        try:
+            wait_for_ranks(self._ctx, dict(enumerate(self.processes)), lambda: False, abort_running=True)
+        except BaseException:
+            if episode is not None:
+                episode.close()
+            raise
+        if episode is not None:
+            episode.close()
         return True
 
 
@@ -153,8 +163,9 @@ def spawn(ctx, fn, args=(), nprocs: int = 1, join: bool = True, daemon: bool = F
     """Call `fn(rank, *args)` for rank 0..nprocs-1, each in its own greenlet."""
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise KernbenchError(f"spawn(nprocs={nprocs!r}): expected a positive integer")
+    episode = spmd.begin(ctx, nprocs)
     processes = [ctx.engine.spawn(_as_rank, ctx, fn, rank, nprocs, args, name=f"rank{rank}") for rank in range(nprocs)]
-    context = ProcessContext(ctx, processes)
+    context = ProcessContext(ctx, processes, episode)
     for process in processes:
         process.add_callback(ignore_failure)  # join() observes failures; the engine need not report them
     if not join:

@@ -8,7 +8,8 @@ greenlet: a line goes to the real stdout whole when its newline is written,
 so lines appear in the order they were finished, which the engine makes
 deterministic. What a worker leaves without a newline is written, ended by
 one, when the worker returns, fails or is aborted (`as_worker`), and so is
-anything still buffered when the block ends: another worker's words never
+anything still buffered when the block ends (unless a replicated spawn
+diverged: the next attempt writes them again): another worker's words never
 run into it. `flush()` passes the stream's flush on and leaves a partial
 line waiting for its newline: a line is never split.
 """
@@ -19,6 +20,8 @@ import sys
 from contextlib import contextmanager
 
 from greenlet import getcurrent
+
+from kernbench.runtime_api.spmd import SpmdDiverged
 
 
 class WorkerStdout:
@@ -70,8 +73,14 @@ def worker_stdout():
     sys.stdout = buffered
     try:
         yield
-    finally:
+    except SpmdDiverged:
+        raise  # its unfinished lines are the next attempt's to finish (cli/attempts.py)
+    except BaseException:
         buffered.end_all()
+        raise
+    else:
+        buffered.end_all()
+    finally:
         sys.stdout = stream
 
 

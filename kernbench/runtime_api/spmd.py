@@ -1,0 +1,448 @@
+"""SPMD replication: a spawn whose ranks do the same device work on rotations of one machine is simulated as the
+first SIP's work alone (adr/0022).
+
+Tensor-parallel ranks launch the same kernels on the same shapes at the same
+times, each on its own SIP. While such a spawn runs (an *episode*), SIP 0's
+stream operations run as always, and every other SIP's operation is matched
+to SIP 0's operation at the same place of the same stream: the same work
+(`Fingerprint`, with SIPs, addresses and names taken relative to the SIP)
+starting at the same picosecond. A matched operation does not run: it ends
+when SIP 0's does. Collectives still meet on every rank and run as rank 0's
+symmetric loop (`ccl/symmetry.py`), whatever else the machine is doing, as
+everything else is alike too. When the episode ends, everything SIP 0's work
+booked — channels, compute units, L2, op-log records, flow ids — is passed on
+to every other SIP, renamed, so reports and later work read the machine as
+after the full simulation.
+
+The invariant: at every picosecond of an episode each SIP's state is SIP 0's
+rotated. It holds while every operation matches; the moment one does not
+(a rank late, work on one SIP only, a kernel of another shape, a collective
+over part of the world, a machine whose SIPs differ), the episode cannot go
+on exactly, and the run stops with `SpmdDiverged`. Whoever runs it runs it
+again without replicating that episode (`kernbench run` does, its first
+attempt's output not repeated): the full simulation, from the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.dtypes import DType
+from kernbench.kernels.kept_values import KeptValues, MemoBudget
+from kernbench.machine import Machine
+from kernbench.machine.data_executor import Region
+from kernbench.machine.endpoints import SIP_TOKEN, Endpoint
+from kernbench.machine.ipcq import next_flow_id, skip_flow_ids
+from kernbench.machine.machine import Transfer
+from kernbench.machine.memory import Allocation, window_base
+from kernbench.machine.pe import PeUnits
+from kernbench.machine.rotation import Rotation
+from kernbench.runtime_api.context import RuntimeContext
+from kernbench.runtime_api.launch.access_plans import AccessPlans
+from kernbench.runtime_api.streams import EVERYWHERE, MARKER, Stream
+from kernbench.runtime_api.tensor.core import Tensor
+from kernbench.sim_engine import Channel, Engine
+from kernbench.sim_engine.interrupts import raise_in_driver
+from kernbench.sim_engine.op_log import Image
+from kernbench.topology import Topology
+
+_UNITS = ("vector", "matrix")
+
+
+class SpmdDiverged(BaseException):
+    """An episode's SIPs stopped doing the same work: the run must be simulated again without replicating episode
+    `episode` (a BaseException, so user code catching `Exception` does not swallow it)."""
+
+    def __init__(self, episode: int, reason: str):
+        super().__init__(f"SPMD episode {episode}: {reason}")
+        self.episode = episode
+        self.reason = reason
+
+
+@dataclass
+class _Item:
+    """An operation of work: what it does (its fingerprint; None: not to be matched), its handle, and when it
+    started as SIP 0's."""
+
+    key: tuple | None
+    handle: object = None
+    start: int | None = None
+
+
+def begin(ctx, nprocs: int) -> "Episode | None":
+    """The episode a spawn of `nprocs` ranks runs as (over SIPs 0..nprocs-1, where rank r's work is, as each
+    takes the device of its rank), or None where it runs in full: replication off (for this spawn), values
+    computed, one rank, more ranks than SIPs, or a machine not idle or whose SIPs are not alike."""
+    number = ctx.spawns_started
+    ctx.spawns_started += 1
+    machine = ctx.machine
+    p = nprocs
+    if (not ctx.spmd or number in ctx.spmd_skip or not ctx.timing_only or p > ctx.topology.n_sips or p < 2
+            or not machine.engine.idle or ctx.spmd_spawn is not None):
+        return None
+    if not _alike(machine, p):
+        return None
+    ctx.spmd_spawn = Episode(ctx, number, p)
+    return ctx.spmd_spawn
+
+
+def _alike(machine, p: int) -> bool:
+    """Whether every SIP's channels (as made so far) and L2 are SIP 0's renamed, idle and of the same numbers."""
+    now = machine.engine.now
+    for name, channel in machine.channels.items():
+        if channel.free_at > now:
+            return False
+        sip = _only_sip(name)
+        if sip is None:
+            continue
+        for other in range(p):
+            twin = machine.channels.get(_renamed(name, sip, other))
+            if twin is not None and (twin.bandwidth_bytes_per_s, twin.latency_ps) != (
+                    channel.bandwidth_bytes_per_s, channel.latency_ps):
+                return False
+    tags = machine.l2_tags(0)
+    if tags is None:
+        return True
+    held = tags.held(window_base(0))
+    return all(machine.l2_tags(sip).held(window_base(sip)) == held for sip in range(1, p))
+
+
+def _only_sip(name: str) -> int | None:
+    named = {int(match.group(1)) for match in SIP_TOKEN.finditer(name)}
+    return named.pop() if len(named) == 1 else None
+
+
+def _renamed(name: str, sip: int, other: int) -> str:
+    return SIP_TOKEN.sub(lambda match: f"sip{other}" if int(match.group(1)) == sip else match.group(0), name)
+
+
+class Episode:
+    """One spawn over SIPs 0..p-1 that is replicated while its SIPs do the same work: SIP 0's operations, the
+    others' matched against them as they start, and where the machine stood when replication (re)started.
+
+    Replication runs in segments. One starts with the spawn and ends at an operation that does not match
+    (`end_here`); another starts when a collective that every SIP ran in full has ended on a quiet machine
+    whose SIPs are alike again (`_resume`). Between segments every SIP runs its own operations.
+    """
+
+    def __init__(self, ctx, number: int, p: int):
+        self.ctx, self.number, self.p = ctx, number, p
+        self.rotation = Rotation(tuple(range(p)), ())
+        self.closing = False  # the spawn's ranks have ended
+        self._counts: dict[tuple, int] = {}  # (sip, stream ordinal, kind) -> operations enqueued so far
+        self._handles: dict[int, tuple] = {}  # id(handle) -> (sip, stream ordinal, kind, place)
+        self._running = 0  # operations of work (not markers or meetings) under way on the spawn's SIPs
+        self.loops = 0  # collectives running as rank 0's loop (`ccl/symmetry.py`)
+        self._segment()
+
+    def _segment(self) -> None:
+        """Start replicating from here: where the machine stands now, and no operation matched yet."""
+        machine = self.ctx.machine
+        machine.spmd_episode = self
+        self.active = True
+        self._leader: dict[tuple[int, int], _Item] = {}  # (stream ordinal, work index) -> SIP 0's operation
+        self._leading = 0  # SIP 0's operations of this segment under way
+        self._followed: dict[tuple[int, int], int] = {}  # (sip, stream ordinal) -> operations matched here
+        self.ranked_labels: set[str] = set()  # collectives' labels: their records' programs are ranks
+        self._first_block = machine.oplog.seal()
+        self._first_flow = next_flow_id(machine)
+        self._channels_before = {id(c): (c.busy_ps, c.ops, c.bytes_moved) for c in machine.channels.values()}
+        self._units_before = {id(unit): (unit.busy_ps, unit.ops, 0) for units in machine.pes() if units.sip == 0
+                              for unit in (units.vector, units.matrix)}
+        tags = machine.l2_tags(0)
+        self._l2_before = None if tags is None else (tags.hits, tags.misses)
+
+    # ---- stream operations ---------------------------------------------------------------------
+    def operation(self, stream, label: str, operation, spmd):
+        """What `stream` runs in place of `operation` while the spawn is open, and a callback taking its handle
+        (None: none). Whether an operation of work is SIP 0's, matched or its own is decided when it starts."""
+        sip, ordinal = stream.device_index, stream.ordinal
+        if sip >= self.p:  # other work, which may read or write the spawn's SIPs
+            if self.active:
+                self.end_here(f"{label!r} on SIP {sip}, outside the spawn's SIPs 0..{self.p - 1}")
+            return operation, None
+        kind = "work" if spmd not in (MARKER, EVERYWHERE) else spmd
+        index = self._counts.get((sip, ordinal, kind), 0)
+        self._counts[sip, ordinal, kind] = index + 1
+        if kind is MARKER:
+            # Known by where it stands among the stream's operations: it ends when the one before it does. Some
+            # SIPs may have more markers than others (a rank timing itself), so markers are not counted.
+            place = (sip, ordinal, MARKER, self._counts.get((sip, ordinal, "work"), 0),
+                     self._counts.get((sip, ordinal, EVERYWHERE), 0))
+            return operation, functools.partial(self._note, place)
+        place = (sip, ordinal, kind, index)
+        if kind is EVERYWHERE:
+            return functools.partial(self._meeting, operation), functools.partial(self._note, place)
+        key = None if spmd is None or self.closing else Fingerprint(self, sip).of(spmd)
+        item = _Item(key)
+
+        def note(handle) -> None:
+            item.handle = handle
+            self._note(place, handle)
+        return functools.partial(self._work, sip, ordinal, index, label, item, operation), note
+
+    def _note(self, place: tuple, handle) -> None:
+        self._handles[id(handle)] = place
+
+    def _meeting(self, operation) -> None:
+        """A collective's arrival, which every SIP runs; when it ends, replication may start again."""
+        try:
+            operation()
+        finally:
+            self._resume()
+
+    def _work(self, sip: int, ordinal: int, index: int, label: str, item: _Item, operation) -> None:
+        engine = self.ctx.engine
+        if self.active and sip == 0:
+            if item.key is None:
+                self.end_here(f"{label!r} on SIP 0 is an operation replication cannot match")
+            else:
+                item.start = engine.now
+                self._leader[ordinal, index] = item
+                self._leading += 1
+                try:
+                    operation()
+                finally:
+                    self._leading -= 1
+                return
+        elif self.active:
+            leader = self._leader_item(ordinal, index)
+            if leader is not None and leader.key == item.key and item.key is not None:
+                self._followed[sip, ordinal] = self._followed.get((sip, ordinal), 0) + 1
+                engine.wait(leader.handle)
+                return
+            why = ("SIP 0 has no such operation at this time" if leader is None
+                   else "SIP 0's operation there is other work")
+            self.end_here(f"{label!r} on SIP {sip} (stream {ordinal}, operation {index}): {why}")
+        self._running += 1
+        try:
+            operation()
+        finally:
+            self._running -= 1
+
+    def _leader_item(self, ordinal: int, index: int) -> _Item | None:
+        """SIP 0's operation `index` of stream `ordinal` if it starts now, in this segment, waiting for it through
+        the other entries due now (it may be the next to start at this picosecond); None if it does not."""
+        engine = self.ctx.engine
+        while True:
+            item = self._leader.get((ordinal, index))
+            if item is not None:
+                return item if item.start == engine.now else None
+            if not engine.due_now():
+                return None
+            engine.sleep(0)
+
+    def handle_key(self, handle, sip: int):
+        """A handle of this spawn's operations, relative to SIP `sip`; None for another."""
+        place = self._handles.get(id(handle))
+        if place is None:
+            return None
+        owner, *rest = place
+        return ("operation", (owner - sip) % self.p, *rest)
+
+    # ---- ends and starts ---------------------------------------------------------------------------
+    def end_here(self, reason: str) -> None:
+        """Stop replicating, for `reason`: where nothing of SIP 0's is under way (no operation, no collective's
+        loop), pass SIP 0's bookings on now and let every SIP run its own operations from here; else replication
+        cannot end exactly, and the episode diverges."""
+        if self._leading or self.loops:
+            self.diverge(f"{reason}, while SIP 0's work was under way")
+        self._pass_on()
+
+    def _resume(self) -> None:
+        """Replicate again, where the spawn's ranks run on, nothing is under way on its SIPs and they are alike."""
+        if self.active or self.closing or self._running or self.loops:
+            return
+        if _alike(self.ctx.machine, self.p):
+            self._segment()
+
+    def diverge(self, reason: str):
+        raise_in_driver(SpmdDiverged(self.number, reason), self.ctx.engine)
+        raise SpmdDiverged(self.number, reason)  # reached only where no run is under way
+
+    def close(self) -> None:
+        """The spawn's ranks have ended: end replication once every operation on the spawn's SIPs has ended (now,
+        or when the last one does)."""
+        self.closing = True
+        tails = [stream._tail for stream in self.ctx.streams
+                 if stream.device_index < self.p and stream._tail is not None and not stream._tail.triggered]
+        if not tails:
+            self._closed()
+            return
+        self.ctx.engine.all_of(tails).add_callback(lambda _event: self._closed())
+
+    def _closed(self) -> None:
+        if self.ctx.spmd_spawn is self:
+            self.ctx.spmd_spawn = None  # what is enqueued from here is nobody's to match
+        if not self.active:
+            return
+        led: dict[int, int] = {}
+        for ordinal, _ in self._leader:
+            led[ordinal] = led.get(ordinal, 0) + 1
+        for ordinal in set(led) | {o for _, o in self._followed}:
+            for sip in range(1, self.p):
+                if self._followed.get((sip, ordinal), 0) != led.get(ordinal, 0):
+                    self.diverge(f"SIP {sip} followed {self._followed.get((sip, ordinal), 0)} of SIP 0's "
+                                 f"{led.get(ordinal, 0)} operation(s) on stream {ordinal}")
+        self._pass_on()
+
+    def _pass_on(self) -> None:
+        """Give every other SIP what SIP 0 booked since the segment began, renamed; replication stops."""
+        machine, p = self.ctx.machine, self.p
+        machine.spmd_episode = None
+        self.active = False
+        oplog = machine.oplog
+        oplog.seal()
+        flows = next_flow_id(machine) - self._first_flow
+        ranked = frozenset(self.ranked_labels)
+        oplog.replicate(self._first_block, [
+            Image(functools.partial(self.rotation.name, shift=shift), shift, p, shift * flows, ranked)
+            for shift in range(1, p)])
+        skip_flow_ids(machine, self._first_flow + p * flows)
+        booked = [(name, c) for name, c in machine.channels.items()
+                  if (c.busy_ps, c.ops, c.bytes_moved) != self._channels_before.get(id(c), (0, 0, 0))]
+        names = {name for name, _ in booked}
+        for name, channel in booked:
+            for shift in range(1, p):
+                image_name = self.rotation.name(name, shift)
+                image = machine.channels.get(image_name) or machine.twin_channel(name, image_name, shift)
+                if image_name in names or (image.bandwidth_bytes_per_s, image.latency_ps) != (
+                        channel.bandwidth_bytes_per_s, channel.latency_ps):
+                    self.diverge(f"channel {name} has no twin {image_name} alike it on every SIP")
+                _pass_on(channel, image, self._channels_before.get(id(channel), (0, 0, 0)))
+        for units in machine.pes():
+            if units.sip != 0:
+                continue
+            for shift in range(1, p):
+                twin = machine.pe(shift, units.cube, units.pe)
+                for kind in _UNITS:
+                    unit = getattr(units, kind)
+                    _pass_on(unit, getattr(twin, kind), self._units_before.get(id(unit), (0, 0, 0)))
+        tags = machine.l2_tags(0)
+        if tags is not None:
+            hits, misses = tags.hits - self._l2_before[0], tags.misses - self._l2_before[1]
+            for sip in range(1, p):
+                machine.l2_tags(sip).take(tags, window_base(sip) - window_base(0), hits, misses)
+
+
+def _pass_on(source, image, before: tuple[int, int, int]) -> None:
+    """Give `image` the bookings `source` took since `before` (busy time, ops, bytes) and its horizon."""
+    busy, ops, moved = before
+    image.busy_ps += source.busy_ps - busy
+    image.ops += source.ops - ops
+    image.free_at = source.free_at
+    if isinstance(source, Channel):
+        image.bytes_moved += source.bytes_moved - moved
+        image.gaps = [list(gap) for gap in source.gaps]
+
+
+class Fingerprint:
+    """What a stream operation will do, as a value equal on two SIPs exactly when they do the same work there:
+    its function's code and everything the code can reach that decides the work, with SIPs, addresses, streams,
+    handles and names taken relative to SIP `sip`. Anything else is itself (its identity): two SIPs' operations
+    that reach different objects of an unknown kind never match, so the episode ends rather than guesses."""
+
+    def __init__(self, episode: Episode, sip: int):
+        self._episode = episode
+        self._sip = sip
+        self._seen: dict[int, int] = {}
+
+    def of(self, value):
+        kind = value.__class__
+        if value is None or kind in (bool, int, float, complex, bytes, range, slice):
+            return value
+        if kind is str:
+            return self._episode.rotation.name(value, -self._sip)
+        if kind in (tuple, list):
+            return (kind.__name__, *map(self.of, value))
+        if kind is dict:
+            return ("dict", *((self.of(k), self.of(v)) for k, v in value.items()))
+        if isinstance(value, (np.generic, np.dtype, DType, enum.Enum)):
+            return (kind.__name__, str(value))
+        if isinstance(value, np.ndarray):
+            return ("array", value.dtype.str, value.shape, hashlib.blake2b(value.tobytes(), digest_size=16).digest())
+        if id(value) in self._seen:
+            return ("seen", self._seen[id(value)])
+        self._seen[id(value)] = len(self._seen)
+        rule = _rule_of(kind)
+        if rule is not None:
+            return rule(self, value)
+        work = getattr(kind, "spmd_work", None)
+        if work is not None:  # an object that says what decides its work (a Triton launch)
+            return (kind.__qualname__, self.of(work(value)))
+        if kind is functools.partial:
+            return ("partial", self.of(value.func), self.of(value.args), self.of(value.keywords))
+        if kind is types.FunctionType:
+            cells = tuple(self.of(cell.cell_contents) if _filled(cell) else "empty" for cell in value.__closure__ or ())
+            return ("function", value.__code__, self.of(value.__defaults__), cells)
+        if kind is types.MethodType:
+            return ("method", value.__func__, self.of(value.__self__))
+        if dataclasses.is_dataclass(value) and kind.__dataclass_params__.frozen:
+            return (kind, *(self.of(getattr(value, f.name)) for f in dataclasses.fields(value)))
+        handle = self._episode.handle_key(value, self._sip)
+        if handle is not None:
+            return handle
+        if getattr(value, "triggered", False) and getattr(value, "ok", False):
+            return "done"  # an ended operation: waiting for it waits for nothing
+        if isinstance(value, (type, types.ModuleType, types.BuiltinFunctionType)):
+            return ("shared", id(value))
+        return ("itself", kind.__qualname__, id(value))
+
+    def sip_relative(self, sip: int) -> int:
+        return (sip - self._sip) % self._episode.p
+
+    def address(self, address: int, sip: int) -> tuple[int, int]:
+        return self.sip_relative(sip), address - window_base(sip)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+@functools.cache
+def _rule_of(kind: type):
+    """The rule for `kind` or the nearest of its bases that has one (a `Parameter` is described as a tensor)."""
+    return next((_RULES[base] for base in kind.__mro__ if base in _RULES), None)
+
+
+def _shared(f: Fingerprint, value):
+    return ("shared", id(value))
+
+
+def _fresh(f: Fingerprint, value):
+    return ("fresh", value.__class__.__name__)  # made for the one launch, empty when it is enqueued
+
+
+def _fields(f: Fingerprint, value):
+    return (value.__class__.__name__, *(f.of(getattr(value, x.name)) for x in dataclasses.fields(value)))
+
+
+def _tensor(f: Fingerprint, t):
+    where = "host" if t.device.is_host else f.of(t.allocation)
+    return ("tensor", tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype.name, where)
+
+
+def _allocation(f: Fingerprint, a):
+    return ("allocation", *f.address(a.base, a.sip), a.nbytes, a.itemsize, f.of(a.placement))
+
+
+# Kind -> how a fingerprint describes one: the runtime's objects that a stream operation's work depends on, each
+# by what decides that work. A kind defined above the runtime says it itself, with a `spmd_work()` method.
+_RULES = {Tensor: _tensor, Allocation: _allocation,
+          PeUnits: lambda f, pe: ("pe", f.sip_relative(pe.sip), pe.cube, pe.pe),
+          Stream: lambda f, s: ("stream", f.sip_relative(s.device_index), s.ordinal),
+          Endpoint: lambda f, e: ("endpoint", e.kind, f.sip_relative(e.sip) if e.sip >= 0 else e.sip, e.cube, e.pe),
+          Transfer: _fields, Region: _fields,
+          RuntimeContext: _shared, Machine: _shared, Engine: _shared, Topology: _shared,
+          KeptValues: _fresh, MemoBudget: _fresh, AccessPlans: _fresh}

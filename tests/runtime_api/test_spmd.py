@@ -1,0 +1,180 @@
+"""SPMD replication (adr/0022): a spawn whose ranks do the same work is simulated once and passed on, and the run
+reads exactly as the full simulation, whatever the ranks do.
+
+Each test runs the same bench twice, timing-only: replicated (`spmd=True`,
+run again without an episode that diverged, as `kernbench run` does) and in
+full, and compares the whole report and the whole op log. What may differ
+is set aside: a replicated rank's records carry rank 0's tensor names in
+their labels (the run numbers tensors as they are made, rank by rank),
+messages' flow ids are numbered in another order, and records of the same
+picoseconds (two groups' collectives ending together) may come in another
+order.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import triton
+import triton.language as tl
+
+from kernbench.benches import tp_layer
+from kernbench.cli.attempts import run_exactly
+from kernbench.report import run_report
+from kernbench.session import Session
+
+_NUMBERED = re.compile(r"\b(?!sip\d|cube\d|pe\d)([A-Za-z_]+)\d+")
+
+
+def _simulated(bench, topology: str, spmd: bool):
+    """(report, op log, programs simulated, attempts) of `bench(torch)` run timing-only on `topology`."""
+    attempts = []
+
+    def attempt(skip):
+        attempts.append(skip)
+        session = Session(topology, timing_only=True, spmd=spmd, spmd_skip=skip)
+        session.run(bench, session.torch)
+        return session
+
+    session = run_exactly(attempt)
+    report = run_report(session.ctx)
+    for collective in report["collectives"]:
+        collective.pop("symmetric")  # how it was simulated: rank 0's loop when replicated
+    report["collectives"].sort(key=lambda c: (c["start_ps"], c["end_ps"], c["label"]))
+    log = Counter()
+    for kind, device, unit, label, program, nbytes, flops, start, end, args in session.ctx.machine.oplog.rows():
+        args = tuple(pair for pair in args or () if pair[0] != "flow_id")
+        log[kind, device, unit, _NUMBERED.sub(r"\1#", label), program, nbytes, flops, start, end, args] += 1
+    return report, log, session.ctx.programs_done, attempts
+
+
+def _same_as_full(bench, topology: str = "default"):
+    """Replicated and full runs of `bench` agree; (programs simulated replicated, in full, attempts)."""
+    report, log, programs, attempts = _simulated(bench, topology, spmd=True)
+    full_report, full_log, full_programs, _ = _simulated(bench, topology, spmd=False)
+    assert report == full_report
+    assert log == full_log
+    return programs, full_programs, attempts
+
+
+def _layer(argv):
+    return lambda torch: tp_layer.run(torch, ["--hidden", "64", "--heads", "4", "--seq", "16", *argv])
+
+
+@pytest.mark.parametrize("argv", [["--tp", "4", "--sp", "on", "--overlap", "on"],
+                                  ["--tp", "4", "--sp", "off", "--overlap", "off"],
+                                  ["--tp", "2", "--dp", "1", "--sp", "on", "--overlap", "off"]],
+                         ids=["tp4-sp-overlap", "tp4-plain", "tp2-of-4-sips-sp"])
+def test_adr0022_t1_a_tensor_parallel_step_is_simulated_once_and_reads_as_the_full_run(argv):
+    programs, full_programs, attempts = _same_as_full(_layer(argv))
+    assert attempts == [frozenset()]  # no episode diverged
+    assert programs * int(argv[1]) == full_programs  # the other ranks' programs were not simulated
+
+
+def test_adr0022_t2_a_collective_over_groups_is_simulated_rank_by_rank_and_replication_resumes_after_it():
+    """tp 2 x dp 2: the groups do not rotate with the SIPs, so a collective over one ends replication where
+    nothing of SIP 0's is under way; every rank runs it, and replication starts again once it has ended."""
+    programs, full_programs, attempts = _same_as_full(_layer(["--tp", "2", "--dp", "2", "--sp", "off",
+                                                              "--overlap", "off"]))
+    assert attempts == [frozenset()]
+    assert programs * 2 < full_programs
+
+
+def _rank_one_differs(torch):
+    """Every rank multiplies; rank 1 alone also runs a softmax over another dim (the same tensors: only the
+    closure's dim differs), while the matmuls of the others are still under way."""
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        x = torch.randn(256, 256, dtype=torch.float16)
+        y = x @ x
+        y = y.softmax(dim=0 if rank == 1 else -1)
+        (y @ x).sum()
+        torch.ahbm.synchronize()
+    torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
+
+
+def test_adr0022_t3_a_rank_doing_other_work_is_simulated_in_full():
+    programs, full_programs, attempts = _same_as_full(_rank_one_differs)
+    assert attempts[0] == frozenset() and len(attempts) == 2  # the first attempt diverged, the second ran it in full
+    assert programs == full_programs
+
+
+def _interleaved_all_gather(torch):
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        torch.distributed.init_process_group(backend="ahbm")
+        x = torch.randn(1000, dtype=torch.float16)
+        out = torch.empty(1000 * torch.distributed.get_world_size(), dtype=torch.float16)
+        (x * 2).sum()
+        torch.distributed.all_gather_into_tensor(out, x)
+        (out + 1).sum()
+        torch.ahbm.synchronize()
+    torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
+
+
+def test_adr0022_t4_on_a_gpu_topology_a_collective_over_interleaved_buffers_is_simulated_rank_by_rank():
+    """Interleaved memory puts each rank's chunk of an all-gather on other stacks: no rank's work is another's
+    rotated, so the episode ends at the collective and its ranks run in full."""
+    _same_as_full(_interleaved_all_gather, topology="h200x4")
+
+
+def test_adr0022_t5_a_run_with_values_is_never_replicated():
+    session = Session("default", spmd=True)
+    session.run(_layer(["--tp", "4", "--sp", "off", "--overlap", "off"]), session.torch)
+    full = Session("default", spmd=False)
+    full.run(_layer(["--tp", "4", "--sp", "off", "--overlap", "off"]), full.torch)
+    assert session.ctx.programs_done == full.ctx.programs_done
+    assert session.ctx.machine.oplog.end_ps == full.ctx.machine.oplog.end_ps
+
+
+DIVERGING_BENCH = '''
+def run(torch):
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        x = torch.randn(512, 512, dtype=torch.float16)
+        print("rank", rank, "starts", end="")
+        y = x @ x
+        print(" and multiplies")
+        if rank == 2:
+            y = y + 1
+        torch.ahbm.synchronize()
+        print("rank", rank, "ends")
+    torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
+'''
+
+
+def test_adr0022_t6_kernbench_run_prints_a_diverged_runs_output_once(tmp_path):
+    bench = tmp_path / "diverging.py"
+    bench.write_text(DIVERGING_BENCH)
+    outputs = [subprocess.run([sys.executable, "-m", "kernbench", "run", str(bench), "--timing-only", *flag],
+                              capture_output=True, text=True, check=True).stdout for flag in ([], ["--no-spmd"])]
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count("rank 2 starts and multiplies\n") == 1
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+
+def _triton_on_every_rank(torch):
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        x = torch.randn(4096)
+        out = torch.empty_like(x)
+        _scale_kernel[(16,)](x, out, x.numel(), BLOCK=256)
+        torch.ahbm.synchronize()
+    torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
+
+
+@pytest.mark.quick
+def test_adr0022_t7_a_triton_kernel_launched_alike_by_every_rank_is_simulated_once():
+    programs, full_programs, attempts = _same_as_full(_triton_on_every_rank)
+    assert attempts == [frozenset()]
+    assert programs * 4 == full_programs
