@@ -35,7 +35,7 @@ from kernbench.machine.endpoints import hbm
 from kernbench.machine.memory import window_base
 from kernbench.machine.ipcq import IpcQueue, IpcqSettings, next_flow_id, queue_channels, skip_flow_ids
 from kernbench.machine.placed_dma import home_cube
-from kernbench.machine.rotation import Rotation
+from kernbench.machine.rotation import Rotation, pass_on
 from kernbench.sim_engine import Channel
 from kernbench.sim_engine.op_log import Image
 
@@ -300,7 +300,7 @@ class Replication:
         for channel in self._channels:
             for shift in range(1, p):
                 image = machine.channels[rotation.name(self._names[id(channel)], shift)]
-                _pass_on(channel, image, self._before[id(channel)])
+                pass_on(channel, image, self._before[id(channel)])
         if self._l2 is not None:
             hits, misses = self._l2.hits - self._l2_before[0], self._l2.misses - self._l2_before[1]
             origin = window_base(rotation.sips[0])
@@ -310,18 +310,7 @@ class Replication:
             unit = getattr(machine.pe(sip, cube, pe), kind)
             for shift in range(1, p):
                 twin = machine.pe(rotation.sips[(rotation.sips.index(sip) + shift) % p], cube, pe)
-                _pass_on(unit, getattr(twin, kind), self._before[id(unit)])
-
-
-def _pass_on(source, image, before: tuple[int, int, int]) -> None:
-    """Give `image` the bookings `source` took since `before` (busy time, ops, bytes) and its horizon."""
-    busy, ops, moved = before
-    image.busy_ps += source.busy_ps - busy
-    image.ops += source.ops - ops
-    image.free_at = source.free_at
-    if isinstance(source, Channel):
-        image.bytes_moved += source.bytes_moved - moved
-        image.gaps = [list(gap) for gap in source.gaps]
+                pass_on(unit, getattr(twin, kind), self._before[id(unit)])
 
 
 def _total_ops(machine: Machine) -> int:

@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass
 
 from kernbench.machine.endpoints import SIP_TOKEN
+from kernbench.sim_engine import Channel
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,15 @@ class Rotation:
         switch), or None (a link between two SIPs)."""
         named = {int(match.group(1)) for match in SIP_TOKEN.finditer(name)}
         return self._rank_of.get(named.pop()) if len(named) == 1 else None
+
+
+def pass_on(source, image, before: tuple[int, int, int]) -> None:
+    """Give `image` (a channel or unit of another rank) the bookings `source` took since `before` (busy time,
+    ops, bytes) and its horizon."""
+    busy, ops, moved = before
+    image.busy_ps += source.busy_ps - busy
+    image.ops += source.ops - ops
+    image.free_at = source.free_at
+    if isinstance(source, Channel):
+        image.bytes_moved += source.bytes_moved - moved
+        image.gaps = [list(gap) for gap in source.gaps]

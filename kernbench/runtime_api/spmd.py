@@ -3,23 +3,25 @@ first SIP's work alone (adr/0022).
 
 Tensor-parallel ranks launch the same kernels on the same shapes at the same
 times, each on its own SIP. While such a spawn runs (an *episode*), SIP 0's
-stream operations run as always, and every other SIP's operation is matched
-to SIP 0's operation at the same place of the same stream: the same work
-(`Fingerprint`, with SIPs, addresses and names taken relative to the SIP)
-starting at the same picosecond. A matched operation does not run: it ends
-when SIP 0's does. Collectives still meet on every rank and run as rank 0's
-symmetric loop (`ccl/symmetry.py`), whatever else the machine is doing, as
-everything else is alike too. When the episode ends, everything SIP 0's work
-booked — channels, compute units, L2, op-log records, flow ids — is passed on
-to every other SIP, renamed, so reports and later work read the machine as
-after the full simulation.
+stream operations run as always, and every other SIP's operation, as it
+starts, is matched to SIP 0's at the same place of the same stream: the same
+work (`Fingerprint`, with SIPs, addresses and names taken relative to the
+SIP) starting at the same picosecond. A matched operation does not run: it
+ends when SIP 0's does. Collectives still meet on every rank and run as rank
+0's symmetric loop (`ccl/symmetry.py`), whatever else the machine is doing,
+as everything else is alike too. When replication stops, everything SIP 0's
+work booked — channels, compute units, L2, op-log records, flow ids — is
+passed on to every other SIP, renamed, so reports and later work read the
+machine as after the full simulation.
 
-The invariant: at every picosecond of an episode each SIP's state is SIP 0's
-rotated. It holds while every operation matches; the moment one does not
-(a rank late, work on one SIP only, a kernel of another shape, a collective
-over part of the world, a machine whose SIPs differ), the episode cannot go
-on exactly, and the run stops with `SpmdDiverged`. Whoever runs it runs it
-again without replicating that episode (`kernbench run` does, its first
+The invariant: while replication is under way, each SIP's state is SIP 0's
+rotated. It holds while every operation matches. At one that does not (a
+rank late, work on one SIP only, a kernel of another shape, a collective
+over part of the world), replication stops exactly if nothing of SIP 0's is
+under way, every SIP running its own operations from there, and starts
+again once a collective has ended on a quiet machine; if SIP 0's work is
+under way, the run stops with `SpmdDiverged`, and whoever runs it runs it
+again without replicating that spawn (`kernbench run` does, its first
 attempt's output not repeated): the full simulation, from the start.
 """
 
@@ -43,12 +45,12 @@ from kernbench.machine.ipcq import next_flow_id, skip_flow_ids
 from kernbench.machine.machine import Transfer
 from kernbench.machine.memory import Allocation, window_base
 from kernbench.machine.pe import PeUnits
-from kernbench.machine.rotation import Rotation
+from kernbench.machine.rotation import Rotation, pass_on
 from kernbench.runtime_api.context import RuntimeContext
 from kernbench.runtime_api.launch.access_plans import AccessPlans
 from kernbench.runtime_api.streams import EVERYWHERE, MARKER, Stream
 from kernbench.runtime_api.tensor.core import Tensor
-from kernbench.sim_engine import Channel, Engine
+from kernbench.sim_engine import Engine
 from kernbench.sim_engine.interrupts import raise_in_driver
 from kernbench.sim_engine.op_log import Image
 from kernbench.topology import Topology
@@ -150,6 +152,7 @@ class Episode:
         self._leader: dict[tuple[int, int], _Item] = {}  # (stream ordinal, work index) -> SIP 0's operation
         self._leading = 0  # SIP 0's operations of this segment under way
         self._followed: dict[tuple[int, int], int] = {}  # (sip, stream ordinal) -> operations matched here
+        self._awaited: dict[tuple[int, int], object] = {}  # (stream ordinal, work index) -> an event followers wait on
         self.ranked_labels: set[str] = set()  # collectives' labels: their records' programs are ranks
         self._first_block = machine.oplog.seal()
         self._first_flow = next_flow_id(machine)
@@ -206,6 +209,7 @@ class Episode:
             else:
                 item.start = engine.now
                 self._leader[ordinal, index] = item
+                self._started(ordinal, index, item)
                 self._leading += 1
                 try:
                     operation()
@@ -228,16 +232,28 @@ class Episode:
             self._running -= 1
 
     def _leader_item(self, ordinal: int, index: int) -> _Item | None:
-        """SIP 0's operation `index` of stream `ordinal` if it starts now, in this segment, waiting for it through
-        the other entries due now (it may be the next to start at this picosecond); None if it does not."""
+        """SIP 0's operation `index` of stream `ordinal` if it starts now, in this segment; None if it does not.
+        One that has not started yet may still start at this picosecond: wait for it until everything due now has
+        happened (`Engine.at_end_of_now`)."""
         engine = self.ctx.engine
-        while True:
-            item = self._leader.get((ordinal, index))
-            if item is not None:
-                return item if item.start == engine.now else None
-            if not engine.due_now():
-                return None
-            engine.sleep(0)
+        item = self._leader.get((ordinal, index))
+        if item is not None:
+            return item if item.start == engine.now else None
+        awaited = self._awaited.get((ordinal, index))
+        if awaited is None:
+            awaited = self._awaited[ordinal, index] = engine.event(f"SIP 0's operation {index} on stream {ordinal}")
+            engine.at_end_of_now(self._not_started, awaited)
+        return engine.wait(awaited)
+
+    def _started(self, ordinal: int, index: int, item: _Item) -> None:
+        awaited = self._awaited.pop((ordinal, index), None)
+        if awaited is not None and not awaited.triggered:
+            awaited.succeed(item)
+
+    @staticmethod
+    def _not_started(awaited) -> None:
+        if not awaited.triggered:
+            awaited.succeed(None)
 
     def handle_key(self, handle, sip: int):
         """A handle of this spawn's operations, relative to SIP `sip`; None for another."""
@@ -254,7 +270,7 @@ class Episode:
         cannot end exactly, and the episode diverges."""
         if self._leading or self.loops:
             self.diverge(f"{reason}, while SIP 0's work was under way")
-        self._pass_on()
+        self._hand_over()
 
     def _resume(self) -> None:
         """Replicate again, where the spawn's ranks run on, nothing is under way on its SIPs and they are alike."""
@@ -291,9 +307,9 @@ class Episode:
                 if self._followed.get((sip, ordinal), 0) != led.get(ordinal, 0):
                     self.diverge(f"SIP {sip} followed {self._followed.get((sip, ordinal), 0)} of SIP 0's "
                                  f"{led.get(ordinal, 0)} operation(s) on stream {ordinal}")
-        self._pass_on()
+        self._hand_over()
 
-    def _pass_on(self) -> None:
+    def _hand_over(self) -> None:
         """Give every other SIP what SIP 0 booked since the segment began, renamed; replication stops."""
         machine, p = self.ctx.machine, self.p
         machine.spmd_episode = None
@@ -316,7 +332,7 @@ class Episode:
                 if image_name in names or (image.bandwidth_bytes_per_s, image.latency_ps) != (
                         channel.bandwidth_bytes_per_s, channel.latency_ps):
                     self.diverge(f"channel {name} has no twin {image_name} alike it on every SIP")
-                _pass_on(channel, image, self._channels_before.get(id(channel), (0, 0, 0)))
+                pass_on(channel, image, self._channels_before.get(id(channel), (0, 0, 0)))
         for units in machine.pes():
             if units.sip != 0:
                 continue
@@ -324,23 +340,12 @@ class Episode:
                 twin = machine.pe(shift, units.cube, units.pe)
                 for kind in _UNITS:
                     unit = getattr(units, kind)
-                    _pass_on(unit, getattr(twin, kind), self._units_before.get(id(unit), (0, 0, 0)))
+                    pass_on(unit, getattr(twin, kind), self._units_before.get(id(unit), (0, 0, 0)))
         tags = machine.l2_tags(0)
         if tags is not None:
             hits, misses = tags.hits - self._l2_before[0], tags.misses - self._l2_before[1]
             for sip in range(1, p):
                 machine.l2_tags(sip).take(tags, window_base(sip) - window_base(0), hits, misses)
-
-
-def _pass_on(source, image, before: tuple[int, int, int]) -> None:
-    """Give `image` the bookings `source` took since `before` (busy time, ops, bytes) and its horizon."""
-    busy, ops, moved = before
-    image.busy_ps += source.busy_ps - busy
-    image.ops += source.ops - ops
-    image.free_at = source.free_at
-    if isinstance(source, Channel):
-        image.bytes_moved += source.bytes_moved - moved
-        image.gaps = [list(gap) for gap in source.gaps]
 
 
 class Fingerprint:

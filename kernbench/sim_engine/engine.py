@@ -18,6 +18,7 @@ is exactly the one the heap would produce.
 from __future__ import annotations
 
 import gc
+import itertools
 from heapq import heapify, heappop, heappush
 
 from greenlet import getcurrent
@@ -32,6 +33,9 @@ from kernbench.sim_engine.simtime import as_ps
 # defaults: 700 and 10). Measured on ring all-reduces of 64-256 ranks: full collections went from a third
 # of a 256-rank run to a few percent.
 _GC_YOUNG = 50_000
+# Sequence numbers of `at_end_of_now` entries: above every other entry's (which count up from 1), so each pops after
+# whatever is due at its picosecond.
+_AT_END_OF_NOW = itertools.count(2**62)
 _GC_MIDDLE = 20
 
 
@@ -82,10 +86,6 @@ class Engine:
         What lets a collective know nothing else can touch the machine while it runs (adr/0010, "Symmetric
         collectives")."""
         return not self._heap
-
-    def due_now(self) -> bool:
-        """Whether something else is scheduled at the current picosecond."""
-        return bool(self._heap) and self._heap[0][0] == self._now
 
     @property
     def current_process(self) -> Process | None:
@@ -175,6 +175,12 @@ class Engine:
             raise EngineUsageError(f"wake_at({time_ps}) is in the past: now is t={self._now} ps")
         self._seq = seq = self._seq + 1
         heappush(self._heap, (time_ps, seq, fn, arg))
+
+    def at_end_of_now(self, fn, arg=None) -> None:
+        """Call `fn(arg)` from the main greenlet at the current picosecond, after every entry due at it, those
+        scheduled at it from here on included: when whatever happens at this picosecond has happened (what a
+        replicated rank waits for to know that rank 0 does not start its operation now, runtime_api/spmd.py)."""
+        heappush(self._heap, (self._now, next(_AT_END_OF_NOW), fn, arg))
 
     def _call_now(self, call) -> None:
         self._seq = seq = self._seq + 1

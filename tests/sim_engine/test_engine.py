@@ -413,3 +413,20 @@ def test_callbacks_run_from_main_in_registration_order(eng):
     eng.spawn(proc)
     eng.run()
     assert calls == [("a", "v", True), ("b", "v"), ("late", 3)]
+
+
+def test_adr0003_t104_a_call_at_the_end_of_now_runs_after_everything_due_then(eng):
+    """What happens at a picosecond, entries scheduled during it included, happens before `at_end_of_now`'s call;
+    time does not move."""
+    order = []
+
+    def early():
+        eng.at_end_of_now(lambda _: order.append(("end of now", eng.now)))
+        eng.sleep(0)  # due at this picosecond again, after the call was asked for
+        order.append(("early again", eng.now))
+        eng.spawn(lambda: order.append(("spawned now", eng.now)))
+
+    eng.spawn(early)
+    eng.spawn(lambda: (eng.sleep(1), order.append(("later", eng.now))))
+    eng.run()
+    assert order == [("early again", 0), ("spawned now", 0), ("end of now", 0), ("later", 1)]
