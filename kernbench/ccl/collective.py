@@ -32,7 +32,7 @@ from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.pe_program import REDUCERS, PeProgram, wait_for_programs
 from kernbench.ccl.queues import CollectiveQueues
-from kernbench.ccl.symmetry import Replication, symmetric_plan
+from kernbench.ccl.symmetry import Replication, symmetric_plan, window_layout
 from kernbench.ccl.tuner import (AUTO, bytes_per_rank, channel_count, plan, protocol_for, slots_within,
                                  steps_for)
 from kernbench.ccl.watchdog import DEFAULT_TIMEOUT_S, watching
@@ -186,22 +186,31 @@ def run_collective(machine: Machine, request: CollectiveRequest) -> Ran:
 
 
 def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedule, settings: IpcqSettings) -> Ran:
-    """`run_collective`'s work once the schedule is known: the launch, then every channel's programs."""
+    """`run_collective`'s work once the schedule is known: the launch, then every channel's programs. In a
+    replicated spawn (runtime_api/spmd.py), a group without SIP 0 follows its twin, SIP 0's group's collective,
+    where there is one, and that one runs as rank 0's loop."""
+    episode = machine.spmd_episode
+    if episode is not None and 0 not in request.sips:
+        ran = episode.follow_collective(request, _window_layouts(request))
+        if ran is not None:
+            return ran
     _launch(machine, request)
     channels = channel_requests(machine, request)
     size = len(request.members)
     edges = frozenset() if size == 1 else _wiring_edges(request, schedule.wiring, schedule.module, size)
     plan = symmetric_plan(machine, request, schedule.function, channels, edges, settings)
     if plan is None and machine.spmd_episode is not None:
-        machine.spmd_episode.end_here(f"{request.label} over SIPs {[m.sip for m in request.members]} is not "
-                                      "symmetric: every rank's part must be simulated")  # logs the others' launch
+        machine.spmd_episode.end_here(f"{request.label} over SIPs {list(request.sips)} is not symmetric: every "
+                                      "rank's part must be simulated")  # logs the others' launch
     episode = machine.spmd_episode
+    led = None
     if plan is not None:
         replication = Replication(machine, channels, plan)
         started = [([_start(machine, channel, schedule, channel.members[0], queues)], queues)
                    for channel, queues in zip(channels, replication.queues)]
         if episode is not None:
-            episode.loops += 1  # rank 0's loop books for every rank until it ends
+            led = episode.lead_collective(request, _window_layouts(request),  # rank 0's loop books for every rank
+                                          [plan.names[id(channel)] for channel in plan.booked])
     else:
         started = []
         for channel in channels:
@@ -211,14 +220,20 @@ def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedu
     try:
         wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
     finally:
-        if plan is not None and episode is not None:
+        if led is not None:
             episode.loops -= 1
     for _, queues in started:
         queues.check_drained()
     if plan is not None:
         replication.finish()
-    return Ran(schedule.algorithm, len(channels), symmetric=plan is not None,
-               protocol=request.config.get("protocol"))
+    ran = Ran(schedule.algorithm, len(channels), symmetric=plan is not None, protocol=request.config.get("protocol"))
+    if led is not None:
+        led.done.succeed(ran)
+    return ran
+
+
+def _window_layouts(request: CollectiveRequest) -> tuple:
+    return tuple(window_layout(member) for member in request.members)
 
 
 def _tuned(machine: Machine, request: CollectiveRequest) -> CollectiveRequest:

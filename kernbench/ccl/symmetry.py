@@ -26,7 +26,10 @@ other call runs every rank.
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
+
+import numpy as np
 
 from kernbench.ccl.blocks import Blocks
 from kernbench.ccl.errors import CollectiveError
@@ -66,8 +69,8 @@ def symmetric_plan(machine: Machine, request, function, channels, edges, setting
         return None
     replicated = machine.spmd_episode is not None
     if replicated:
-        if request.sips != machine.spmd_episode.rotation.sips:
-            return None
+        if request.sips[0] != 0:
+            return None  # SIP 0 is rank 0 of the loop; another group follows SIP 0's
     elif not machine.engine.idle:
         return None  # something scheduled could act during the call
     sips = request.sips
@@ -114,6 +117,20 @@ def _same_layout(machine: Machine, request, condition, replicated: bool) -> bool
     pe = machine.pe(first.sip, first.cube, first.pe) if replicated else None
     return shape is not None and all((m.cube, m.pe) == (first.cube, first.pe) and _layout(machine, m, pe) == shape
                                      for m in members[1:])
+
+
+def window_layout(member):
+    """What a member's part of a collective depends on besides its SIP: its regions as offsets in its SIP's window,
+    their placements, elements and dtypes, and its in-placeness; None where a region is on another SIP."""
+    regions = []
+    for region in (member.input, member.output):
+        allocation = region.allocation
+        if allocation.sip != member.sip:
+            return None
+        runs = _runs(region)
+        elements = runs if runs is not None else hashlib.blake2b(np.asarray(region.indices).tobytes()).digest()
+        regions.append((allocation.base - window_base(member.sip), allocation.placement, elements, region.dtype.str))
+    return tuple(regions), member.output is member.input, member.cube, member.pe
 
 
 def _layout(machine: Machine, member, pe=None):
@@ -265,7 +282,6 @@ class Replication:
         self._rotation = plan.rotation
         self._names = plan.names
         self.queues = plan.queues
-        self._labels = {request.label for request in channels}
         self._first_block = machine.oplog.seal()
         self._first_flow = next_flow_id(machine)
         self._channels = plan.booked
@@ -284,7 +300,6 @@ class Replication:
         machine, rotation = self._machine, self._rotation
         episode = machine.spmd_episode
         if episode is not None:
-            episode.ranked_labels.update(self._labels)
             return
         p = len(rotation.sips)
         booked_ops = sum(r.ops - self._before[id(r)][1] for r in self._channels)

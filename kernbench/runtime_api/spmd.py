@@ -7,9 +7,10 @@ stream operations run as always, and every other SIP's operation, as it
 starts, is matched to SIP 0's at the same place of the same stream: the same
 work (`Fingerprint`, with SIPs, addresses and names taken relative to the
 SIP) starting at the same picosecond. A matched operation does not run: it
-ends when SIP 0's does. Collectives still meet on every rank and run as rank
-0's symmetric loop (`ccl/symmetry.py`), whatever else the machine is doing,
-as everything else is alike too. When replication stops, everything SIP 0's
+ends when SIP 0's does. Collectives still meet on every rank; SIP 0's
+group's runs as its rank 0's symmetric loop (`ccl/symmetry.py`), whatever
+else the machine is doing, as everything else is alike too, and every other
+group's twin follows it. When replication stops, everything SIP 0's
 work booked — channels, compute units, L2, op-log records, flow ids — is
 passed on to every other SIP, renamed, so reports and later work read the
 machine as after the full simulation.
@@ -17,7 +18,7 @@ machine as after the full simulation.
 The invariant: while replication is under way, each SIP's state is SIP 0's
 rotated. It holds while every operation matches. At one that does not (a
 rank late, work on one SIP only, a kernel of another shape, a collective
-over part of the world), replication stops exactly if nothing of SIP 0's is
+that does not rotate), replication stops exactly if nothing of SIP 0's is
 under way, every SIP running its own operations from there, and starts
 again once a collective has ended on a quiet machine; if SIP 0's work is
 under way, the run stops with `SpmdDiverged`, and whoever runs it runs it
@@ -52,7 +53,7 @@ from kernbench.runtime_api.streams import EVERYWHERE, MARKER, Stream
 from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.sim_engine import Engine
 from kernbench.sim_engine.interrupts import raise_in_driver
-from kernbench.sim_engine.op_log import Image
+from kernbench.sim_engine.op_log import Image, Relabel
 from kernbench.topology import Topology
 
 _UNITS = ("vector", "matrix")
@@ -66,6 +67,21 @@ class SpmdDiverged(BaseException):
         super().__init__(f"SPMD episode {episode}: {reason}")
         self.episode = episode
         self.reason = reason
+
+
+@dataclass
+class _Led:
+    """A collective of SIP 0's group run as rank 0's loop: what it does, its group's SIPs in rank order, when it
+    started, its end (succeeding with what ran), and the groups that followed it (their SIPs -> their label)."""
+
+    key: tuple
+    label: str
+    members: tuple[int, ...]
+    layouts: tuple
+    links: frozenset  # the channels its loop may book that name several SIPs (links between two)
+    start: int
+    done: object
+    followers: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -121,6 +137,20 @@ def _only_sip(name: str) -> int | None:
     return named.pop() if len(named) == 1 else None
 
 
+def _renamed_sips(names: dict[int, int], text: str) -> str:
+    """`text` with every SIP `names` holds renamed to its image there; other SIPs unchanged."""
+    return SIP_TOKEN.sub(lambda match: f"sip{names.get(int(match.group(1)), int(match.group(1)))}", text)
+
+
+def _collective_key(request) -> tuple:
+    """What decides a collective's work besides its group's SIPs: kind, reduction, size, dtype, group size and the
+    configuration it runs under."""
+    first = request.members[0]
+    return (request.kind, request.reduce_op, request.root, request.premul_factor, repr(request.splits),
+            len(request.members),
+            first.input.count, first.input.dtype.str, repr(sorted(request.config.items())), request.timing_only)
+
+
 def _renamed(name: str, sip: int, other: int) -> str:
     return SIP_TOKEN.sub(lambda match: f"sip{other}" if int(match.group(1)) == sip else match.group(0), name)
 
@@ -141,6 +171,8 @@ class Episode:
         self._counts: dict[tuple, int] = {}  # (sip, stream ordinal, kind) -> operations enqueued so far
         self._handles: dict[int, tuple] = {}  # id(handle) -> (sip, stream ordinal, kind, place)
         self._running = 0  # operations of work (not markers or meetings) under way on the spawn's SIPs
+        self._meetings: list = []  # the ends of the collectives whose arrivals have started
+        self._quiet_soon = False  # a collective has ended since replication stopped or last failed to start
         self.loops = 0  # collectives running as rank 0's loop (`ccl/symmetry.py`)
         self._segment()
 
@@ -153,7 +185,7 @@ class Episode:
         self._leading = 0  # SIP 0's operations of this segment under way
         self._followed: dict[tuple[int, int], int] = {}  # (sip, stream ordinal) -> operations matched here
         self._awaited: dict[tuple[int, int], object] = {}  # (stream ordinal, work index) -> an event followers wait on
-        self.ranked_labels: set[str] = set()  # collectives' labels: their records' programs are ranks
+        self._led: list[_Led] = []  # collectives of SIP 0's groups run as its loops, in order
         self._first_block = machine.oplog.seal()
         self._first_flow = next_flow_id(machine)
         self._channels_before = {id(c): (c.busy_ps, c.ops, c.bytes_moved) for c in machine.channels.values()}
@@ -171,7 +203,8 @@ class Episode:
             if self.active:
                 self.end_here(f"{label!r} on SIP {sip}, outside the spawn's SIPs 0..{self.p - 1}")
             return operation, None
-        kind = "work" if spmd not in (MARKER, EVERYWHERE) else spmd
+        meeting = spmd[1] if spmd.__class__ is tuple and spmd and spmd[0] is EVERYWHERE else None
+        kind = MARKER if spmd is MARKER else EVERYWHERE if meeting is not None else "work"
         index = self._counts.get((sip, ordinal, kind), 0)
         self._counts[sip, ordinal, kind] = index + 1
         if kind is MARKER:
@@ -182,7 +215,7 @@ class Episode:
             return operation, functools.partial(self._note, place)
         place = (sip, ordinal, kind, index)
         if kind is EVERYWHERE:
-            return functools.partial(self._meeting, operation), functools.partial(self._note, place)
+            return functools.partial(self._meeting, meeting, operation), functools.partial(self._note, place)
         key = None if spmd is None or self.closing else Fingerprint(self, sip).of(spmd)
         item = _Item(key)
 
@@ -194,15 +227,19 @@ class Episode:
     def _note(self, place: tuple, handle) -> None:
         self._handles[id(handle)] = place
 
-    def _meeting(self, operation) -> None:
-        """A collective's arrival, which every SIP runs; when it ends, replication may start again."""
+    def _meeting(self, done, operation) -> None:
+        """A collective's arrival, which every SIP runs (`done`: the collective's end). Once it has ended,
+        replication may start again (`_resume`)."""
+        self._meetings.append(done)
         try:
             operation()
         finally:
-            self._resume()
+            self._quiet_soon = True
 
     def _work(self, sip: int, ordinal: int, index: int, label: str, item: _Item, operation) -> None:
         engine = self.ctx.engine
+        if not self.active and self._quiet_soon:
+            self._resume()
         if self.active and sip == 0:
             if item.key is None:
                 self.end_here(f"{label!r} on SIP 0 is an operation replication cannot match")
@@ -263,19 +300,61 @@ class Episode:
         owner, *rest = place
         return ("operation", (owner - sip) % self.p, *rest)
 
+    # ---- collectives over groups -------------------------------------------------------------------
+    def lead_collective(self, request, layouts: tuple, booked: list[str]) -> _Led:
+        """SIP 0's group's collective starts as rank 0's loop: the other groups' twins follow it. `layouts`: each
+        member's regions as its window's (`ccl.symmetry.window_layout`); `booked`: the channels the loop may
+        book."""
+        engine = self.ctx.engine
+        links = frozenset(name for name in booked if len(set(SIP_TOKEN.findall(name))) > 1)
+        led = _Led(_collective_key(request), request.label, request.sips, layouts, links, engine.now,
+                   engine.event(f"{request.label} (rank 0's loop)"))
+        self._led.append(led)
+        self.loops += 1
+        awaited = self._awaited.pop(led.key, None)
+        if awaited is not None and not awaited.triggered:
+            awaited.succeed(led)
+        return led
+
+    def follow_collective(self, request, layouts: tuple):
+        """What ran for a group without SIP 0 whose collective is the twin of SIP 0's group's, started at this
+        picosecond with the same work and layouts, once that has ended; None where there is no such twin
+        (replication then stops here)."""
+        key, engine = _collective_key(request), self.ctx.engine
+        led = next((led for led in self._led if led.key == key and led.start == engine.now
+                    and request.sips not in led.followers), None)
+        if led is None:
+            awaited = self._awaited.get(key)
+            if awaited is None:
+                awaited = self._awaited[key] = engine.event(f"SIP 0's group's {request.label}")
+                engine.at_end_of_now(self._not_started, awaited)
+            led = engine.wait(awaited)
+        if led is None or request.sips in led.followers or layouts != led.layouts:
+            self.end_here(f"{request.label} over SIPs {list(request.sips)} has no twin in SIP 0's group")
+            return None
+        led.followers[request.sips] = request.label
+        return engine.wait(led.done)
+
     # ---- ends and starts ---------------------------------------------------------------------------
     def end_here(self, reason: str) -> None:
         """Stop replicating, for `reason`: where nothing of SIP 0's is under way (no operation, no collective's
         loop), pass SIP 0's bookings on now and let every SIP run its own operations from here; else replication
-        cannot end exactly, and the episode diverges."""
+        cannot end exactly, and the episode diverges. Nothing where it has stopped already."""
+        if not self.active:
+            return
         if self._leading or self.loops:
             self.diverge(f"{reason}, while SIP 0's work was under way")
         self._hand_over()
 
     def _resume(self) -> None:
-        """Replicate again, where the spawn's ranks run on, nothing is under way on its SIPs and they are alike."""
+        """Replicate again from the operation starting now, where the spawn's ranks run on, nothing is under way on
+        its SIPs (no other operation of work, no collective) and they are alike."""
         if self.active or self.closing or self._running or self.loops:
             return
+        self._meetings = [done for done in self._meetings if not done.triggered]
+        if self._meetings:
+            return
+        self._quiet_soon = False
         if _alike(self.ctx.machine, self.p):
             self._segment()
 
@@ -309,6 +388,30 @@ class Episode:
                                  f"{led.get(ordinal, 0)} operation(s) on stream {ordinal}")
         self._hand_over()
 
+    def _relabel(self, led: _Led, sip: int) -> Relabel:
+        """How SIP 0's records of collective `led` read as SIP `sip`'s: as those of its place in its group (SIP 0's
+        group, or the group that followed it), its ranks and label that group's."""
+        members, label = led.members, led.label
+        if sip not in members:
+            members, label = next(((group, name) for group, name in led.followers.items() if sip in group),
+                                  (None, None))
+            if members is None:
+                self.diverge(f"{led.label}: SIP {sip} took part in no group's twin of it")
+        n, place = len(members), members.index(sip)
+        names = {led.members[k]: members[(k + place) % n] for k in range(n)}
+        return Relabel(functools.partial(_renamed_sips, names), label, place, n)
+
+    def _links(self) -> dict:
+        """Each link (a channel naming several SIPs) a collective's loop may have booked -> that collective: its
+        twins on the other SIPs are its group's, not the spawn's rotation's."""
+        links: dict[str, _Led] = {}
+        for led in self._led:
+            for name in led.links:
+                known = links.setdefault(name, led)
+                if known.members != led.members or known.followers.keys() != led.followers.keys():
+                    self.diverge(f"link {name} carried collectives of different groups ({known.label}, {led.label})")
+        return links
+
     def _hand_over(self) -> None:
         """Give every other SIP what SIP 0 booked since the segment began, renamed; replication stops."""
         machine, p = self.ctx.machine, self.p
@@ -317,17 +420,19 @@ class Episode:
         oplog = machine.oplog
         oplog.seal()
         flows = next_flow_id(machine) - self._first_flow
-        ranked = frozenset(self.ranked_labels)
         oplog.replicate(self._first_block, [
-            Image(functools.partial(self.rotation.name, shift=shift), shift, p, shift * flows, ranked)
-            for shift in range(1, p)])
+            Image(functools.partial(self.rotation.name, shift=sip), 0, 1, sip * flows,
+                  {led.label: self._relabel(led, sip) for led in self._led})
+            for sip in range(1, p)])
         skip_flow_ids(machine, self._first_flow + p * flows)
         booked = [(name, c) for name, c in machine.channels.items()
                   if (c.busy_ps, c.ops, c.bytes_moved) != self._channels_before.get(id(c), (0, 0, 0))]
         names = {name for name, _ in booked}
+        links = self._links()
         for name, channel in booked:
             for shift in range(1, p):
-                image_name = self.rotation.name(name, shift)
+                led = links.get(name)
+                image_name = self.rotation.name(name, shift) if led is None else self._relabel(led, shift).rename(name)
                 image = machine.channels.get(image_name) or machine.twin_channel(name, image_name, shift)
                 if image_name in names or (image.bandwidth_bytes_per_s, image.latency_ps) != (
                         channel.bandwidth_bytes_per_s, channel.latency_ps):

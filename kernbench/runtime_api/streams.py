@@ -28,7 +28,7 @@ PS_PER_MS = 10**9
 # How a stream operation takes part in a replicated spawn (`Stream.enqueue(..., spmd=)`, adr/0022), besides a value
 # describing its work: every SIP runs its own.
 MARKER = "marker"  # a zero-time operation that books nothing (an event's record)
-EVERYWHERE = "everywhere"  # a collective's arrival: every rank meets; the collective itself is rank 0's loop
+EVERYWHERE = "everywhere"  # (EVERYWHERE, the collective's end): a collective's arrival, which every rank makes
 
 
 class Stream:
@@ -49,7 +49,8 @@ class Stream:
         """Run `operation` on the device after everything already on this stream; return its handle.
 
         `spmd` says what the operation does for a replicated spawn (adr/0022): a value describing its work
-        (`spmd.Fingerprint` reads it), `MARKER` or `EVERYWHERE`; None: it cannot be replicated. The spawn's
+        (`spmd.Fingerprint` reads it), `MARKER` or (`EVERYWHERE`, the collective's end event); None: it cannot be
+        replicated. The spawn's
         episode, while one is open (`ctx.spmd_spawn`), decides what runs."""
         previous = self._tail
         engine = self._ctx.engine

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from itertools import chain
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 from kernbench.sim_engine.errors import EngineUsageError
 
@@ -97,17 +97,28 @@ class LabelTotals(NamedTuple):
     busy_ps: int
 
 
+class Relabel(NamedTuple):
+    """How a copy renames the records of one label (a collective's, whose programs are ranks of its group): their
+    device and args by `rename`, their label to `label`, a program id p >= 0 to (p + program_shift) %
+    program_modulus."""
+
+    rename: Callable[[str], str]
+    label: str
+    program_shift: int
+    program_modulus: int
+
+
 class Image(NamedTuple):
     """How `OpLog.replicate` renames a copy of records: `rename` maps the device and every string value of the
-    args; a program id p >= 0 becomes (p + program_shift) % program_modulus — of every record, or where
-    `ranked_labels` is given, of the records with those labels only (a collective's, whose programs are ranks,
-    among kernels' whose programs are their own); a flow id f becomes f + flow_offset."""
+    args; a program id p >= 0 becomes (p + program_shift) % program_modulus; a flow id f becomes f +
+    flow_offset. Where `relabel` is given, the records of its labels are renamed as it says, and the others keep
+    their programs (a kernel's programs are its own, not ranks)."""
 
     rename: Callable[[str], str]
     program_shift: int
     program_modulus: int
     flow_offset: int
-    ranked_labels: frozenset | None = None
+    relabel: Mapping[str, Relabel] | None = None
 
 
 class OpLog:
@@ -443,9 +454,10 @@ class _Block(_Reading):
 
 class _ImageBase:
     """A block that copies are made of, with its distinct device and args codes and each record's index
-    among them: worked out once, shared by every copy."""
+    among them: worked out once, shared by every copy. Copies that rename by label also share the distinct
+    labels and (label, device) and (label, args) pairs (`by_label`)."""
 
-    __slots__ = ("block", "devices", "device_index", "args", "args_index", "spans")
+    __slots__ = ("block", "devices", "device_index", "args", "args_index", "spans", "_by_label")
 
     def __init__(self, block: _Reading):
         import numpy as np
@@ -454,40 +466,80 @@ class _ImageBase:
         self.devices, self.device_index = np.unique(block.device, return_inverse=True)
         self.args, self.args_index = np.unique(block.args, return_inverse=True)
         self.spans = None  # the block's device spans, once a reader asks a copy for its own
+        self._by_label = None
+
+    def by_label(self):
+        """(labels, each record's label index, (label, device) pairs, each record's pair index, (label, args)
+        pairs, each record's pair index)."""
+        import numpy as np
+
+        if self._by_label is None:
+            block = self.block
+            labels, label_index = np.unique(block.label, return_inverse=True)
+            devices, device_index = np.unique(np.stack([block.label, block.device]), axis=1, return_inverse=True)
+            args, args_index = np.unique(np.stack([block.label, block.args]), axis=1, return_inverse=True)
+            self._by_label = (labels, label_index, devices.T, device_index.reshape(-1), args.T,
+                              args_index.reshape(-1))
+        return self._by_label
 
 
 class _ImageBlock(_Reading):
-    """A renamed copy of a block (`OpLog.replicate`): the times, sizes, kinds, units and labels are the
-    block's own arrays; devices and args are looked up through the image's renaming of their distinct codes,
-    programs and flow ids shifted, when read."""
+    """A renamed copy of a block (`OpLog.replicate`): the times, sizes, kinds and units are the block's own
+    arrays; devices, args (and, renaming by label, labels) are looked up through the image's renaming of their
+    distinct codes, programs and flow ids shifted, when read."""
 
-    __slots__ = ("_base", "_image", "_devices", "_args", "_ranked")
+    __slots__ = ("_base", "_image", "_devices", "_args", "_labels", "_shift", "_modulus")
 
     def __init__(self, base: _ImageBase, image: Image, code, values: list):
         import numpy as np
 
         self._base, self._image = base, image
-        self._ranked = None if image.ranked_labels is None else np.array(
-            sorted(code(label) for label in image.ranked_labels), dtype=np.int64)
-        self._devices = np.array([code(image.rename(values[int(c)])) for c in base.devices], dtype=np.int64)
-        self._args = np.array([code(_renamed(values[int(c)], image.rename)) for c in base.args], dtype=np.int64)
+        if image.relabel is None:
+            self._labels = self._shift = self._modulus = None
+            self._devices = np.array([code(image.rename(values[int(c)])) for c in base.devices], dtype=np.int64)
+            self._args = np.array([code(_renamed(values[int(c)], image.rename)) for c in base.args], dtype=np.int64)
+            return
+        labels, _, devices, _, args, _ = base.by_label()
+        plans = {}
+        for label in labels.tolist():
+            entry = image.relabel.get(values[label])
+            plans[label] = (image.rename, label, 0, 1 << 62) if entry is None else (
+                entry.rename, code(entry.label), entry.program_shift, entry.program_modulus)
+        self._labels = np.array([plans[label][1] for label in labels.tolist()], dtype=np.int64)
+        self._shift = np.array([plans[label][2] for label in labels.tolist()], dtype=np.int64)
+        self._modulus = np.array([plans[label][3] for label in labels.tolist()], dtype=np.int64)
+        self._devices = np.array([code(plans[label][0](values[device])) for label, device in devices.tolist()],
+                                 dtype=np.int64)
+        self._args = np.array([code(_renamed(values[arg], plans[label][0])) for label, arg in args.tolist()],
+                              dtype=np.int64)
 
     kind = property(lambda self: self._base.block.kind)
     unit = property(lambda self: self._base.block.unit)
-    label = property(lambda self: self._base.block.label)
     nbytes = property(lambda self: self._base.block.nbytes)
     flops = property(lambda self: self._base.block.flops)
     start = property(lambda self: self._base.block.start)
     duration = property(lambda self: self._base.block.duration)
 
+    # Each record's index among the distinct codes its copy renames (the base's: a copy holds no column of its own).
+    _device_index = property(lambda self: self._base.device_index if self._labels is None else self._base.by_label()[3])
+    _args_index = property(lambda self: self._base.args_index if self._labels is None else self._base.by_label()[5])
+    _label_index = property(lambda self: self._base.by_label()[1])
+
+    @property
+    def label(self):
+        return self._base.block.label if self._labels is None else self._labels[self._label_index]
+
     @property
     def device(self):
-        return self._devices[self._base.device_index]
+        return self._devices[self._device_index]
 
     def device_spans(self):
-        """The copied block's spans, its devices renamed: its records' times are the block's own."""
+        """The copied block's spans, its devices renamed: its records' times are the block's own. (Renamed by
+        label, a device's records may go to several devices: worked out from the copy's own columns.)"""
         import numpy as np
 
+        if self._labels is not None:
+            return _Reading.device_spans(self)
         base = self._base
         if base.spans is None:
             base.spans = base.block.device_spans()
@@ -496,17 +548,17 @@ class _ImageBlock(_Reading):
 
     @property
     def args(self):
-        return self._args[self._base.args_index]
+        return self._args[self._args_index]
 
     @property
     def program(self):
         import numpy as np
 
         program, image = self._base.block.program.astype(np.int64), self._image
-        shifted = program >= 0
-        if self._ranked is not None:
-            shifted &= np.isin(self._base.block.label, self._ranked)
-        return np.where(shifted, (program + image.program_shift) % image.program_modulus, program)
+        if self._labels is None:
+            return np.where(program >= 0, (program + image.program_shift) % image.program_modulus, program)
+        shift, modulus = self._shift[self._label_index], self._modulus[self._label_index]
+        return np.where(program >= 0, (program + shift) % modulus, program)
 
     @property
     def flow(self):

@@ -26,6 +26,8 @@ from kernbench.benches import tp_layer
 from kernbench.cli.attempts import run_exactly
 from kernbench.report import run_report
 from kernbench.session import Session
+from kernbench.sim_engine.op_log import Image, OpLog, Relabel
+from tests.derived_topology import derived_topology
 
 _NUMBERED = re.compile(r"\b(?!sip\d|cube\d|pe\d)([A-Za-z_]+)\d+")
 
@@ -75,13 +77,20 @@ def test_adr0022_t1_a_tensor_parallel_step_is_simulated_once_and_reads_as_the_fu
     assert programs * int(argv[1]) == full_programs  # the other ranks' programs were not simulated
 
 
-def test_adr0022_t2_a_collective_over_groups_is_simulated_rank_by_rank_and_replication_resumes_after_it():
-    """tp 2 x dp 2: the groups do not rotate with the SIPs, so a collective over one ends replication where
-    nothing of SIP 0's is under way; every rank runs it, and replication starts again once it has ended."""
-    programs, full_programs, attempts = _same_as_full(_layer(["--tp", "2", "--dp", "2", "--sp", "off",
-                                                              "--overlap", "off"]))
+@pytest.mark.parametrize("topology, argv", [
+    ("default", ["--tp", "2", "--dp", "2", "--sp", "off", "--overlap", "off"]),
+    ("default", ["--tp", "2", "--dp", "2", "--sp", "on", "--overlap", "on"]),
+    ("switch", ["--tp", "4", "--dp", "2", "--sp", "on", "--overlap", "on"])], ids=["ring-tp2-dp2", "ring-tp2-dp2-sp-overlap",
+                                                                             "switch-tp4-dp2-sp-overlap"])
+def test_adr0022_t2_collectives_over_groups_follow_sip_0s_group_and_trees_run_rank_by_rank(topology, argv, tmp_path):
+    """tp x dp: SIP 0's group's collective runs as its loop and every other group's twin follows it; a tree
+    all-reduce, which does not rotate, stops replication where nothing of SIP 0's is under way, runs on every
+    rank, and replication starts again once it has ended."""
+    if topology == "switch":  # the large machine's switch, on 8 SIPs
+        topology = str(derived_topology(tmp_path, "large", [("sips: {count: 32}", "sips: {count: 8}")], "switch.yaml"))
+    programs, full_programs, attempts = _same_as_full(_layer(argv), topology)
     assert attempts == [frozenset()]
-    assert programs * 2 < full_programs
+    assert programs * 3 < full_programs
 
 
 def _rank_one_differs(torch):
@@ -178,3 +187,24 @@ def test_adr0022_t7_a_triton_kernel_launched_alike_by_every_rank_is_simulated_on
     programs, full_programs, attempts = _same_as_full(_triton_on_every_rank)
     assert attempts == [frozenset()]
     assert programs * 4 == full_programs
+
+
+def test_adr0022_t8_a_copy_renames_a_collectives_records_by_their_label_as_its_groups():
+    """`Image.relabel`: a group collective's records read as the group's that SIP is in, label, SIPs and ranks
+    included; the other records (a kernel's) as the spawn's rotation, their programs their own."""
+    log = OpLog()
+    first = log.seal()
+    log.append_pairs("ipcq_send", "sip0", "cube0.pe0.ipcq", "ag[group[0, 1]]", 0, 64, 0, 0, 7,
+                     (("flow_id", 1), ("to", "sip1.cube0.pe0")))
+    log.append("dma", "sip0", "cube0.pe0.dma0", "matmul", 5, 32, 0, 3, 9, {"src": "sip0.cube0.hbm"})
+    log.seal()
+    rotate = {2: lambda text: text.replace("sip0", "sip2")}
+    group_of_2 = {0: 2, 1: 3}  # SIP 2 is rank 0 of the group [2, 3] that followed [0, 1]
+    log.replicate(first, [Image(rotate[2], 0, 1, 10, {"ag[group[0, 1]]": Relabel(
+        lambda text: re.sub(r"sip(\d)", lambda m: f"sip{group_of_2[int(m.group(1))]}", text), "ag[group[2, 3]]",
+        0, 2)})])
+    send, dma = list(log)[2:]
+    assert (send.device, send.label, send.program, send.args) == (
+        "sip2", "ag[group[2, 3]]", 0, {"flow_id": 11, "to": "sip3.cube0.pe0"})
+    assert (dma.device, dma.label, dma.program, dma.args) == ("sip2", "matmul", 5, {"src": "sip2.cube0.hbm"})
+    assert log.device_spans()["sip2"] == (0, 9, 2)

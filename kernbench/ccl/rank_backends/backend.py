@@ -124,7 +124,7 @@ class RankBackend(abc.ABC):
         """The worker's arrival at `meeting`, enqueued where the collective runs; the output waits for it.
         (handle, label)."""
         stream = self._stream_for(input.device.index, group, async_op)
-        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, index, run), spmd=EVERYWHERE)
+        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, index, run), spmd=(EVERYWHERE, meeting.done))
         output._pending_writes.append(handle)
         return handle, meeting.label
 

@@ -80,7 +80,8 @@ class SipRanks(RankBackend):
         current = self._ctx.current_stream(device)
         stream = self._communicators.p2p_stream(device, sender, receiver)
         stream.wait_stream(current)  # what the current stream wrote (or still reads) is ordered before the message
-        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, side, run), spmd=EVERYWHERE)
+        handle = stream.enqueue(meeting.label, functools.partial(meeting.arrive, side, run),
+                                spmd=(EVERYWHERE, meeting.done))
         if role == "recv":
             tensor._pending_writes.append(handle)
         if not async_op:
