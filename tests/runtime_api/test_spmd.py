@@ -64,17 +64,25 @@ def _same_as_full(bench, topology: str = "default"):
 
 
 def _layer(argv):
-    return lambda torch: tp_layer.run(torch, ["--hidden", "64", "--heads", "4", "--seq", "16", *argv])
+    return lambda torch: tp_layer.run(torch, ["--hidden", "64", "--heads", "8", "--seq", "16", *argv])
 
 
-@pytest.mark.parametrize("argv", [["--tp", "4", "--sp", "on", "--overlap", "on"],
-                                  ["--tp", "4", "--sp", "off", "--overlap", "off"],
-                                  ["--tp", "2", "--dp", "1", "--sp", "on", "--overlap", "off"]],
-                         ids=["tp4-sp-overlap", "tp4-plain", "tp2-of-4-sips-sp"])
-def test_adr0022_t1_a_tensor_parallel_step_is_simulated_once_and_reads_as_the_full_run(argv):
-    programs, full_programs, attempts = _same_as_full(_layer(argv))
+@pytest.mark.parametrize("topology, argv", [("default", ["--tp", "4", "--sp", "on", "--overlap", "on"]),
+                                            ("default", ["--tp", "4", "--sp", "off", "--overlap", "off"]),
+                                            ("default", ["--tp", "2", "--dp", "1", "--sp", "on", "--overlap", "off"]),
+                                            ("switch", ["--tp", "8", "--sp", "on", "--overlap", "on"])],
+                         ids=["tp4-sp-overlap", "tp4-plain", "tp2-of-4-sips-sp", "switch-tp8-sp-overlap"])
+def test_adr0022_t1_a_tensor_parallel_step_is_simulated_once_and_reads_as_the_full_run(topology, argv, tmp_path):
+    programs, full_programs, attempts = _same_as_full(_layer(argv), _machine(topology, tmp_path))
     assert attempts == [frozenset()]  # no episode diverged
     assert programs * int(argv[1]) == full_programs  # the other ranks' programs were not simulated
+
+
+def _machine(topology: str, tmp_path) -> str:
+    """A shipped topology, or "switch": the large machine's switch on 8 SIPs."""
+    if topology != "switch":
+        return topology
+    return str(derived_topology(tmp_path, "large", [("sips: {count: 32}", "sips: {count: 8}")], "switch.yaml"))
 
 
 @pytest.mark.parametrize("topology, argv", [
@@ -86,9 +94,7 @@ def test_adr0022_t2_collectives_over_groups_follow_sip_0s_group_and_trees_run_ra
     """tp x dp: SIP 0's group's collective runs as its loop and every other group's twin follows it; a tree
     all-reduce, which does not rotate, stops replication where nothing of SIP 0's is under way, runs on every
     rank, and replication starts again once it has ended."""
-    if topology == "switch":  # the large machine's switch, on 8 SIPs
-        topology = str(derived_topology(tmp_path, "large", [("sips: {count: 32}", "sips: {count: 8}")], "switch.yaml"))
-    programs, full_programs, attempts = _same_as_full(_layer(argv), topology)
+    programs, full_programs, attempts = _same_as_full(_layer(argv), _machine(topology, tmp_path))
     assert attempts == [frozenset()]
     assert programs * 3 < full_programs
 
