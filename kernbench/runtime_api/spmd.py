@@ -97,13 +97,14 @@ class _Item:
 def begin(ctx, nprocs: int) -> "Episode | None":
     """The episode a spawn of `nprocs` ranks runs as (over SIPs 0..nprocs-1, where rank r's work is, as each
     takes the device of its rank), or None where it runs in full: replication off (for this spawn), values
-    computed, one rank, more ranks than SIPs, or a machine not idle or whose SIPs are not alike."""
+    computed, one rank, more ranks than SIPs, strict hazards (the first hazard stops the run, on whichever SIP
+    it is found), or a machine not idle or whose SIPs are not alike."""
     number = ctx.spawns_started
     ctx.spawns_started += 1
     machine = ctx.machine
     p = nprocs
     if (not ctx.spmd or number in ctx.spmd_skip or not ctx.timing_only or p > ctx.topology.n_sips or p < 2
-            or not machine.engine.idle or ctx.spmd_spawn is not None):
+            or not machine.engine.idle or ctx.spmd_spawn is not None or machine.hazards.strict):
         return None
     if not _alike(machine, p):
         return None
@@ -188,6 +189,7 @@ class Episode:
         self._led: list[_Led] = []  # collectives of SIP 0's groups run as its loops, in order
         self._first_block = machine.oplog.seal()
         self._first_flow = next_flow_id(machine)
+        self._hazards = len(machine.hazards.hazards)
         self._channels_before = {id(c): (c.busy_ps, c.ops, c.bytes_moved) for c in machine.channels.values()}
         self._units_before = {id(unit): (unit.busy_ps, unit.ops, 0) for units in machine.pes() if units.sip == 0
                               for unit in (units.vector, units.matrix)}
@@ -415,6 +417,8 @@ class Episode:
     def _hand_over(self) -> None:
         """Give every other SIP what SIP 0 booked since the segment began, renamed; replication stops."""
         machine, p = self.ctx.machine, self.p
+        if len(machine.hazards.hazards) != self._hazards:
+            self.diverge("a data hazard was found on SIP 0: every SIP's must be found and reported")
         machine.spmd_episode = None
         self.active = False
         oplog = machine.oplog

@@ -214,3 +214,21 @@ def test_adr0022_t8_a_copy_renames_a_collectives_records_by_their_label_as_its_g
         "sip2", "ag[group[2, 3]]", 0, {"flow_id": 11, "to": "sip3.cube0.pe0"})
     assert (dma.device, dma.label, dma.program, dma.args) == ("sip2", "matmul", 5, {"src": "sip2.cube0.hbm"})
     assert log.device_spans()["sip2"] == (0, 9, 2)
+
+
+def _racing_on_every_rank(torch):
+    from tests.runtime_api.test_data_executor import BLOCK, publish_then_read
+
+    def worker(rank):
+        torch.ahbm.set_device(rank)
+        buf, out = torch.zeros(BLOCK, name="buf"), torch.empty(BLOCK, name="out")
+        publish_then_read[(2,)](buf, out, buf, BLOCK=BLOCK, READER_WAITS=False)
+        torch.ahbm.synchronize()
+    torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
+
+
+def test_adr0022_t9_a_data_hazard_is_reported_on_every_rank_that_has_it():
+    """SIP 0's hazard stands for every rank's, which replication would not find: the spawn is simulated in full."""
+    report, _, _, attempts = _simulated(_racing_on_every_rank, "default", spmd=True)
+    assert len(attempts) == 2
+    assert sorted(hazard["sip"] for hazard in report["hazards"]) == [0, 1, 2, 3]
