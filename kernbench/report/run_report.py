@@ -95,7 +95,7 @@ def format_report(report: dict) -> str:
                         f"{row['busbw_gb_per_s']:>11.3f}"))
     if any(row.get("symmetric") for row in report["collectives"][:COLLECTIVES_SHOWN]):
         lines.append(f"  {SYMMETRIC_MARK} rank 0 simulated, the others logged as its rotations (ccl.yaml symmetric; "
-                     "adr/0010, \"Symmetric collectives\")")
+                     "adr/0010, \"Symmetric collectives\"; in a replicated spawn, adr/0022)")
     lines += [f"hazard: {hazard['message']}" for hazard in report.get("hazards", ())]
     return "\n".join(lines)
 
