@@ -87,7 +87,7 @@ ANCHORS = Path(__file__).resolve().parent / "anchors"
 OWN_SIZES = [mib << 20 for mib in (1, 2, 4, 8, 16, 64, 256, 1024)]
 FINE_SIZES = [int(mib * (1 << 20)) for mib in (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 64, 256, 1024)]
 SEND_MAX_BYTES = 16 << 20  # a 1 GiB send is 4,096 messages on each of 16 channels: minutes of host time
-# (set, GPUs, file, sizes NCCL chose for, largest forced row scored, which rows calibrate): the held-out sets
+# (set, GPUs, file, sizes NCCL chose for, largest forced row scored, which rows the set takes): the held-out sets
 # last. A forced row is (collective, "Ring", protocol); NCCL's own choice is (collective, "auto", "auto").
 OWN = (
     ("calibration", 4, ANCHORS / "nccl_h200x4_nv18.json", OWN_SIZES, 128 << 20,
@@ -167,13 +167,13 @@ def forced_ring(protocol: str) -> dict:
     return config
 
 
-def _scored_rows(gpus: int, path: Path, sizes: list[int], forced_max: int, calibrates) -> list[dict]:
+def _scored_rows(path: Path, sizes: list[int], forced_max: int, takes) -> list[dict]:
     """The rows of `path` a set scores, >= 1 MiB: NCCL's own choice at `sizes` (send/recv to
-    `SEND_MAX_BYTES`), Ring forced to a protocol up to `forced_max`; only those `calibrates` keeps."""
+    `SEND_MAX_BYTES`), Ring forced to a protocol up to `forced_max`; only those `takes` keeps."""
     rows = []
     for row in json.loads(path.read_text())["rows"]:
         collective, algo, nbytes = row["collective"], row["nccl_algo"], row["bytes"]
-        if nbytes < SCORED_FROM_BYTES or algo not in ("auto", "Ring") or not calibrates(collective, algo):
+        if nbytes < SCORED_FROM_BYTES or algo not in ("auto", "Ring") or not takes(collective, algo):
             continue
         if algo == "auto" and nbytes in sizes and (collective != "send_recv" or nbytes <= SEND_MAX_BYTES) \
                 or algo == "Ring" and nbytes <= forced_max:
@@ -188,10 +188,10 @@ def own_measurements() -> None:
     print(f"{'set':>20} {'gpus':>4} {'collective':>14} {'NCCL':>6} {'bytes':>13} {'loop us':>8} {'sim us':>7} "
           f"{'error':>7} {'graph us':>8} {'sim us':>7} {'error':>7}  ran")
     scored = {}
-    for which, gpus, path, sizes, forced_max, calibrates in OWN:
+    for which, gpus, path, sizes, forced_max, takes in OWN:
         topology = cut_to(gpus)
         groups = {}
-        for row in _scored_rows(gpus, path, sizes, forced_max, calibrates):
+        for row in _scored_rows(path, sizes, forced_max, takes):
             groups.setdefault((row["collective"], row["nccl_proto"]), []).append(row)
         for (collective, proto), rows in groups.items():
             errors = {timing: [] for timing in TIMINGS}
