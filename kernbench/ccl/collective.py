@@ -47,9 +47,10 @@ KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "s
          "all_to_all")
 REDUCTIONS = ("all_reduce", "reduce_scatter", "reduce")
 ROOTED = ("broadcast", "reduce", "scatter", "gather")
-# Kinds where every rank both sends and receives, which pay a protocol's `exchange_latency_ns` (adr/0010,
-# "Protocols"); in the others (ROOTED, send) data flows one way.
-EXCHANGES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+# NCCL's collective kernels where every rank both sends and receives, which pay a protocol's
+# `exchange_latency_ns` (adr/0010, "Protocols"); in the others data flows one way (broadcast, reduce) or they
+# are NCCL's grouped sends and receives (send, scatter, gather, all_to_all: `tuner.P2P_KINDS`).
+EXCHANGES = ("all_reduce", "all_gather", "reduce_scatter")
 REDUCE_OPS = tuple(REDUCERS)
 BITWISE_OPS = ("band", "bor", "bxor")
 # Ops with no meaning on complex numbers, which PyTorch refuses before viewing complex data as reals for NCCL.

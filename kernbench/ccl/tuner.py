@@ -239,13 +239,13 @@ def protocol_options(topology, config: dict, label: str) -> list:
 
 def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
     """The protocol a call of the algorithm its config names runs under: None without protocols in the
-    topology; the config's name; for `auto`, a send's by NCCL's point-to-point rule (`P2P_LL_BYTES`), else
+    topology; the config's name; for `auto`, grouped sends' by NCCL's point-to-point rule (`P2P_LL_BYTES`), else
     the cheapest under the model above where the algorithm is a shipped one with a shape for the kind on one
     rank per SIP, else `BULK_PROTOCOL` (or the last the topology gives)."""
     protocols = protocol_options(machine.topology, request.config, request.label)
     if len(protocols) == 1:
         return protocols[0] and protocols[0].name
-    if request.kind == "send" and {"LL", BULK_PROTOCOL} <= {protocol.name for protocol in protocols}:
+    if request.kind in P2P_KINDS and {"LL", BULK_PROTOCOL} <= {protocol.name for protocol in protocols}:
         return _p2p_protocol(machine, request)
     shape = SHAPES.get(request.kind, {}).get(_shipped_name(request.config.get("module"), shipped))
     if shape is None or nested(request.sips):
@@ -259,13 +259,15 @@ def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
 
 # NCCL never prices a send or receive with its collective tuner: it runs one under LL up to
 # NCCL_P2P_LL_THRESHOLD (16 KiB by default) per channel and under Simple above (src/enqueue.cc, addP2pToPlan).
+# PyTorch runs scatter, gather and all_to_all on NCCL as grouped sends and receives, one message per peer.
 P2P_LL_BYTES = 16 << 10
+P2P_KINDS = ("send", "scatter", "gather", "all_to_all")
 
 
 def _p2p_protocol(machine, request) -> str:
-    """NCCL's protocol for a send of `bytes_per_rank` bytes: LL up to `P2P_LL_BYTES` for each channel LL would
-    open for it, else `BULK_PROTOCOL`."""
-    nbytes = bytes_per_rank(request)
+    """NCCL's protocol for a call of grouped sends: LL where each peer's message (a send's `bytes_per_rank`,
+    else its p-th part) is at most `P2P_LL_BYTES` for each channel LL would open for it, else `BULK_PROTOCOL`."""
+    nbytes = bytes_per_rank(request) // (1 if request.kind == "send" else len(request.members))
     channels = channel_count(machine, request, nbytes, request.config, machine.topology.ipcq.protocol("LL"))
     return "LL" if nbytes <= channels * P2P_LL_BYTES else BULK_PROTOCOL
 

@@ -158,8 +158,8 @@ SCHEMA: tuple[Field, ...] = (
               default=None),
         Field(f"ipcq.protocols.{name}.exchange_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
               f"fixed cost a call under {name} pays besides its launch where every rank both sends and receives "
-              "(all_reduce, all_gather, reduce_scatter, all_to_all), not where data flows one way (broadcast, "
-              "reduce, send, scatter, gather)", default=None),
+              "(all_reduce, all_gather, reduce_scatter), not where data flows one way (broadcast, reduce) nor "
+              "for grouped sends and receives (send, scatter, gather, all_to_all)", default=None),
         Field(f"ipcq.protocols.{name}.step_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
               f"latency of one step of an algorithm under {name} beyond its simulated messages, paid at the "
               "launch once per step the algorithm takes", default=None),

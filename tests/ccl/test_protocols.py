@@ -30,6 +30,7 @@ CALLS = {
     "all_gather": lambda dist, empty, n, p, rank: dist.all_gather_into_tensor(empty(n), empty(n // p)),
     "broadcast": lambda dist, empty, n, p, rank: dist.broadcast(empty(n), 0),
     "send": lambda dist, empty, n, p, rank: rank < 2 and (dist.send if rank == 0 else dist.recv)(empty(n), 1 - rank),
+    "all_to_all": lambda dist, empty, n, p, rank: dist.all_to_all_single(empty(n), empty(n)),
 }
 
 
@@ -194,11 +195,18 @@ def test_adr0010_t108_auto_chooses_a_protocol_by_nccls_tuner_terms_not_by_what_a
 
 def test_adr0010_t109_a_send_runs_ll_up_to_16_kib_a_channel_and_simple_above_as_nccls_p2p_rule_says():
     """NCCL never prices a send with its collective tuner: LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) for each
-    channel, Simple above (src/enqueue.cc). On h200x4, LL opens a channel per 16 KiB, at most 16: LL to 256 KiB."""
+    channel, Simple above (src/enqueue.cc). On h200x4, LL opens a channel per 16 KiB, at most 16: LL to 256 KiB.
+    An all_to_all (NCCL's grouped sends, a message per peer) by its messages: LL to 4 x 256 KiB on 4 GPUs, and
+    it pays no exchange latency."""
     topology = load_topology("h200x4")
     assert P2P_LL_BYTES == 16 << 10
     for nbytes, protocol in ((4 << 10, "LL"), (256 << 10, "LL"), (512 << 10, "Simple"), (4 << 20, "Simple")):
         assert _all_reduce(topology, nbytes, kind="send")["protocol"] == protocol, nbytes
+    for nbytes, protocol in ((1 << 20, "LL"), (2 << 20, "Simple")):
+        row = _all_reduce(topology, nbytes, kind="all_to_all")
+        spec = topology.ipcq.protocol(row["protocol"])
+        assert row["protocol"] == protocol, nbytes
+        assert row["launches"] == {spec.launch_latency_ps + spec.step_latency_ps}, nbytes
 
 
 def test_adr0010_t110_h200x4_cut_to_2_gpus_predicts_nccls_held_out_2_gpu_times_within_15_percent():
