@@ -29,19 +29,28 @@ more, which a first line on stderr says before it starts.
 
 By default the script then holds the model against this project's own
 measurements on 2 and 4 H200s (`anchors/nccl_h200x2_nv18.json`,
-`anchors/nccl_h200x4_nv18.json`, taken by `anchors/measure_nccl.py`),
-each timing apart: the host loop against the record's `time_ps`, the CUDA
-graph (what the device spends per call, no host work between calls)
-against its `device_ps`; each run on `topology/h200x4.yaml` cut to the
-measurement's GPU count (only `system.sips.count` changed). Calibration:
-the 4-GPU all_reduce (NCCL's own choice and the runs forced to each
-protocol set the protocol terms); the calls below 1 MiB, not scored, set
-the host's cost of a call. Held out: every other collective on 4 GPUs and
-every collective on 2. Per collective and GPU count, then per set and
-timing `<set>_<timing>_geomean_abs_error_ge_1MiB` and `..._max_...`, the
-held-out lines last. send/recv is held out from 1 to 16 MiB (a 1 GiB send
-is tens of thousands of simulated messages).
-`--quick` skips this part.
+`anchors/nccl_h200x4_nv18.json`, and `anchors/nccl_h200x2_fine_nv18.json`
+from a second 2-GPU host, taken by `anchors/measure_nccl.py`), each timing
+apart: the host loop against the record's `time_ps`, the CUDA graph (what
+the device spends per call, no host work between calls) against its
+`device_ps`; each run on `topology/h200x4.yaml` cut to the measurement's
+GPU count (only `system.sips.count` changed). A row NCCL ran with
+`NCCL_ALGO=Ring NCCL_PROTO=π` runs here with ccl.yaml's `candidates: [ring]`
+and `protocol: π`; the others with the shipped ccl.yaml. Calibration, which
+set the protocols' launch, exchange and step latencies
+(`topology/h200x4.yaml`): the 4-GPU Ring rows forced to each protocol, every
+collective, and the 4-GPU send/recv. Held out: NCCL's own choice of every
+other collective on 4 GPUs (sizes and protocol choices between the
+calibration's), and everything on 2 GPUs, from two hosts. The second 2-GPU
+host's host loop spends 30-50 us a call where the first spent 26 (the
+host's cost of a call is the host machine's: anchors/README.md), so its
+host-loop points below 16 MiB measure that host: they are printed and
+summed apart (`held_out_second_host`). Per collective, GPU count and
+protocol (`auto`: NCCL's choice), then per set and timing
+`<set>_<timing>_geomean_abs_error_ge_1MiB` and `..._max_...`, the held-out
+lines last. send/recv is scored from 1 to 16 MiB (a 1 GiB send is tens of
+thousands of simulated messages), forced rows up to 128 MiB (16 MiB on the
+second host). `--quick` skips this part.
 
 Run as `python benchmarks/fidelity_nccl.py` from the repository root
 (a few minutes of host CPU: the 1 GiB cases are each many thousands of
@@ -63,6 +72,9 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import yaml  # noqa: E402
+
+from kernbench.ccl.install import SHIPPED_CCL_PATH  # noqa: E402
 from kernbench.session import Session  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
 from kernbench.topology.loader import resolve_topology_path  # noqa: E402
@@ -71,10 +83,21 @@ ANCHOR = Path(__file__).resolve().parent / "anchors" / "nccl_allreduce_h200x4_nv
 HELD_OUT = Path(__file__).resolve().parent / "anchors" / "nccl_collectives_h100x4_nv18.json"
 SCORED_FROM_BYTES = 1 << 20
 HELD_OUT_COLLECTIVES = ("all_gather", "reduce_scatter", "broadcast")
-OWN = {gpus: Path(__file__).resolve().parent / "anchors" / f"nccl_h200x{gpus}_nv18.json" for gpus in (2, 4)}
+ANCHORS = Path(__file__).resolve().parent / "anchors"
 OWN_SIZES = [mib << 20 for mib in (1, 2, 4, 8, 16, 64, 256, 1024)]
-SEND_SIZES = OWN_SIZES[:5]  # a 1 GiB send is 4,096 messages on each of 16 channels: minutes of host time
-CALIBRATION = {(4, "all_reduce")}
+FINE_SIZES = [int(mib * (1 << 20)) for mib in (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 64, 256, 1024)]
+SEND_MAX_BYTES = 16 << 20  # a 1 GiB send is 4,096 messages on each of 16 channels: minutes of host time
+# (set, GPUs, file, sizes NCCL chose for, largest forced row scored, which rows the set takes): the held-out sets
+# last. A forced row is (collective, "Ring", protocol); NCCL's own choice is (collective, "auto", "auto").
+OWN = (
+    ("calibration", 4, ANCHORS / "nccl_h200x4_nv18.json", OWN_SIZES, 128 << 20,
+     lambda collective, algo: algo == "Ring" or collective == "send_recv"),
+    ("held_out", 4, ANCHORS / "nccl_h200x4_nv18.json", OWN_SIZES, 0,
+     lambda collective, algo: algo == "auto" and collective != "send_recv"),
+    ("held_out", 2, ANCHORS / "nccl_h200x2_nv18.json", OWN_SIZES, 128 << 20, lambda collective, algo: True),
+    ("held_out_second_host", 2, ANCHORS / "nccl_h200x2_fine_nv18.json", FINE_SIZES, 16 << 20,
+     lambda collective, algo: True),
+)
 
 
 # One call of each collective on `n` fp16 elements in nccl-tests' sense (the whole buffer: all_gather's
@@ -102,11 +125,13 @@ def cut_to(gpus: int, name: str = "h200x4"):
         os.unlink(handle.name)
 
 
-def simulate(nbytes: int, collective: str = "all_reduce", topology="h200x4", gpus: int = 4) -> tuple[dict, str]:
+def simulate(nbytes: int, collective: str = "all_reduce", topology="h200x4", gpus: int = 4,
+             protocol: str | None = None) -> tuple[dict, str]:
     """One `collective` of `nbytes` of fp16 over `gpus` ranks of `topology`; (its record, what ran): the
     record's `time_ps` is the call's time in a host loop, its `device_ps` the device's span (adr/0010, "Host
-    cost of a call"). send_recv is rank 0 sending the buffer to rank 1."""
-    session = Session(topology, timing_only=True)
+    cost of a call"). send_recv is rank 0 sending the buffer to rank 1. `protocol`: the ring forced to that
+    protocol, as `NCCL_ALGO=Ring NCCL_PROTO=...` forces NCCL (None: the shipped ccl.yaml)."""
+    session = Session(topology, ccl=None if protocol is None else forced_ring(protocol), timing_only=True)
     torch = session.torch
     n = max(gpus, nbytes // 2 // gpus * gpus)
 
@@ -135,33 +160,55 @@ def simulate(nbytes: int, collective: str = "all_reduce", topology="h200x4", gpu
 TIMINGS = {"host_loop": ("time_us", "time_ps"), "graph": ("graph_us", "device_ps")}  # measured key, record key
 
 
+def forced_ring(protocol: str) -> dict:
+    """The shipped ccl.yaml with `auto` choosing among the ring alone, under `protocol`."""
+    config = yaml.safe_load(SHIPPED_CCL_PATH.read_text())
+    config["defaults"].update(candidates=["ring"], protocol=protocol)
+    return config
+
+
+def _scored_rows(path: Path, sizes: list[int], forced_max: int, takes) -> list[dict]:
+    """The rows of `path` a set scores, >= 1 MiB: NCCL's own choice at `sizes` (send/recv to
+    `SEND_MAX_BYTES`), Ring forced to a protocol up to `forced_max`; only those `takes` keeps."""
+    rows = []
+    for row in json.loads(path.read_text())["rows"]:
+        collective, algo, nbytes = row["collective"], row["nccl_algo"], row["bytes"]
+        if nbytes < SCORED_FROM_BYTES or algo not in ("auto", "Ring") or not takes(collective, algo):
+            continue
+        if algo == "auto" and nbytes in sizes and (collective != "send_recv" or nbytes <= SEND_MAX_BYTES) \
+                or algo == "Ring" and nbytes <= forced_max:
+            rows.append(row)
+    return rows
+
+
 def own_measurements() -> None:
-    """Calibration and held-out points of this project's 2- and 4-GPU measurements (NCCL's own algorithm and
-    protocol), >= 1 MiB, each timing: the host loop against the record's time, the CUDA graph against its
-    device span. Per point, per collective and GPU count, then the summaries, the held-out last."""
-    print(f"{'set':>11} {'gpus':>4} {'collective':>14} {'bytes':>13} {'loop us':>8} {'sim us':>7} {'error':>7} "
-          f"{'graph us':>8} {'sim us':>7} {'error':>7}  ran")
-    scored = {(which, timing): [] for which in ("calibration", "held_out") for timing in TIMINGS}
-    for gpus, path in OWN.items():
+    """Calibration and held-out points of this project's 2- and 4-GPU measurements, >= 1 MiB, each timing:
+    the host loop against the record's time, the CUDA graph against its device span. Per point, per set,
+    GPU count, collective and protocol, then the summaries, the held-out lines last."""
+    print(f"{'set':>20} {'gpus':>4} {'collective':>14} {'NCCL':>6} {'bytes':>13} {'loop us':>8} {'sim us':>7} "
+          f"{'error':>7} {'graph us':>8} {'sim us':>7} {'error':>7}  ran")
+    scored = {}
+    for which, gpus, path, sizes, forced_max, takes in OWN:
         topology = cut_to(gpus)
-        rows = {(row["collective"], row["bytes"]): row for row in json.loads(path.read_text())["rows"]
-                if row["nccl_proto"] == "auto"}
-        for collective in (*CALLS, "send_recv"):
-            which = "calibration" if (gpus, collective) in CALIBRATION else "held_out"
+        groups = {}
+        for row in _scored_rows(path, sizes, forced_max, takes):
+            groups.setdefault((row["collective"], row["nccl_proto"]), []).append(row)
+        for (collective, proto), rows in groups.items():
             errors = {timing: [] for timing in TIMINGS}
-            for nbytes in OWN_SIZES if collective != "send_recv" else SEND_SIZES:
-                record, ran = simulate(nbytes, collective, topology, gpus)
+            for row in sorted(rows, key=lambda row: row["bytes"]):
+                record, ran = simulate(row["bytes"], collective, topology, gpus, None if proto == "auto" else proto)
                 cells = []
                 for timing, (measured_key, simulated_key) in TIMINGS.items():
-                    measured, simulated = rows[(collective, nbytes)][measured_key], record[simulated_key] / 1e6
+                    measured, simulated = row[measured_key], record[simulated_key] / 1e6
                     error = (simulated - measured) / measured
                     errors[timing].append(abs(error))
                     cells.append(f"{measured:>8.1f} {simulated:>7.1f} {error:>+7.1%}")
-                print(f"{which:>11} {gpus:>4} {collective:>14} {nbytes:>13,} {' '.join(cells)}  {ran}", flush=True)
-            print(f"{which}_{gpus}gpu_{collective}: " + ", ".join(
+                print(f"{which:>20} {gpus:>4} {collective:>14} {proto:>6} {row['bytes']:>13,} {' '.join(cells)}  "
+                      f"{ran}", flush=True)
+            print(f"{which}_{gpus}gpu_{collective}_{proto}: " + ", ".join(
                 f"{timing} geomean {geomean(e):.1%} max {max(e):.1%}" for timing, e in errors.items()), flush=True)
             for timing, e in errors.items():
-                scored[which, timing] += e
+                scored.setdefault((which, timing), []).extend(e)
     for (which, timing), errors in scored.items():
         print(f"{which}_{timing}_geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
         print(f"{which}_{timing}_max_abs_error_ge_1MiB: {max(errors):.1%}")

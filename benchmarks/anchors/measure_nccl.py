@@ -49,6 +49,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_
 SIZE_LADDERS = {
     "pow4": [8 * 4**k for k in range(13)] + [512 << 20],  # the first anchors' sizes: 8 B ... 128 MiB, 512 MiB
     "pow2": [8 << k for k in range(28)],  # 8 B ... 1 GiB
+    # 1 to 16 MiB by about sqrt(2), where NCCL switches protocols and fixed costs still count, then 64 MiB to 1 GiB
+    "fine": [int(mib * (1 << 20)) for mib in (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 64, 256, 1024)],
 }
 BUS_FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
                "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "send_recv": lambda n: 1.0}
@@ -194,7 +196,8 @@ def main() -> None:
     parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="comma-separated, of " +
                         ", ".join(COLLECTIVES))
     parser.add_argument("--sizes", choices=sorted(SIZE_LADDERS), default="pow2",
-                        help="pow2: 8 B to 1 GiB by 2 (default); pow4: the first anchors' ladder")
+                        help="pow2: 8 B to 1 GiB by 2 (default); pow4: the first anchors' ladder; fine: 1 to 16 MiB "
+                        "by about sqrt(2), then 64 MiB, 256 MiB, 1 GiB")
     parser.add_argument("--max-bytes", type=int, default=1 << 30, help="skip sizes above this")
     parser.add_argument("--timings", default="host,graph", help="host, graph or both (default)")
     parser.add_argument("--port", type=int, default=29511, help="the rendezvous port")

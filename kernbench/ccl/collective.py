@@ -47,6 +47,10 @@ KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "s
          "all_to_all")
 REDUCTIONS = ("all_reduce", "reduce_scatter", "reduce")
 ROOTED = ("broadcast", "reduce", "scatter", "gather")
+# NCCL's collective kernels where every rank both sends and receives, which pay a protocol's
+# `exchange_latency_ns` (adr/0010, "Protocols"); in the others data flows one way (broadcast, reduce) or they
+# are NCCL's grouped sends and receives (send, scatter, gather, all_to_all: `tuner.P2P_KINDS`).
+EXCHANGES = ("all_reduce", "all_gather", "reduce_scatter")
 REDUCE_OPS = tuple(REDUCERS)
 BITWISE_OPS = ("band", "bor", "bxor")
 # Ops with no meaning on complex numbers, which PyTorch refuses before viewing complex data as reals for NCCL.
@@ -280,10 +284,12 @@ def _protocol(machine: Machine, request: CollectiveRequest):
 def _launch(machine: Machine, request: CollectiveRequest) -> None:
     """The topology's fixed cost of starting a collective (its programs' launch, its queues' first handshake),
     paid once per call before any member moves data, and logged on every member's SIP. Under a protocol, its
-    launch latency and its step latency once per step of the algorithm (adr/0010, "Protocols")."""
+    launch latency, its exchange latency where every rank sends and receives (`EXCHANGES`), and its step
+    latency once per step of the algorithm (adr/0010, "Protocols")."""
     protocol = _protocol(machine, request)
     latency = (machine.topology.ipcq.launch_latency_ps if protocol is None
-               else protocol.launch_latency_ps + steps_for(request, SHIPPED_ALGORITHMS) * protocol.step_latency_ps)
+               else protocol.launch_latency_ps + (request.kind in EXCHANGES) * protocol.exchange_latency_ps
+               + steps_for(request, SHIPPED_ALGORITHMS) * protocol.step_latency_ps)
     if not latency or len(request.members) == 1:
         return
     engine = machine.engine

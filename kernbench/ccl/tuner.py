@@ -35,14 +35,15 @@ NCCL's tuner prices every (algorithm, protocol) pair:
 
     T(a, π) = L_π + n_a(p) · h_π + wire_a(p) · S / (e_π · r_link)
 
-with L_π NCCL's base latency and e_π the share of the link's rate NCCL
-credits the protocol (`ipcq.protocols.<π>.tuner_latency_ns`,
-`tuner_efficiency`), h_π the protocol's latency per step
-(`step_latency_ns`) and n_a(p) the steps that pay it (`latency_steps`:
+with L_π NCCL's base latency, h_π its per-step latency of the link and e_π
+the share of the link's rate NCCL credits the protocol
+(`ipcq.protocols.<π>.tuner_latency_ns`, `tuner_step_latency_ns`,
+`tuner_efficiency`), and n_a(p) the steps that pay h_π (`latency_steps`:
 `SHAPES`' steps, but one for a chain broadcast or reduce, which streams).
 This is NCCL's belief, which is what decides NCCL's choice; what the call
-then costs is simulated under the protocol's terms (its launch plus
-n_a(p) · h_π, its message overhead, efficiency and slot), which the
+then costs is simulated under the protocol's own terms (its launch, its
+exchange latency where every rank sends and receives, n_a(p) times its
+`step_latency_ns`, its message overhead, efficiency and slot), which the
 measurements set. The cheapest pair wins, with the protocol's own channel
 count (its `channel_min_kib` of the call per channel) and slot
 (`slot_kib`). Small calls go to LL (least fixed cost, under half the
@@ -214,7 +215,7 @@ def steps_for(request, shipped: dict[str, str]) -> int:
 
 def _nccl_seconds(protocol, steps: float, wire: float, link_rate: float, nbytes: int) -> float:
     """T(a, π) of the module docstring: NCCL's tuner's time for a call under `protocol`."""
-    return ((protocol.tuner_latency_ps + steps * protocol.step_latency_ps) / PS_PER_S
+    return ((protocol.tuner_latency_ps + steps * protocol.tuner_step_latency_ps) / PS_PER_S
             + wire * nbytes / (link_rate * float(protocol.tuner_efficiency)))
 
 
@@ -238,12 +239,14 @@ def protocol_options(topology, config: dict, label: str) -> list:
 
 def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
     """The protocol a call of the algorithm its config names runs under: None without protocols in the
-    topology; the config's name; for `auto`, the cheapest under the model above where the algorithm is a
-    shipped one with a shape for the kind on one rank per SIP, else `BULK_PROTOCOL` (or the last the
-    topology gives)."""
+    topology; the config's name; for `auto`, grouped sends' by NCCL's point-to-point rule (`P2P_LL_BYTES`), else
+    the cheapest under the model above where the algorithm is a shipped one with a shape for the kind on one
+    rank per SIP, else `BULK_PROTOCOL` (or the last the topology gives)."""
     protocols = protocol_options(machine.topology, request.config, request.label)
     if len(protocols) == 1:
         return protocols[0] and protocols[0].name
+    if request.kind in P2P_KINDS and {"LL", BULK_PROTOCOL} <= {protocol.name for protocol in protocols}:
+        return _p2p_protocol(machine, request)
     shape = SHAPES.get(request.kind, {}).get(_shipped_name(request.config.get("module"), shipped))
     if shape is None or nested(request.sips):
         return _bulk(machine.topology, request)
@@ -252,6 +255,21 @@ def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
     steps = steps_for(request, shipped)
     nbytes = bytes_per_rank(request)
     return min(protocols, key=lambda protocol: _nccl_seconds(protocol, steps, wire, link_rate, nbytes)).name
+
+
+# NCCL never prices a send or receive with its collective tuner: it runs one under LL up to
+# NCCL_P2P_LL_THRESHOLD (16 KiB by default) per channel and under Simple above (src/enqueue.cc, addP2pToPlan).
+# PyTorch runs scatter, gather and all_to_all on NCCL as grouped sends and receives, one message per peer.
+P2P_LL_BYTES = 16 << 10
+P2P_KINDS = ("send", "scatter", "gather", "all_to_all")
+
+
+def _p2p_protocol(machine, request) -> str:
+    """NCCL's protocol for a call of grouped sends: LL where each peer's message (a send's `bytes_per_rank`,
+    else its p-th part) is at most `P2P_LL_BYTES` for each channel LL would open for it, else `BULK_PROTOCOL`."""
+    nbytes = bytes_per_rank(request) // (1 if request.kind == "send" else len(request.members))
+    channels = channel_count(machine, request, nbytes, request.config, machine.topology.ipcq.protocol("LL"))
+    return "LL" if nbytes <= channels * P2P_LL_BYTES else BULK_PROTOCOL
 
 
 def _plan_nested(machine, request, shipped: dict[str, str], slot: int, n_slots: int, nbytes: int) -> Plan | None:

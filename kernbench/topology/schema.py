@@ -43,8 +43,9 @@ DEFAULT_PLACEMENTS = ("interleaved", "first_pe")
 # NCCL's protocols (adr/0010, "Protocols"): LL (8-byte stores, 4 of them payload, with a flag), LL128 (128-byte
 # lines, 120 of them payload) and Simple (bulk copies, a fence and a flag per step).
 PROTOCOLS = ("LL", "LL128", "Simple")
-PROTOCOL_TERMS = ("bandwidth_efficiency", "message_overhead_ns", "launch_latency_ns", "step_latency_ns",
-                  "channel_min_kib", "slot_kib", "tuner_latency_ns", "tuner_efficiency")
+PROTOCOL_TERMS = ("bandwidth_efficiency", "message_overhead_ns", "launch_latency_ns", "exchange_latency_ns",
+                  "step_latency_ns", "channel_min_kib", "slot_kib", "tuner_latency_ns", "tuner_step_latency_ns",
+                  "tuner_efficiency")
 
 # Bounds on the size of a machine (adr/0002, "Size"): far above any machine a
 # study would simulate, low enough that what is listed per SIP, cube or PE
@@ -155,9 +156,13 @@ SCHEMA: tuple[Field, ...] = (
         Field(f"ipcq.protocols.{name}.launch_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
               f"fixed cost of starting one collective under {name}, in place of ipcq.launch_latency_ns",
               default=None),
+        Field(f"ipcq.protocols.{name}.exchange_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
+              f"fixed cost a call under {name} pays besides its launch where every rank both sends and receives "
+              "(all_reduce, all_gather, reduce_scatter), not where data flows one way (broadcast, reduce) nor "
+              "for grouped sends and receives (send, scatter, gather, all_to_all)", default=None),
         Field(f"ipcq.protocols.{name}.step_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
-              f"latency of one step of an algorithm under {name} (NCCL's per-hop latency of the link), paid "
-              "at the launch once per step the algorithm takes and counted so by `auto`", default=None),
+              f"latency of one step of an algorithm under {name} beyond its simulated messages, paid at the "
+              "launch once per step the algorithm takes", default=None),
         Field(f"ipcq.protocols.{name}.channel_min_kib", Quantity(KIB),
               f"bytes of a call per channel under {name} before `auto` opens another (NCCL's threads per channel "
               "times its per-thread threshold), in place of ccl.yaml's channel_min_kib", default=None),
@@ -167,6 +172,9 @@ SCHEMA: tuple[Field, ...] = (
         Field(f"ipcq.protocols.{name}.tuner_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
               f"what `auto`'s model, as NCCL's tuner, charges a call under {name} once (NCCL's base latency)",
               default=None),
+        Field(f"ipcq.protocols.{name}.tuner_step_latency_ns", Quantity(NANOSECONDS, allow_zero=True),
+              f"what `auto`'s model, as NCCL's tuner, charges a call under {name} per step of its algorithm "
+              "(NCCL's per-hop latency of the link)", default=None),
         Field(f"ipcq.protocols.{name}.tuner_efficiency", Fraction01(),
               f"the share of the link's payload rate `auto`'s model gives {name} (NCCL's protocol factor)",
               default=None))),

@@ -200,15 +200,18 @@ class IpcqSpec:
 @dataclass(frozen=True)
 class ProtocolSpec:
     """One NCCL protocol's terms (adr/0010, "Protocols"): the share of the payload rate its messages carry,
-    its per-message, per-call and per-step fixed costs, and the bytes of a call per channel `auto` opens; and
-    what the tuner believes of it besides, as NCCL's tuner does: a latency per call, a share of the link's rate."""
+    its per-message, per-call (and per exchanging call) and per-step fixed costs, and the bytes of a call per
+    channel `auto` opens; and what the tuner believes of it besides, as NCCL's tuner does: a latency per call
+    and per step, a share of the link's rate."""
 
     name: str
     bandwidth_efficiency: Fraction
     message_overhead_ps: int
     launch_latency_ps: int
+    exchange_latency_ps: int
     step_latency_ps: int
     channel_min_bytes: int
     slot_bytes: int
     tuner_latency_ps: int
+    tuner_step_latency_ps: int
     tuner_efficiency: Fraction

@@ -156,8 +156,9 @@ def format_summary(topology: Topology) -> str:
                 ("IPCQ engine", format_bandwidth(t.ipcq.engine_bandwidth_bytes_per_s), "",
                  "one PE's messages, all its queues together")]),
             *((f"  {p.name}", f"{float(p.bandwidth_efficiency):.0%} of rate", format_time(p.launch_latency_ps),
-               f"protocol: launch; + {format_time(p.step_latency_ps)} a step, {format_time(p.message_overhead_ps)} "
-               "a message") for p in t.ipcq.protocols),
+               f"protocol: launch; + {format_time(p.exchange_latency_ps)} an exchange, "
+               f"{format_time(p.step_latency_ps)} a step, {format_time(p.message_overhead_ps)} a message")
+              for p in t.ipcq.protocols),
         ],
     )
     lines.append("")
