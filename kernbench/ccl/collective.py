@@ -198,14 +198,14 @@ def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedu
         ran = episode.follow_collective(request, _window_layouts(request))
         if ran is not None:
             return ran
-    _launch(machine, request)
+    launched = _launch(machine, request)
     channels = channel_requests(machine, request)
     size = len(request.members)
     edges = frozenset() if size == 1 else _wiring_edges(request, schedule.wiring, schedule.module, size)
     plan = symmetric_plan(machine, request, schedule.function, channels, edges, settings)
     if plan is None and machine.spmd_episode is not None:
         machine.spmd_episode.end_here(f"{request.label} over SIPs {list(request.sips)} is not symmetric: every "
-                                      "rank's part must be simulated")  # logs the others' launch
+                                      "rank's part must be simulated")
     episode = machine.spmd_episode
     led = None
     if plan is not None:
@@ -221,6 +221,8 @@ def _run_schedule(machine: Machine, request: CollectiveRequest, schedule: Schedu
             queues = CollectiveQueues(machine, channel, settings, schedule.wiring, edges)
             started.append(([_start(machine, channel, schedule, member, queues) for member in channel.members],
                              queues))
+    if launched is not None:
+        _log_launch(machine, request, launched, every_sip=led is None)
     try:
         wait_for_programs(machine.engine, [program for programs, _ in started for program in programs])
     finally:
@@ -281,26 +283,34 @@ def _protocol(machine: Machine, request: CollectiveRequest):
     return None if name is None else machine.topology.ipcq.protocol(name)
 
 
-def _launch(machine: Machine, request: CollectiveRequest) -> None:
+def _launch(machine: Machine, request: CollectiveRequest) -> tuple[int, int] | None:
     """The topology's fixed cost of starting a collective (its programs' launch, its queues' first handshake),
     paid once per call before any member moves data, and logged on every member's SIP. Under a protocol, its
     launch latency, its exchange latency where every rank sends and receives (`EXCHANGES`), and its step
-    latency once per step of the algorithm (adr/0010, "Protocols")."""
+    latency once per step of the algorithm (adr/0010, "Protocols"). In a replicated spawn the records wait for
+    `_log_launch`, which knows whether the others' are SIP 0's renamed; (its start, its length) then."""
     protocol = _protocol(machine, request)
     latency = (machine.topology.ipcq.launch_latency_ps if protocol is None
                else protocol.launch_latency_ps + (request.kind in EXCHANGES) * protocol.exchange_latency_ps
                + steps_for(request, SHIPPED_ALGORITHMS) * protocol.step_latency_ps)
     if not latency or len(request.members) == 1:
-        return
+        return None
     engine = machine.engine
     start = engine.now
+    replicated = machine.spmd_episode is not None
+    if not replicated:
+        _log_launch(machine, request, (start, latency), every_sip=True)
+    engine.sleep(latency)
+    return (start, latency) if replicated else None
+
+
+def _log_launch(machine: Machine, request: CollectiveRequest, launched: tuple[int, int], every_sip: bool) -> None:
+    """A launch's records: on every member's SIP, or on SIP 0 alone where the others' are SIP 0's renamed."""
+    start, latency = launched
     sips = sorted({m.sip for m in request.members})
-    if machine.spmd_episode is not None:
-        sips = sips[:1]  # the others' are rank 0's, renamed when the replicated spawn ends (runtime_api/spmd.py)
-    for sip in sips:
+    for sip in sips if every_sip else sips[:1]:
         machine.oplog.append_pairs("ccl_launch", f"sip{sip}", "ccl", request.label, None, 0, 0, start,
                                    start + latency, ())
-    engine.sleep(latency)
 
 
 def channel_requests(machine: Machine, request: CollectiveRequest) -> list[CollectiveRequest]:
