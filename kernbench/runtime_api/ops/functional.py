@@ -41,7 +41,7 @@ def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
             shifted = np.exp(rows - rows.max(axis=1, keepdims=True))
             return shifted / shifted.sum(axis=1, keepdims=True)
 
-        out = _fused_rows("softmax", forward, x, x.shape[-1] if x.ndim else 1, passes=3)
+        out = _softmax_rows("softmax", forward, x, exponentials=2)
         return autograd.record(out, "softmax", (x,), lambda g: (out * (g - (g * out).sum(-1, keepdim=True)),))
     shifted = _sub_exp(x, x.amax(dim, keepdim=True))
     return shifted / shifted.sum(dim, keepdim=True)
@@ -57,7 +57,7 @@ def log_softmax(x, dim: int | None = None, dtype=None):
             shifted = rows - rows.max(axis=1, keepdims=True)
             return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
-        out = _fused_rows("log_softmax", forward, x, x.shape[-1] if x.ndim else 1, passes=3)
+        out = _softmax_rows("log_softmax", forward, x, exponentials=1)
         return autograd.record(out, "log_softmax", (x,),
                                lambda g: (g - out.exp() * g.sum(-1, keepdim=True),))
     top = x.amax(dim, keepdim=True)
@@ -90,11 +90,38 @@ def _sub_exp(x, m):
     return autograd.record(out, "sub_exp", (x, m), lambda g: (g * out, -(g * out)))
 
 
-def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: int = 1):
+def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: int = 1, row_cycles: int = 0):
     """`forward` as one fused row kernel over x, computing in float32 for half types (as torch's kernels do)."""
     compute = float_type(wide_type(x.dtype))
     return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)),
-                                 reads=reads)
+                                 reads=reads, row_cycles=row_cycles)
+
+
+# torch's softmax kernels (aten's SoftMax.cu), as adr/0016-device-ops.md "Softmax" models them: a warp a row when
+# the row holds at most WARP_ROW_ELEMENTS elements of at most WARP_ROW_BYTES bytes in all, else a block of 1024
+# threads a row. Their work per element is SOFTMAX_ARITHMETIC_PASSES vector passes and EXPONENTIAL_PASSES per
+# exponential (an SM's 16 special-function units a cycle against its 128 FP32 lanes); a block a row holds its PE
+# BLOCK_ROW_CYCLES more per row, its two block-wide reductions (max, then sum), barrier after barrier.
+WARP_ROW_ELEMENTS, WARP_ROW_BYTES = 1024, 4096
+SOFTMAX_ARITHMETIC_PASSES = 40
+EXPONENTIAL_PASSES = 8
+BLOCK_ROW_CYCLES = 1024
+
+
+def softmax_cost(row: int, itemsize: int, exponentials: int) -> tuple[int, int]:
+    """(vector passes over each element, vector-unit cycles per row) of torch's softmax kernel over rows of `row`
+    elements of `itemsize` bytes computing `exponentials` exponentials an element (softmax 2: its epilogue takes
+    the exponential again; log_softmax 1)."""
+    passes = SOFTMAX_ARITHMETIC_PASSES + exponentials * EXPONENTIAL_PASSES
+    warp = row <= WARP_ROW_ELEMENTS and row * itemsize <= WARP_ROW_BYTES
+    return passes, 0 if warp else BLOCK_ROW_CYCLES
+
+
+def _softmax_rows(name: str, forward, x, exponentials: int):
+    """`forward` over x's last dim as torch's softmax kernel runs it (`softmax_cost`)."""
+    row = x.shape[-1] if x.ndim else 1
+    passes, row_cycles = softmax_cost(row, x.dtype.itemsize, exponentials)
+    return _fused_rows(name, forward, x, row, passes, row_cycles=row_cycles)
 
 
 def as_shape(normalized_shape) -> tuple[int, ...]:
