@@ -31,8 +31,9 @@ def gelu_tanh(x):
 @overridable
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     """exp(x − max) / sum over `dim`: over the last dim one fused pass (max, exp and sum, scale) reading each row
-    once and writing it once, as a GPU library's softmax kernel; over another dim four device ops (amax,
-    subtract-exp, sum, divide). With no dim, torch's legacy rule picks one (`implicit_dim`)."""
+    once and writing it once, timed as torch's softmax kernel runs (a warp or a block a row, `softmax_cost`);
+    over another dim four device ops (amax, subtract-exp, sum, divide). With no dim, torch's legacy rule picks
+    one (`implicit_dim`)."""
     dim = axis if dim is None else dim
     x = _floating(x, dtype, "softmax")
     dim = implicit_dim(x) if dim is None else dim
