@@ -638,7 +638,7 @@ def test_adr0016_t170_softmax_takes_torchs_kernel_a_warp_a_row_or_a_block_a_row(
     log_softmax once, each at `EXPONENTIAL_PASSES` beside the arithmetic's passes."""
     from kernbench.runtime_api.ops import functional
 
-    arithmetic, exponential, block = (functional.SOFTMAX_ARITHMETIC_PASSES, functional.EXPONENTIAL_PASSES,
+    arithmetic, exponential, block = (functional.ROW_KERNEL_PASSES, functional.EXPONENTIAL_PASSES,
                                       functional.BLOCK_ROW_CYCLES)
     assert functional.softmax_cost(1024, 4, 2) == (arithmetic + 2 * exponential, 0)
     assert functional.softmax_cost(1024, 2, 1) == (arithmetic + exponential, 0)

@@ -98,14 +98,15 @@ def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: 
                                  reads=reads, row_cycles=row_cycles)
 
 
-# torch's softmax kernels (aten's SoftMax.cu), as adr/0016-device-ops.md "Softmax" models them: a warp a row when
-# the row holds at most WARP_ROW_ELEMENTS elements of at most WARP_ROW_BYTES bytes in all, else a block of 1024
-# threads a row. Their work per element is SOFTMAX_ARITHMETIC_PASSES vector passes and EXPONENTIAL_PASSES per
-# exponential (an SM's 16 special-function units a cycle against its 128 FP32 lanes); a block a row holds its PE
-# BLOCK_ROW_CYCLES more per row, its two block-wide reductions (max, then sum), barrier after barrier.
-WARP_ROW_ELEMENTS, WARP_ROW_BYTES = 1024, 4096
-SOFTMAX_ARITHMETIC_PASSES = 40
+# torch's row kernels (softmax, log_softmax, layer norm and rms norm), as adr/0016-device-ops.md "Row kernels' time"
+# models them: each element takes ROW_KERNEL_PASSES vector passes (its loads, conversions, arithmetic and stores at
+# the rate an SM issues them between a row's reductions) and EXPONENTIAL_PASSES per exponential (an SM's 16
+# special-function units a cycle against its 128 FP32 lanes). A softmax runs a warp a row when the row holds at
+# most WARP_ROW_ELEMENTS elements of at most WARP_ROW_BYTES bytes in all, else a block of 1024 threads a row,
+# which holds its PE BLOCK_ROW_CYCLES more a row for its two block-wide reductions (max, then sum).
+ROW_KERNEL_PASSES = 40
 EXPONENTIAL_PASSES = 8
+WARP_ROW_ELEMENTS, WARP_ROW_BYTES = 1024, 4096
 BLOCK_ROW_CYCLES = 1024
 
 
@@ -113,7 +114,7 @@ def softmax_cost(row: int, itemsize: int, exponentials: int) -> tuple[int, int]:
     """(vector passes over each element, vector-unit cycles per row) of torch's softmax kernel over rows of `row`
     elements of `itemsize` bytes computing `exponentials` exponentials an element (softmax 2: its epilogue takes
     the exponential again; log_softmax 1)."""
-    passes = SOFTMAX_ARITHMETIC_PASSES + exponentials * EXPONENTIAL_PASSES
+    passes = ROW_KERNEL_PASSES + exponentials * EXPONENTIAL_PASSES
     warp = row <= WARP_ROW_ELEMENTS and row * itemsize <= WARP_ROW_BYTES
     return passes, 0 if warp else BLOCK_ROW_CYCLES
 
@@ -151,7 +152,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
         y = y if w is None else y * w
         return y if b is None else y + b
 
-    out = _fused_rows("layer_norm", forward, x, row, passes=3, params=(weight, bias), reads=2)
+    out = _fused_rows("layer_norm", forward, x, row, passes=ROW_KERNEL_PASSES, params=(weight, bias), reads=2)
     lead = tuple(range(x.ndim - len(dims)))
 
     def backward(g):
@@ -179,7 +180,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
         y = rows / np.sqrt((rows * rows).mean(axis=1, keepdims=True) + eps)
         return y if w is None else y * w
 
-    out = _fused_rows("rms_norm", forward, x, row, passes=2, params=(weight,), reads=2)
+    out = _fused_rows("rms_norm", forward, x, row, passes=ROW_KERNEL_PASSES, params=(weight,), reads=2)
     lead = tuple(range(x.ndim - len(dims)))
 
     def backward(g):
