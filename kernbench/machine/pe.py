@@ -65,7 +65,6 @@ def gemm_ps(topology: Topology, dtype: str, flops: int) -> int:
     return cycles_to_ps(-(-flops // rate), topology.pe.clock_hz)
 
 
-def vector_ps(topology: Topology, n_elements: int, extra_cycles: int = 0) -> int:
-    """Vector-unit time of an elementwise or reduction op over `n_elements`, and `extra_cycles` the op holds the
-    unit beyond its passes (a row kernel's block-wide reductions)."""
-    return cycles_to_ps(-(-n_elements // topology.pe.vector_unit.lanes) + extra_cycles, topology.pe.clock_hz)
+def vector_ps(topology: Topology, n_elements: int) -> int:
+    """Vector-unit time of an elementwise or reduction op over `n_elements`."""
+    return cycles_to_ps(-(-n_elements // topology.pe.vector_unit.lanes), topology.pe.clock_hz)

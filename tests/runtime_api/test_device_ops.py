@@ -634,18 +634,19 @@ def test_adr0016_t147_each_further_gpu_of_a_spawn_makes_a_launch_dearer_by_the_h
 @pytest.mark.quick
 def test_adr0016_t170_softmax_takes_torchs_kernel_a_warp_a_row_or_a_block_a_row():
     """torch's dispatch (aten's SoftMax.cu): a warp a row for rows of at most 1024 elements and 4096 bytes, else a
-    block a row, which holds its PE `BLOCK_ROW_CYCLES` a row more; softmax takes each element's exponential twice,
-    log_softmax once, each at `EXPONENTIAL_PASSES` beside the arithmetic's passes."""
+    block a row, whose elements take `BLOCK_ROW_PASSES` more; softmax takes each element's exponential twice,
+    log_softmax once, each at `EXPONENTIAL_PASSES` beside the row kernels' passes."""
     from kernbench.runtime_api.ops import functional
 
-    arithmetic, exponential, block = (functional.ROW_KERNEL_PASSES, functional.EXPONENTIAL_PASSES,
-                                      functional.BLOCK_ROW_CYCLES)
-    assert functional.softmax_cost(1024, 4, 2) == (arithmetic + 2 * exponential, 0)
-    assert functional.softmax_cost(1024, 2, 1) == (arithmetic + exponential, 0)
-    assert functional.softmax_cost(512, 8, 2) == (arithmetic + 2 * exponential, 0)
-    assert functional.softmax_cost(513, 8, 2) == (arithmetic + 2 * exponential, block)
-    assert functional.softmax_cost(1025, 2, 1) == (arithmetic + exponential, block)
-    assert functional.softmax_cost(50257, 4, 2) == (arithmetic + 2 * exponential, block)
+    warp = functional.ROW_KERNEL_PASSES
+    block = warp + functional.BLOCK_ROW_PASSES
+    exponential = functional.EXPONENTIAL_PASSES
+    assert functional.softmax_passes(1024, 4, 2) == warp + 2 * exponential
+    assert functional.softmax_passes(1024, 2, 1) == warp + exponential
+    assert functional.softmax_passes(512, 8, 2) == warp + 2 * exponential
+    assert functional.softmax_passes(513, 8, 2) == block + 2 * exponential
+    assert functional.softmax_passes(1025, 2, 1) == block + exponential
+    assert functional.softmax_passes(50257, 4, 2) == block + 2 * exponential
 
 
 @pytest.mark.parametrize("op, exponentials", [("softmax", 2), ("log_softmax", 1)])
@@ -653,7 +654,7 @@ def test_adr0016_t170_softmax_takes_torchs_kernel_a_warp_a_row_or_a_block_a_row(
 @pytest.mark.quick
 def test_adr0016_t171_a_softmax_program_takes_its_closed_form_on_an_idle_machine(op, exponentials, rows, row):
     """One program on one PE (rows of 512: a warp a row; of 2048: a block a row): its rows loaded, one vector op of
-    the kernel's passes over every element and its block rows' cycles, its rows stored — numpy's values."""
+    the kernel's passes over every element, its rows stored — numpy's values."""
     from kernbench.runtime_api.ops import functional
 
     rng = np.random.default_rng(171)
@@ -669,9 +670,8 @@ def test_adr0016_t171_a_softmax_program_takes_its_closed_form_on_an_idle_machine
     session.run(bench, session.torch)
     topology = session.ctx.topology
     ops = session.ctx.machine.oplog.select(label=op)
-    passes, row_cycles = functional.softmax_cost(row, 4, exponentials)
     one_dma = dma_ps(topology, rows * row * 4, data_cube=0, pe_cube=0)
-    compute = vector_ps(topology, passes * rows * row, rows * row_cycles)
+    compute = vector_ps(topology, functional.softmax_passes(row, 4, exponentials) * rows * row)
     assert [o.kind for o in ops] == ["dma", "vector", "dma"]
     assert ops[1].end - ops[1].start == compute
     assert ops[-1].end - ops[0].start == 2 * one_dma + compute

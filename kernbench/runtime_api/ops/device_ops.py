@@ -72,17 +72,14 @@ class Program:
         if self.data:
             tensor.allocation.storage.typed(tensor.dtype.numpy, indices)[indices] += values.astype(tensor.dtype.numpy)
 
-    def vector(self, op: str, n_elements: int, dtype: DType, unit=None, extra_cycles: int = 0) -> None:
+    def vector(self, op: str, n_elements: int, dtype: DType, unit=None) -> None:
         """One vector-unit op over `n_elements` (the cost rule of every elementwise op and reduction step); complex
         elements as their real pairs. `unit`: the PE's unit it holds, when not its vector unit (a fused
-        attention's softmax holds its matrix unit: adr/0016-device-ops.md, "Attention"); `extra_cycles`: cycles it
-        holds the unit beyond its passes (a softmax's block-wide reductions, "Softmax")."""
+        attention's softmax holds its matrix unit: adr/0016-device-ops.md, "Attention")."""
         dtype, n_elements = as_real_pairs(dtype, n_elements)
-        args = {"op": op, "elements": n_elements, "dtype": dtype.name}
-        if extra_cycles:
-            args["extra_cycles"] = extra_cycles
-        self.ctx.machine.compute(unit or self.pe.vector, vector_ps(self.ctx.topology, n_elements, extra_cycles),
-                                 kind="vector", label=self.label, program=self.number, args=args)
+        self.ctx.machine.compute(unit or self.pe.vector, vector_ps(self.ctx.topology, n_elements), kind="vector",
+                                 label=self.label, program=self.number,
+                                 args={"op": op, "elements": n_elements, "dtype": dtype.name})
 
     def gemm(self, m: int, n: int, k: int, dtype: DType) -> None:
         flops = 2 * m * n * k
@@ -240,11 +237,11 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
 
 
 def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype: DType, params=(),
-               new_tensor=None, reads: int = 1, row_cycles: int = 0):
+               new_tensor=None, reads: int = 1):
     """`fn(rows, *params) -> rows` over `x` seen as rows of its last `row` elements, as one fused kernel runs a
     norm or a softmax: each program loads a group of whole rows `reads` times (and each parameter of `row`
-    elements once), makes `passes` vector passes over them (holding the vector unit `row_cycles` more a row) and
-    stores its rows once, into a new tensor of x's shape and dtype.
+    elements once), makes `passes` vector passes over them and stores its rows once, into a new tensor of x's
+    shape and dtype.
 
     `rows` are the loaded rows in `compute_dtype`, shape (rows, row); a
     parameter is a tensor of `row` elements or None. A group is as many rows
@@ -279,7 +276,7 @@ def fused_rows(name: str, fn: Callable, x, row: int, passes: int, compute_dtype:
         for _ in range(reads - 1):
             p.reread(x, indices)
         loaded = [p.load(param, storage_indices(param._layout, param.shape, 0, row)) for param in values_of]
-        p.vector(name, passes * (stop - start), compute_dtype, extra_cycles=row_cycles * (last - first))
+        p.vector(name, passes * (stop - start), compute_dtype)
         values = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             rows = loaded_rows.astype(compute_dtype.numpy, copy=False).reshape(last - first, row)

@@ -31,7 +31,7 @@ def gelu_tanh(x):
 @overridable
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     """exp(x − max) / sum over `dim`: over the last dim one fused pass (max, exp and sum, scale) reading each row
-    once and writing it once, timed as torch's softmax kernel runs (a warp or a block a row, `softmax_cost`);
+    once and writing it once, timed as torch's softmax kernel runs (a warp or a block a row, `softmax_passes`);
     over another dim four device ops (amax, subtract-exp, sum, divide). With no dim, torch's legacy rule picks
     one (`implicit_dim`)."""
     dim = axis if dim is None else dim
@@ -91,39 +91,39 @@ def _sub_exp(x, m):
     return autograd.record(out, "sub_exp", (x, m), lambda g: (g * out, -(g * out)))
 
 
-def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: int = 1, row_cycles: int = 0):
+def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: int = 1):
     """`forward` as one fused row kernel over x, computing in float32 for half types (as torch's kernels do)."""
     compute = float_type(wide_type(x.dtype))
     return device_ops.fused_rows(name, forward, x, row, passes, compute, params, new_tensor=result_maker((x,)),
-                                 reads=reads, row_cycles=row_cycles)
+                                 reads=reads)
 
 
 # torch's row kernels (softmax, log_softmax, layer norm and rms norm), as adr/0016-device-ops.md "Row kernels' time"
 # models them: each element takes ROW_KERNEL_PASSES vector passes (its loads, conversions, arithmetic and stores at
 # the rate an SM issues them between a row's reductions) and EXPONENTIAL_PASSES per exponential (an SM's 16
 # special-function units a cycle against its 128 FP32 lanes). A softmax runs a warp a row when the row holds at
-# most WARP_ROW_ELEMENTS elements of at most WARP_ROW_BYTES bytes in all, else a block of 1024 threads a row,
-# which holds its PE BLOCK_ROW_CYCLES more a row for its two block-wide reductions (max, then sum).
+# most WARP_ROW_ELEMENTS elements of at most WARP_ROW_BYTES bytes in all, else a block of 1024 threads a row, two
+# rows resident on an SM, whose elements take BLOCK_ROW_PASSES more: its threads wait at the barriers of its
+# block-wide reductions (max, then sum) with few other rows to issue from.
 ROW_KERNEL_PASSES = 40
 EXPONENTIAL_PASSES = 8
 WARP_ROW_ELEMENTS, WARP_ROW_BYTES = 1024, 4096
-BLOCK_ROW_CYCLES = 1024
+BLOCK_ROW_PASSES = 24
 
 
-def softmax_cost(row: int, itemsize: int, exponentials: int) -> tuple[int, int]:
-    """(vector passes over each element, vector-unit cycles per row) of torch's softmax kernel over rows of `row`
-    elements of `itemsize` bytes computing `exponentials` exponentials an element (softmax 2: its epilogue takes
-    the exponential again; log_softmax 1)."""
+def softmax_passes(row: int, itemsize: int, exponentials: int) -> int:
+    """Vector passes over each element of torch's softmax kernel over rows of `row` elements of `itemsize` bytes
+    computing `exponentials` exponentials an element (softmax 2: its epilogue takes the exponential again;
+    log_softmax 1)."""
     passes = ROW_KERNEL_PASSES + exponentials * EXPONENTIAL_PASSES
     warp = row <= WARP_ROW_ELEMENTS and row * itemsize <= WARP_ROW_BYTES
-    return passes, 0 if warp else BLOCK_ROW_CYCLES
+    return passes if warp else passes + BLOCK_ROW_PASSES
 
 
 def _softmax_rows(name: str, forward, x, exponentials: int):
-    """`forward` over x's last dim as torch's softmax kernel runs it (`softmax_cost`)."""
+    """`forward` over x's last dim as torch's softmax kernel runs it (`softmax_passes`)."""
     row = x.shape[-1] if x.ndim else 1
-    passes, row_cycles = softmax_cost(row, x.dtype.itemsize, exponentials)
-    return _fused_rows(name, forward, x, row, passes, row_cycles=row_cycles)
+    return _fused_rows(name, forward, x, row, softmax_passes(row, x.dtype.itemsize, exponentials))
 
 
 def as_shape(normalized_shape) -> tuple[int, ...]:
