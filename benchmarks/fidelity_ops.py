@@ -4,7 +4,8 @@ overall.
 `benchmarks/anchors/torch_ops_h100.json` and `torch_ops_h200.json` hold the
 measurements (taken by `anchors/measure_torch_ops.py`; `anchors/README.md`
 says how), and `row_kernels_h200.json` further softmax, log_softmax and
-layer_norm row widths on the H200 (`anchors/measure_row_kernels.py`). This script runs every point as a user writes it — tensors made
+layer_norm row widths on the H200 (`anchors/measure_row_kernels.py`). This
+script runs every point as a user writes it — tensors made
 with `device="cuda"`, no `DPPolicy`, then `a @ b`, `x.sum()`,
 `F.layer_norm(x, (n,))`, … — timing-only on the topology that describes the
 GPU (`h100`, and one SIP of `h200x4`), and takes the simulated time as
