@@ -3,7 +3,9 @@ overall.
 
 `benchmarks/anchors/torch_ops_h100.json` and `torch_ops_h200.json` hold the
 measurements (taken by `anchors/measure_torch_ops.py`; `anchors/README.md`
-says how). This script runs every point as a user writes it — tensors made
+says how), and `row_kernels_h200.json` further softmax, log_softmax and
+layer_norm row widths on the H200 (`anchors/measure_row_kernels.py`). This
+script runs every point as a user writes it — tensors made
 with `device="cuda"`, no `DPPolicy`, then `a @ b`, `x.sum()`,
 `F.layer_norm(x, (n,))`, … — timing-only on the topology that describes the
 GPU (`h100`, and one SIP of `h200x4`), and takes the simulated time as
@@ -61,6 +63,7 @@ from kernbench.topology import load_topology  # noqa: E402
 ANCHORS = Path(__file__).resolve().parent / "anchors"
 GPUS = {"h100": ("torch_ops_h100.json", "h100"), "h200": ("torch_ops_h200.json", "h200x4")}
 ATTENTION_ANCHORS = {"h200": "sdpa_h200.json"}
+ROW_ANCHORS = {"h200": "row_kernels_h200.json"}  # further softmax, log_softmax and layer_norm widths
 DEVICE_BOUND = 0.8  # an attention point is scored when its kernels take at least this share of do_bench's time
 DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 FLUSH_BYTES = 256 * 1024 * 1024  # triton.testing.do_bench's L2 flush
@@ -197,14 +200,18 @@ def main(argv=None) -> None:
     for gpu in args.gpu or sorted(GPUS):
         anchor, topology = GPUS[gpu]
         measured = json.loads((ANCHORS / anchor).read_text())
-        points, events = measured["points"], timer_events_us(measured, topology)
+        events = timer_events_us(measured, topology)
+        points = [(point, events) for point in measured["points"]]
         host_bound = []
+        if gpu in ROW_ANCHORS:
+            rows = json.loads((ANCHORS / ROW_ANCHORS[gpu]).read_text())
+            points += [(point, timer_events_us(rows, topology)) for point in rows["points"]]
         if gpu in ATTENTION_ANCHORS and (not args.family or "attention" in args.family):
             scored, host_bound = attention_points(json.loads((ANCHORS / ATTENTION_ANCHORS[gpu]).read_text()))
-            points = points + scored
+            points += [(point, events) for point in scored]
         print(f"{gpu} ({topology}.yaml): {'point':<42} {'real us':>10} {'sim us':>10} {'error':>8} "
               f"{'wall s':>7} {'cpu s':>7}")
-        for point in points:
+        for point, events in points:
             if args.family and point["family"] not in args.family:
                 continue
             if args.max_elements is not None and max(math.prod(s) for s in operands(point)) > args.max_elements:

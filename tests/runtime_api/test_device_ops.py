@@ -629,3 +629,53 @@ def test_adr0016_t147_each_further_gpu_of_a_spawn_makes_a_launch_dearer_by_the_h
     for gpus in (1, 2, 4):
         launch = system.kernel_launch_ps * (1 + system.host_growth_per_gpu * (gpus - 1))
         assert launch <= per_add(gpus) <= launch * 1.01
+
+
+@pytest.mark.quick
+def test_adr0016_t170_softmax_takes_torchs_kernel_a_warp_a_row_or_a_block_a_row():
+    """torch's dispatch (aten's SoftMax.cu): a warp a row for rows of at most 1024 elements and 4096 bytes, else a
+    block a row, whose elements take `BLOCK_ROW_PASSES` more; softmax takes each element's exponential twice,
+    log_softmax once, each at `EXPONENTIAL_PASSES` beside the row kernels' passes."""
+    from kernbench.runtime_api.ops import functional
+
+    warp = functional.ROW_KERNEL_PASSES
+    block = warp + functional.BLOCK_ROW_PASSES
+    exponential = functional.EXPONENTIAL_PASSES
+    assert functional.softmax_passes(1024, 4, 2) == warp + 2 * exponential
+    assert functional.softmax_passes(1024, 2, 1) == warp + exponential
+    assert functional.softmax_passes(512, 8, 2) == warp + 2 * exponential
+    assert functional.softmax_passes(513, 8, 2) == block + 2 * exponential
+    assert functional.softmax_passes(1025, 2, 1) == block + exponential
+    assert functional.softmax_passes(50257, 4, 2) == block + 2 * exponential
+
+
+@pytest.mark.parametrize("op, exponentials", [("softmax", 2), ("log_softmax", 1)])
+@pytest.mark.parametrize("rows, row", [(4, 512), (2, 2048)])
+@pytest.mark.quick
+def test_adr0016_t171_a_softmax_program_takes_its_closed_form_on_an_idle_machine(op, exponentials, rows, row):
+    """One program on one PE (rows of 512: a warp a row; of 2048: a block a row): its rows loaded, one vector op of
+    the kernel's passes over every element, its rows stored — numpy's values."""
+    from kernbench.runtime_api.ops import functional
+
+    rng = np.random.default_rng(171)
+    x = rng.standard_normal((rows, row)).astype(np.float32)
+    got = {}
+
+    def bench(torch):
+        tx = torch.tensor(x)
+        torch.ahbm.synchronize()
+        got["y"] = getattr(torch, op)(tx, -1).numpy()
+
+    session = Session("default")
+    session.run(bench, session.torch)
+    topology = session.ctx.topology
+    ops = session.ctx.machine.oplog.select(label=op)
+    one_dma = dma_ps(topology, rows * row * 4, data_cube=0, pe_cube=0)
+    compute = vector_ps(topology, functional.softmax_passes(row, 4, exponentials) * rows * row)
+    assert [o.kind for o in ops] == ["dma", "vector", "dma"]
+    assert ops[1].end - ops[1].start == compute
+    assert ops[-1].end - ops[0].start == 2 * one_dma + compute
+    shifted = x - x.max(-1, keepdims=True)
+    total = np.exp(shifted).sum(-1, keepdims=True)
+    np.testing.assert_allclose(got["y"], np.exp(shifted) / total if op == "softmax" else shifted - np.log(total),
+                               rtol=1e-5, atol=1e-6)

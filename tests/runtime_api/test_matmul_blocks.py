@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernbench.dtypes import float16
+from kernbench.dtypes import float16, float32
 from kernbench.machine.placed_dma import plan_dmas
 from kernbench.machine.strided_runs import StridedRuns, gather, scatter
 from kernbench.runtime_api.ops.library_gemm import GemmPlan, library_plan
@@ -101,9 +101,11 @@ def test_adr0016_t131_a_matmul_program_is_a_handful_of_dmas_whatever_k_and_exact
 def test_adr0016_t133_the_library_plan_is_the_least_estimated_time_and_picks_what_cublas_picks_on_the_h100():
     """On h100: 256 x 128 tiles for 2048^3 and 4096^3 fp16 (one wave of 128 tiles; four of 512), and 256 x 128
     split 4 ways for 1024 x 1024 x 65536 (32 tiles would leave 100 SMs idle) — cuBLAS's choices there
-    (torch.profiler on an H100: nvjet 256x128, and 256x128 splitK with a 32 x 4 grid); a 64 x 64 problem whose
-    one tile is K-bound on the default machine (no launch cost) splits its K."""
+    (torch.profiler on an H100: nvjet 256x128, and 256x128 splitK with a 32 x 4 grid); 256 x 128 for a float32
+    8192^3, whose 64 x 64 tiles the estimate puts within `PLAN_TOLERANCE` of it (cuBLAS's 256x128 sgemm there);
+    a 64 x 64 problem whose one tile is K-bound on the default machine (no launch cost) splits its K."""
     h100 = Session("h100", timing_only=True).ctx
+    assert library_plan(h100, 1, 8192, 8192, 8192, float32) == GemmPlan(256, 128, 1)
     assert library_plan(h100, 1, 2048, 2048, 2048, float16) == GemmPlan(256, 128, 1)
     assert library_plan(h100, 1, 4096, 4096, 4096, float16) == GemmPlan(256, 128, 1)
     assert library_plan(h100, 1, 1024, 1024, 65536, float16) == GemmPlan(256, 128, 4)

@@ -147,7 +147,8 @@ class _Attention:
     def load(self, p, plans, tensor, coords, rows: range, cols: range, window: int | None = None) -> np.ndarray:
         """tensor[*coords, rows, cols] loaded by `p` in the compute dtype, its selector kept in `plans`."""
         key = (id(tensor), coords, rows.start, rows.stop, cols.start, cols.stop)
-        return load_block(p, plans, tensor, key, coords, rows, cols, window).astype(self.compute, copy=False)
+        values = load_block(p, plans, tensor, key, coords, rows, cols, window)
+        return values.astype(self.compute, copy=False) if p.data else values
 
     def stream(self, p, plans, tensor, coords, rows: range, width: int) -> np.ndarray:
         """tensor[*coords, rows, :width] streamed past a program after its first stage: one load of the rows, or
@@ -157,7 +158,7 @@ class _Attention:
         window = self.stream_window(width)
         runs = aligned_runs(rows) if self.causal else [rows]
         parts = [self.load(p, plans, tensor, coords, run, range(width), window) for run in runs]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return np.concatenate(parts) if len(parts) > 1 and p.data else parts[0]  # timing-only: no values to join
 
     def stream_window(self, width: int) -> int:
         """The L2 window of a streamed operand: one stage of it, which the programs of a wave read in step."""
@@ -343,9 +344,10 @@ def _backward(op: _Attention, grad, out, lse):
         p.vector("attention backward", elements, float32, unit=p.pe.matrix)
         if loader is not None:
             p.ctx.engine.wait(loader)
-        dk = np.zeros((len(cols), width), dtype=grad_k.dtype.numpy)
-        dv = np.zeros((len(cols), value_width), dtype=grad_v.dtype.numpy)
-        dq = np.zeros((queries, width), dtype=np.float32)
+        blank = np.zeros if p.data else np.empty  # a block no query sees has zero gradients; timing-only, none
+        dk = blank((len(cols), width), dtype=grad_k.dtype.numpy)
+        dv = blank((len(cols), value_width), dtype=grad_v.dtype.numpy)
+        dq = blank((queries, width), dtype=np.float32)
         if p.data and queries:
             qs, gs, os_, sums = (np.concatenate(parts) for parts in zip(*(part for part in loaded if part is not None)))
             rows = range(first, length)

@@ -62,8 +62,11 @@ class Program:
                       program=self.number, data=False, l2_window=UNCACHED)
 
     def store(self, tensor, indices, values: np.ndarray) -> None:
-        store_elements(self.ctx.machine, self.pe, tensor.allocation, indices,
-                       values.astype(tensor.dtype.numpy), label=self.label, program=self.number, data=self.data)
+        """TCM → HBM: `values` into `tensor`'s storage elements `indices`. A timing-only run's DMAs take only the
+        dtype, so its placeholder values are not converted (a copy of every stored element, for nothing)."""
+        values = values.astype(tensor.dtype.numpy) if self.data else np.empty(0, dtype=tensor.dtype.numpy)
+        store_elements(self.ctx.machine, self.pe, tensor.allocation, indices, values, label=self.label,
+                       program=self.number, data=self.data)
 
     def add_now(self, tensor, indices: slice, values: np.ndarray) -> None:
         """`tensor`'s storage elements `indices` (a slice) += `values`, at once and not hazard-tracked: the data

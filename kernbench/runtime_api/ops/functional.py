@@ -31,8 +31,9 @@ def gelu_tanh(x):
 @overridable
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
     """exp(x − max) / sum over `dim`: over the last dim one fused pass (max, exp and sum, scale) reading each row
-    once and writing it once, as a GPU library's softmax kernel; over another dim four device ops (amax,
-    subtract-exp, sum, divide). With no dim, torch's legacy rule picks one (`implicit_dim`)."""
+    once and writing it once, timed as torch's softmax kernel runs (a warp or a block a row, `softmax_passes`);
+    over another dim four device ops (amax, subtract-exp, sum, divide). With no dim, torch's legacy rule picks
+    one (`implicit_dim`)."""
     dim = axis if dim is None else dim
     x = _floating(x, dtype, "softmax")
     dim = implicit_dim(x) if dim is None else dim
@@ -41,7 +42,7 @@ def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None):
             shifted = np.exp(rows - rows.max(axis=1, keepdims=True))
             return shifted / shifted.sum(axis=1, keepdims=True)
 
-        out = _fused_rows("softmax", forward, x, x.shape[-1] if x.ndim else 1, passes=3)
+        out = _softmax_rows("softmax", forward, x, exponentials=2)
         return autograd.record(out, "softmax", (x,), lambda g: (out * (g - (g * out).sum(-1, keepdim=True)),))
     shifted = _sub_exp(x, x.amax(dim, keepdim=True))
     return shifted / shifted.sum(dim, keepdim=True)
@@ -57,7 +58,7 @@ def log_softmax(x, dim: int | None = None, dtype=None):
             shifted = rows - rows.max(axis=1, keepdims=True)
             return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
-        out = _fused_rows("log_softmax", forward, x, x.shape[-1] if x.ndim else 1, passes=3)
+        out = _softmax_rows("log_softmax", forward, x, exponentials=1)
         return autograd.record(out, "log_softmax", (x,),
                                lambda g: (g - out.exp() * g.sum(-1, keepdim=True),))
     top = x.amax(dim, keepdim=True)
@@ -97,6 +98,34 @@ def _fused_rows(name: str, forward, x, row: int, passes: int, params=(), reads: 
                                  reads=reads)
 
 
+# torch's row kernels (softmax, log_softmax, layer norm and rms norm), as adr/0016-device-ops.md "Row kernels' time"
+# models them: each element takes ROW_KERNEL_PASSES vector passes (its loads, conversions, arithmetic and stores at
+# the rate an SM issues them between a row's reductions) and EXPONENTIAL_PASSES per exponential (an SM's 16
+# special-function units a cycle against its 128 FP32 lanes). A softmax runs a warp a row when the row holds at
+# most WARP_ROW_ELEMENTS elements of at most WARP_ROW_BYTES bytes in all, else a block of 1024 threads a row, two
+# rows resident on an SM, whose elements take BLOCK_ROW_PASSES more: its threads wait at the barriers of its
+# block-wide reductions (max, then sum) with few other rows to issue from.
+ROW_KERNEL_PASSES = 40
+EXPONENTIAL_PASSES = 8
+WARP_ROW_ELEMENTS, WARP_ROW_BYTES = 1024, 4096
+BLOCK_ROW_PASSES = 24
+
+
+def softmax_passes(row: int, itemsize: int, exponentials: int) -> int:
+    """Vector passes over each element of torch's softmax kernel over rows of `row` elements of `itemsize` bytes
+    computing `exponentials` exponentials an element (softmax 2: its epilogue takes the exponential again;
+    log_softmax 1)."""
+    passes = ROW_KERNEL_PASSES + exponentials * EXPONENTIAL_PASSES
+    warp = row <= WARP_ROW_ELEMENTS and row * itemsize <= WARP_ROW_BYTES
+    return passes if warp else passes + BLOCK_ROW_PASSES
+
+
+def _softmax_rows(name: str, forward, x, exponentials: int):
+    """`forward` over x's last dim as torch's softmax kernel runs it (`softmax_passes`)."""
+    row = x.shape[-1] if x.ndim else 1
+    return _fused_rows(name, forward, x, row, softmax_passes(row, x.dtype.itemsize, exponentials))
+
+
 def as_shape(normalized_shape) -> tuple[int, ...]:
     """A norm's `normalized_shape` as a tuple: an int is one dim, anything else the dims it lists."""
     return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -123,7 +152,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
         y = y if w is None else y * w
         return y if b is None else y + b
 
-    out = _fused_rows("layer_norm", forward, x, row, passes=3, params=(weight, bias), reads=2)
+    out = _fused_rows("layer_norm", forward, x, row, passes=ROW_KERNEL_PASSES, params=(weight, bias), reads=2)
     lead = tuple(range(x.ndim - len(dims)))
 
     def backward(g):
@@ -151,7 +180,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
         y = rows / np.sqrt((rows * rows).mean(axis=1, keepdims=True) + eps)
         return y if w is None else y * w
 
-    out = _fused_rows("rms_norm", forward, x, row, passes=2, params=(weight,), reads=2)
+    out = _fused_rows("rms_norm", forward, x, row, passes=ROW_KERNEL_PASSES, params=(weight,), reads=2)
     lead = tuple(range(x.ndim - len(dims)))
 
     def backward(g):

@@ -49,7 +49,8 @@ class Cost(enum.Enum):
             "the partials)")
     COPY = "copies: one DMA copy per input into its slice of the result"
     FILL = "a device fill: one vector pass and a store per tile"
-    FUSED = "a fused row kernel: each row read once and written once, a few vector passes over it"
+    FUSED = ("a fused row kernel: each row read once and written once, vector passes over it (a softmax's: those "
+             "of torch's kernel)")
     ATTENTION = ("a fused attention kernel: Q, K and V read once per block, the scores kept on chip (4·L·S·E flops "
                  "on the matrix units, vector passes over the scores; causal: the blocks past the diagonal skipped)")
     COMPOSITE = "a composite: the device ops of the rows it is written in"
