@@ -42,7 +42,8 @@ def environment() -> dict:
 def run_example(words: list[str], cwd) -> str:
     if words[1] == "web":
         child = subprocess.Popen([sys.executable, "-m", "kernbench", *words[1:], "--port", "0"], cwd=cwd,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), preexec_fn=sigint_at_default)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
+                                 preexec_fn=sigint_at_default)
         first = child.stdout.readline()
         child.send_signal(signal.SIGINT)
         assert child.wait(timeout=20) == 0, child.stderr.read()
