@@ -36,25 +36,32 @@ def matrix_rows(record: Path) -> list[tuple[str, str]]:
 
 
 @functools.cache
-def parse_test_files() -> dict[Path, ast.Module]:
-    """Every test file's syntax tree: parsed when a test here first asks, not when the module is collected (every
-    xdist worker collects it, and most run none of its tests)."""
-    return {path.resolve(): ast.parse(path.read_text(), filename=str(path))
+def functions_of_test_files() -> dict[Path, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Each test file's functions where pytest looks for tests (at module level and in classes): parsed when a test
+    here first asks, not when the module is collected (every xdist worker collects it, most run none of its tests),
+    and without walking into function bodies (a test is not defined inside a function)."""
+    return {path.resolve(): list(_functions(ast.parse(path.read_text(), filename=str(path)).body))
             for path in (ROOT / "tests").rglob("test_*.py")}
+
+
+def _functions(body: list[ast.stmt]):
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node.body)
 
 
 @functools.cache
 def collect_test_functions() -> dict[Path, set[str]]:
-    return {path: {node.name for node in ast.walk(tree)
-                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")}
-            for path, tree in parse_test_files().items()}
+    return {path: {node.name for node in functions if node.name.startswith("test_")}
+            for path, functions in functions_of_test_files().items()}
 
 
 def collect_quick_tests() -> set[str]:
     """Names of the test functions marked `@pytest.mark.quick`, in every test file."""
-    return {node.name for tree in parse_test_files().values() for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and any(ast.unparse(decorator) == "pytest.mark.quick" for decorator in node.decorator_list)}
+    return {node.name for functions in functions_of_test_files().values() for node in functions
+            if any(ast.unparse(decorator) == "pytest.mark.quick" for decorator in node.decorator_list)}
 
 
 @pytest.mark.parametrize("record", adr_records(), ids=lambda p: p.name)
