@@ -101,7 +101,8 @@ def test_a_records_marker_selects_its_tests():
     collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-p", "no:cacheprovider",
                                 "-m", "adr0011", path], cwd=ROOT, capture_output=True, text=True).stdout
     selected = {line.split("::")[1].split("[")[0] for line in collected.splitlines() if line.startswith(path)}
-    assert selected == {name for name in collect_test_functions()[ROOT / path] if name.startswith("test_adr0011_")}, collected
+    names = collect_test_functions()[ROOT / path]
+    assert selected == {name for name in names if name.startswith("test_adr0011_")}, collected
 
 
 @pytest.mark.quick
