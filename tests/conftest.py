@@ -60,3 +60,4 @@ def pytest_collection_modifyitems(config, items):
 def _compile_for_child_interpreters() -> None:
     compileall.compile_dir(str(REPO_ROOT / "kernbench"), quiet=2)  # a read-only checkout is simply not compiled
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+

@@ -8,6 +8,7 @@ and whose last column names the test node (or several, comma-separated), e.g.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -34,26 +35,33 @@ def matrix_rows(record: Path) -> list[tuple[str, str]]:
     return rows
 
 
-def parse_test_files() -> dict[Path, ast.Module]:
-    return {path.resolve(): ast.parse(path.read_text(), filename=str(path))
+@functools.cache
+def functions_of_test_files() -> dict[Path, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Each test file's functions where pytest looks for tests (at module level and in classes): parsed when a test
+    here first asks, not when the module is collected (every xdist worker collects it, most run none of its tests),
+    and without walking into function bodies (a test is not defined inside a function)."""
+    return {path.resolve(): list(_functions(ast.parse(path.read_text(), filename=str(path)).body))
             for path in (ROOT / "tests").rglob("test_*.py")}
 
 
+def _functions(body: list[ast.stmt]):
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node.body)
+
+
+@functools.cache
 def collect_test_functions() -> dict[Path, set[str]]:
-    return {path: {node.name for node in ast.walk(tree)
-                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_")}
-            for path, tree in TREES.items()}
+    return {path: {node.name for node in functions if node.name.startswith("test_")}
+            for path, functions in functions_of_test_files().items()}
 
 
 def collect_quick_tests() -> set[str]:
     """Names of the test functions marked `@pytest.mark.quick`, in every test file."""
-    return {node.name for tree in TREES.values() for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and any(ast.unparse(decorator) == "pytest.mark.quick" for decorator in node.decorator_list)}
-
-
-TREES = parse_test_files()
-TESTS = collect_test_functions()
+    return {node.name for functions in functions_of_test_files().values() for node in functions
+            if any(ast.unparse(decorator) == "pytest.mark.quick" for decorator in node.decorator_list)}
 
 
 @pytest.mark.parametrize("record", adr_records(), ids=lambda p: p.name)
@@ -65,7 +73,7 @@ def test_every_listed_id_names_an_existing_test_carrying_that_id(record):
     for test_id, node in rows:
         file_part, _, function = node.partition("::")
         function = function.split("[")[0]
-        names = TESTS.get((ROOT / file_part).resolve())
+        names = collect_test_functions().get((ROOT / file_part).resolve())
         if names is None:
             problems.append(f"{test_id}: {file_part} does not exist")
         elif function not in names:
@@ -79,7 +87,7 @@ def test_every_adr_test_is_listed_in_its_record():
     listed = {(r.name[:4], test_id.lower()) for r in adr_records() for test_id, _ in matrix_rows(r)}
     unlisted = sorted(
         f"{path.relative_to(ROOT)}::{name}"
-        for path, names in TESTS.items()
+        for path, names in collect_test_functions().items()
         for name in names
         if (m := ADR_TEST_NAME.match(name)) and (m.group(1), f"t{m.group(2)}") not in listed
     )
@@ -93,7 +101,8 @@ def test_a_records_marker_selects_its_tests():
     collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-p", "no:cacheprovider",
                                 "-m", "adr0011", path], cwd=ROOT, capture_output=True, text=True).stdout
     selected = {line.split("::")[1].split("[")[0] for line in collected.splitlines() if line.startswith(path)}
-    assert selected == {name for name in TESTS[ROOT / path] if name.startswith("test_adr0011_")}, collected
+    names = collect_test_functions()[ROOT / path]
+    assert selected == {name for name in names if name.startswith("test_adr0011_")}, collected
 
 
 @pytest.mark.quick

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_kernbench
+from tests.cli import run_kernbench, run_kernbench_in_process
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernbench"
 
@@ -141,14 +141,14 @@ def test_adr0001_t8_runtime_api_parts_import_only_parts_below_them():
 
 @pytest.mark.quick
 def test_adr0001_t2_shipped_configs_resolve_outside_the_repo(tmp_path):
-    result = run_kernbench("run", "ccl_allreduce", cwd=tmp_path)
+    result = run_kernbench_in_process("run", "ccl_allreduce", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "auto (ws=4): 4 OK" in result.stdout
 
 
 @pytest.mark.quick
 def test_adr0001_t3_user_error_is_one_message_with_status_2(tmp_path):
-    result = run_kernbench("run", str(tmp_path / "missing_bench.py"), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(tmp_path / "missing_bench.py"), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0
@@ -212,7 +212,7 @@ def test_adr0001_t6_kernbench_run_answers_tritons_driver_queries_from_the_topolo
         "PROPERTIES = driver.active.utils.get_device_properties(DEVICE.index)\n"
         "def run(torch):\n"
         "    print(DEVICE, PROPERTIES['multiprocessor_count'], torch.spec['cube']['pe_layout']['pe_per_corner'])\n")
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     device, pes, per_corner = result.stdout.splitlines()[0].split()
     assert device == "ahbm:0" and int(pes) == 2 * 2 * 4 * int(per_corner)  # default.yaml: 2x2 cubes, 4 corners

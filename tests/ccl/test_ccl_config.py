@@ -23,7 +23,7 @@ from kernbench.errors import KernbenchError
 from kernbench.session import Session
 from kernbench.topology import load_topology
 from tests.ccl.test_distributed import ccl, restore_current_ccl, run_world  # noqa: F401 (autouse fixture)
-from tests.cli import run_kernbench
+from tests.cli import run_kernbench_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 # These tests exercise a named algorithm's path (its module, its slots checked at init): the shipped file with
@@ -260,8 +260,8 @@ def test_adr0012_t37_kernbench_run_takes_the_world_size_from_the_ccl_file_and_re
     path, _ = shipped_with(tmp_path, "defaults:", "world_size: 7\ndefaults:")
     path.write_text(path.read_text().replace("n_elem: 32", "n_elem: 48"))
     out = tmp_path / "report.json"
-    result = run_kernbench("run", str(ROOT / "benches" / "ccl_allreduce.py"), "--ccl", str(path), "--json", str(out),
-                     cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(ROOT / "benches" / "ccl_allreduce.py"), "--ccl", str(path), "--json",
+                                      str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "  ring (ws=7): 7 OK" in result.stdout.splitlines()
     [row] = json.loads(out.read_text())["collectives"]
@@ -274,7 +274,7 @@ def test_adr0012_t37_kernbench_run_takes_the_world_size_from_the_ccl_file_and_re
 
 def test_adr0012_t38_a_bad_ccl_file_is_one_line_with_exit_status_2(tmp_path):
     path, line = shipped_with(tmp_path, "backpressure: sleep", "backpressure: nap")
-    result = run_kernbench("run", "ccl_allreduce", "--ccl", str(path), cwd=tmp_path)
+    result = run_kernbench_in_process("run", "ccl_allreduce", "--ccl", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr == (f"kernbench: error: {path}:{line}: defaults.backpressure: found 'nap' (a string); "

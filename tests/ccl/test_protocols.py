@@ -82,7 +82,7 @@ def test_adr0010_t99_auto_picks_nccls_protocol_by_size_and_pays_its_launch(tmp_p
     protocol is run as named; each pays its own launch and exchange latency and its step latency per step of
     the algorithm that ran (ring 2(p - 1), tree 2 log2 p) before any message."""
     topology = load_topology("h200x4")
-    small, large = _all_reduce(topology, 64 << 10), _all_reduce(topology, 256 << 20)
+    small, large = _all_reduce(topology, 64 << 10), _all_reduce(topology, 64 << 20)  # Simple from 16 MiB on
     assert small["protocol"] == "LL" and large["protocol"] == "Simple", (small["protocol"], large["protocol"])
     shipped = load_ccl_config(SHIPPED_CCL_PATH)
     forced = _all_reduce(topology, 64 << 10, {**shipped, "defaults": {**shipped["defaults"], "protocol": "Simple"}})

@@ -20,7 +20,7 @@ from kernbench.runtime_api import current_run
 from kernbench.ccl.records import bus_factor
 from kernbench.errors import KernbenchError
 from kernbench.session import Session
-from tests.cli import run_kernbench
+from tests.cli import run_kernbench_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "kernbench" / "benches" / "ccl_sweep.py"
@@ -197,7 +197,8 @@ def test_adr0012_t68_wrong_elements_are_counted_and_fail_the_sweep(tmp_path, mon
 def test_adr0012_t69_plot_writes_a_png_without_a_display(tmp_path, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     out = tmp_path / "sweep.png"
-    _, rows, printed = sweep(["--max-bytes", "128", "--plot", str(out)], timing_only=True)
+    _, rows, printed = sweep(["--algorithms", "ring,tree", "--collectives", "all_reduce,all_gather", "--max-bytes", "128",
+                              "--plot", str(out)], timing_only=True)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"# plot: {out}" in printed
 
@@ -233,11 +234,11 @@ def test_adr0012_t71_bad_options_are_one_line_user_errors(argv, says):
 
 
 def test_adr0012_t72_kernbench_run_passes_the_sweep_options():
-    result = run_kernbench("run", "benches/ccl_sweep.py", "--algorithms", "ring", "--collectives", "all_reduce",
-                           "--max-bytes", "32", "--timing-only", cwd=ROOT)
+    result = run_kernbench_in_process("run", "benches/ccl_sweep.py", "--algorithms", "ring", "--collectives",
+                                      "all_reduce", "--max-bytes", "32", "--timing-only", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "# ring all_reduce, 4 ranks (one per SIP), f16" in result.stdout
     assert [line[0] for line in table_lines(result.stdout)] == ["8", "32"]
-    refused = run_kernbench("run", "ccl_sweep", "--factor", "0", cwd=ROOT)
+    refused = run_kernbench_in_process("run", "ccl_sweep", "--factor", "0", cwd=ROOT)
     assert refused.returncode == 2
     assert refused.stderr.startswith("kernbench: error: ccl_sweep: --factor 0: must be at least 2")

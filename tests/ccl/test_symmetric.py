@@ -107,7 +107,7 @@ def on_one_cube(torch, rank):
     ("default", 4, 4 * MIB, {"channels": 4}),  # four rings on four PEs of each SIP
     ("large", 32, MIB, {}),  # behind a switch
     ("large", 8, 4 * MIB, {}),  # 8 of the switch's 32 SIPs
-    ("h200x4", 4, 32 * MIB, {"slot_size": 16384, "home": on_one_cube}),  # IPCQ engines with a rate of their own
+    ("h200x4", 4, 8 * MIB, {"slot_size": 16384, "home": on_one_cube}),  # IPCQ engines with a rate of their own
 ])
 def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topology, world, elements, defaults):
     assert_same_as_full(topology, world, elements, **defaults)

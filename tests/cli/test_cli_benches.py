@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import REPO_ROOT, run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench_in_process
 
 SHIPPED = REPO_ROOT / "kernbench" / "benches"
 
@@ -52,7 +52,7 @@ def listing(tmp_path_factory) -> tuple[object, Path]:
     write_bench(folder, "plain.py", '"""Does nothing, quickly."""\n\ndef run(torch):\n    pass\n')
     write_bench(folder, "helper.py", 'raise SystemExit("a helper module with no run: never imported")\n')
     write_bench(folder, "broken.py", BROKEN_BENCH)
-    return run_kernbench("list", str(folder), cwd=folder), folder
+    return run_kernbench_in_process("list", str(folder), cwd=folder), folder
 
 
 def test_adr0019_t1_list_numbers_the_shipped_benches_with_their_descriptions_and_options(listing):
@@ -81,14 +81,14 @@ def test_adr0019_t3_run_takes_the_number_list_gives(tmp_path):
 
     benches = shipped_benches()
     assert [resolve_bench_path(str(n)).resolve() for n in range(1, len(benches) + 1)] == benches
-    result = run_kernbench("run", str(len(benches) + 1), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(len(benches) + 1), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == (f"kernbench: error: no bench numbered {len(benches) + 1}; `kernbench list` numbers the "
                              f"shipped benches 1 to {len(benches)} (a bench in a folder runs by its path)\n")
 
 
 def test_adr0019_t4_run_bench_help_shows_the_benches_own_options(tmp_path):
-    sweep = run_kernbench("run", "ccl_sweep", "--help", cwd=tmp_path)
+    sweep = run_kernbench_in_process("run", "ccl_sweep", "--help", cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr
     assert sweep.stdout.startswith("usage: kernbench run ccl_sweep [kernbench run options] [--algorithms A,B]")
     assert "options of ccl_sweep:" in sweep.stdout
@@ -99,7 +99,7 @@ def test_adr0019_t4_run_bench_help_shows_the_benches_own_options(tmp_path):
 
     plain = format_bench_help(load_bench_entry("gemm"))
     assert "gemm takes no options of its own" in plain
-    own = run_kernbench("run", "--help", cwd=tmp_path)
+    own = run_kernbench_in_process("run", "--help", cwd=tmp_path)
     assert own.returncode == 0 and "--timing-only" in own.stdout and "kernbench run BENCH --help" in squeezed(own.stdout)
 
 

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from kernbench.topology import load_topology
-from tests.cli import run_kernbench
+from tests.cli import run_kernbench_in_process
 
 PS_PER_S = 10**12
 
@@ -25,8 +25,8 @@ def ceil_div(a: int, b: int) -> int:
 @pytest.fixture(scope="module")
 def host_to_pe(tmp_path_factory):
     folder = tmp_path_factory.mktemp("probe")
-    result = run_kernbench("probe", "host", "sip1.cube3.pe5", "--bytes", "0,64,3K,1M", "--concurrent", "3",
-                           "--json", cwd=folder)
+    result = run_kernbench_in_process("probe", "host", "sip1.cube3.pe5", "--bytes", "0,64,3K,1M", "--concurrent", "3",
+                                      "--json", cwd=folder)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -77,7 +77,7 @@ def test_adr0019_t8_probe_names_endpoints_it_cannot_use_in_one_line_and_plots(tm
         assert main(["probe", *args]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith(f"kernbench: error: {says}") and err.count("\n") == 1
-    outside = run_kernbench("probe", "sip0.cube9", "host", cwd=tmp_path)  # and as a user runs it
+    outside = run_kernbench_in_process("probe", "sip0.cube9", "host", cwd=tmp_path)  # and as a user runs it
     assert outside.returncode == 2
     assert outside.stderr == ("kernbench: error: endpoint 'sip0.cube9': cube 9 is not in the machine, which has 4 "
                               "(0 to 3)\n")

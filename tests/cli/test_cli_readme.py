@@ -6,7 +6,8 @@ block whose first line is `# NAME.py` is a file the examples use. Blocks
 run in README order in one folder, as a reader would type them. The
 package's own path prints as `…` (it depends on where kernbench is
 installed), and `kernbench web` runs on a free port and is stopped with
-Ctrl-C after its first line.
+Ctrl-C after its first line. The other commands run in the test's process
+(`tests/cli.py`): what they print is what the command prints.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 
-from tests.cli import REPO_ROOT, sigint_at_default
+from tests.cli import REPO_ROOT, run_kernbench_in_process, sigint_at_default
 
 README = REPO_ROOT / "README.md"
 BLOCK = re.compile(r"^```(console|python)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -39,15 +40,15 @@ def environment() -> dict:
 
 
 def run_example(words: list[str], cwd) -> str:
-    command = [sys.executable, "-m", "kernbench", *words[1:]]
     if words[1] == "web":
-        child = subprocess.Popen(command + ["--port", "0"], cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=environment(), preexec_fn=sigint_at_default)
+        child = subprocess.Popen([sys.executable, "-m", "kernbench", *words[1:], "--port", "0"], cwd=cwd,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
+                                 preexec_fn=sigint_at_default)
         first = child.stdout.readline()
         child.send_signal(signal.SIGINT)
         assert child.wait(timeout=20) == 0, child.stderr.read()
         return re.sub(r"127\.0\.0\.1:\d+/", "127.0.0.1:8765/", first)
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=environment())
+    result = run_kernbench_in_process(*words[1:], cwd=cwd, env={"COLUMNS": "100"})
     assert result.returncode == 0, f"{' '.join(words)}: {result.stderr}"
     return result.stdout
 

@@ -8,7 +8,7 @@ import pytest
 from kernbench.cli.bench_loader import load_bench
 from kernbench.dtensor import DTensorError, Replicate, Shard
 from kernbench.session import Session
-from tests.cli import REPO_ROOT, run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench_in_process
 from tests.spawned import run_ranks
 
 WORLD = 4  # the default topology's SIPs, one rank each
@@ -284,7 +284,7 @@ def test_adr0021_t7_bad_input_is_one_line_in_pytorchs_words(tmp_path):
     bench.write_text("import torch\nfrom torch.distributed.device_mesh import init_device_mesh\n\n\n"
                      "def worker(rank):\n    init_device_mesh('cuda', (8,))\n\n\n"
                      "def run(_torch):\n    torch.multiprocessing.spawn(worker, nprocs=4)\n")
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(
         "Mesh should not be bigger than default world size 4, but found 8 ranks!")
@@ -427,7 +427,7 @@ def test_adr0021_t9_loss_parallel_is_cross_entropy_with_three_all_reduces_and_no
 
 def test_adr0021_t10_the_dtensor_tp_bench_prints_its_table_beside_megatrons_and_the_same_timing_only(tmp_path):
     arguments = ("run", "dtensor_tp", "--tp", "2", "--hidden", "64", "--heads", "4", "--seq", "32")
-    runs = [run_kernbench(*arguments, *extra, cwd=tmp_path) for extra in ((), ("--timing-only",))]
+    runs = [run_kernbench_in_process(*arguments, *extra, cwd=tmp_path) for extra in ((), ("--timing-only",))]
     tables = []
     for result in runs:
         assert result.returncode == 0, result.stderr
@@ -693,7 +693,7 @@ def test_adr0021_t21_a_mesh_of_several_ranks_outside_spawned_workers_is_one_line
                      "    from torch.distributed.tensor import Shard, distribute_tensor\n"
                      "    mesh = init_device_mesh('cuda', (2,))\n"
                      "    distribute_tensor(torch.randn(8, 8, device='cuda'), mesh, [Shard(0)])\n")
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr == ("kernbench: error: scatter over a mesh of 2 ranks: this code runs in no spawned worker, "
                              "so the other ranks never join; run it under torch.multiprocessing.spawn(fn, nprocs=2), "

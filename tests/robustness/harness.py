@@ -1,11 +1,12 @@
 """Probing kernbench as a careless or hostile user would: a real child process, real signals, real files.
 
 `kernbench(...)` runs `python -m kernbench` (as `tests/cli.py` does) with
-SIGINT at its default, whatever the test runner inherited — a background
-job starts with SIGINT ignored, and kernbench, like any Unix program, keeps
-an inherited "ignore". `started(...)` starts one and returns once the bench
-has printed its first line, so a signal sent then lands in the simulation,
-not in Python's start-up.
+SIGINT and SIGHUP at their defaults, whatever the test runner inherited — a
+background job starts with SIGINT ignored, one under `nohup` with SIGHUP
+ignored, and kernbench, like any Unix program, keeps an inherited "ignore".
+`started(...)` starts one and returns once the bench has printed its first
+line, so a signal sent then lands in the simulation, not in Python's
+start-up.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _environment(extra_path: Path | None = None) -> dict:
 def _child_setup(file_size_limit: int | None = None, memory_limit: int | None = None):
     def setup() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         if file_size_limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
         if memory_limit is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.robustness.harness import assert_one_error_line, kernbench, write
+from tests.cli import run_kernbench_in_process
+from tests.robustness.harness import assert_one_error_line, write
 
 
 @pytest.mark.parametrize("source, needle", [
@@ -17,7 +18,7 @@ from tests.robustness.harness import assert_one_error_line, kernbench, write
 ], ids=["no-parameters", "too-many-parameters", "async", "generator"])
 def test_adr0014_t18_a_run_that_breaks_the_bench_contract_is_refused_at_load(tmp_path, source, needle):
     bench = write(tmp_path, "bench.py", "import os\n\n" + source)
-    result = kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert_one_error_line(result, f"{bench}:3: {needle}", "run(torch)")
     assert "the bench ran" not in result.stdout
 
@@ -32,5 +33,5 @@ def test_adr0014_t18_a_run_that_breaks_the_bench_contract_is_refused_at_load(tmp
 ], ids=["tp-not-a-number", "tp-not-a-divisor", "negative-hidden", "zero-tokens", "negative-size", "plot-format"])
 def test_adr0014_t19_a_shipped_bench_refuses_an_argument_it_cannot_use_in_one_line(tmp_path, bench, args, env,
                                                                                   needle):
-    result = kernbench("run", bench, "--timing-only", *args, cwd=tmp_path, env=env)
+    result = run_kernbench_in_process("run", bench, "--timing-only", *args, cwd=tmp_path, env=env)
     assert_one_error_line(result, needle)

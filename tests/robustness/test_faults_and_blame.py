@@ -11,7 +11,8 @@ from kernbench.kernels import UnsupportedKernelError
 from kernbench.kernels.library.vector_add import add
 from kernbench.session import Session
 from kernbench.sim_engine import ProcessFailed
-from tests.robustness.harness import assert_one_error_line, kernbench, write
+from tests.cli import run_kernbench_in_process
+from tests.robustness.harness import assert_one_error_line, write
 
 # The issue's bench: 4 MB past the end of a 4 KB tensor is the middle of the next one.
 FAR_LOAD = '''
@@ -37,12 +38,12 @@ def run(torch):
 
 def test_adr0014_t28_the_issues_far_load_is_one_line_naming_the_fault_and_runs_on_with_no_memcheck(tmp_path):
     bench = write(tmp_path, "far_load.py", FAR_LOAD)
-    result = kernbench("run", str(bench), "--topology", "single_sip", cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--topology", "single_sip", cwd=tmp_path)
     assert_one_error_line(
         result, "kernel 'copy_kernel' program (0, 0, 0): out-of-bounds 4-byte load at ",
         " (lane 0): 4194304 bytes past the end of tensor 'small' (argument 'src', 4096 bytes), inside tensor 'big'\n")
     assert "read" not in result.stdout
-    result = kernbench("run", str(bench), "--topology", "single_sip", "--no-memcheck", cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--topology", "single_sip", "--no-memcheck", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("read 7.0\n"), "without the memcheck the neighbour is read, as on a GPU"
 
@@ -120,7 +121,7 @@ def test_adr0014_t30_the_blamed_operation_is_named_on_the_command_line_too(tmp_p
             torch.distributed.all_reduce(x)
             add(x, bias, out, block_size=128)
         ''')
-    result = kernbench("run", str(bench), "--ccl", ccl, cwd=tmp_path, python_path=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--ccl", ccl, cwd=tmp_path, python_path=tmp_path)
     line = assert_one_error_line(result, ".default: all_reduce#0' failed at t=",
                                  "IndexError: an internal error of the collective")
     assert "add_kernel" not in line

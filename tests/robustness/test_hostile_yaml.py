@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kernbench.cli import main
 from kernbench.topology.document import MAX_BYTES, MAX_VALUES
+from tests.cli import run_kernbench_in_process
 from tests.robustness.harness import (
     CCL_PROBE,
     SHIPPED_CCL,
@@ -70,7 +71,7 @@ def test_adr0014_t14_a_number_out_of_range_is_one_schema_error_naming_file_line_
     path = write(tmp_path, f"{kind}.yaml", text)
     args = ("topo", str(path)) if kind == "topology" else \
         ("run", str(write(tmp_path, "probe.py", CCL_PROBE)), "--ccl", str(path))
-    assert_one_error_line(kernbench(*args, cwd=tmp_path), f"{path}:{line_of(text, new)}: {key}: found ")
+    assert_one_error_line(run_kernbench_in_process(*args, cwd=tmp_path), f"{path}:{line_of(text, new)}: {key}: found ")
 
 
 RAISES = "raise RuntimeError('no GPU here')\n"
@@ -92,8 +93,8 @@ def test_adr0014_t15_an_algorithm_module_that_will_not_import_is_one_line_naming
         write(tmp_path, f"{module}.py", source)
     config = write(tmp_path, "ccl.yaml", SHIPPED_CCL.replace("module: kernbench.ccl.algorithms.ring",
                                                              f"module: {module}", 1))
-    result = kernbench("run", str(write(tmp_path, "probe.py", CCL_PROBE)), "--ccl", str(config), cwd=tmp_path,
-                       python_path=tmp_path)
+    result = run_kernbench_in_process("run", str(write(tmp_path, "probe.py", CCL_PROBE)), "--ccl", str(config),
+                                      cwd=tmp_path, python_path=tmp_path)
     assert_one_error_line(result, "algorithms.ring.module", *needles)
 
 

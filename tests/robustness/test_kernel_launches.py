@@ -10,7 +10,8 @@ import triton.language as tl
 from kernbench.kernels import KernelLaunchError
 from kernbench.runtime_api.launch.kernel_launch import MAX_PROGRAMS
 from kernbench.session import Session
-from tests.robustness.harness import assert_one_error_line, kernbench, write
+from tests.cli import run_kernbench_in_process
+from tests.robustness.harness import assert_one_error_line, write
 
 ADD_BENCH = '''
 import triton
@@ -61,7 +62,8 @@ def test_adr0014_t38_kernel_arguments_that_do_not_bind_are_one_line_naming_kerne
         _launch((1,), *scalars)
     assert str(caught.value) == expected
     bench = write(tmp_path, "add.py", ADD_BENCH)
-    result = kernbench("run", str(bench), "--topology", "single_sip", "(1,)", repr(scalars), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--topology", "single_sip", "(1,)", repr(scalars),
+                                      cwd=tmp_path)
     assert_one_error_line(result, expected + "\n")
 
 
@@ -82,11 +84,11 @@ def test_adr0014_t39_the_limit_is_the_runs_and_a_grid_within_it_runs(tmp_path):
         _launch((3,), 64, max_programs=2)
     assert _launch((3,), 64, max_programs=3) == 128.0
     bench = write(tmp_path, "add.py", ADD_BENCH)
-    refused = kernbench("run", str(bench), "--topology", "single_sip", "--max-programs", "2", "(3,)", "(64,)",
-                        cwd=tmp_path)
+    refused = run_kernbench_in_process("run", str(bench), "--topology", "single_sip", "--max-programs", "2", "(3,)",
+                                       "(64,)", cwd=tmp_path)
     assert_one_error_line(refused, "kernel 'add_kernel' grid (3, 1, 1) is 3 programs, above the limit of 2 ")
-    ran = kernbench("run", str(bench), "--topology", "single_sip", "--max-programs", "3", "(3,)", "(64,)",
-                    cwd=tmp_path)
+    ran = run_kernbench_in_process("run", str(bench), "--topology", "single_sip", "--max-programs", "3", "(3,)",
+                                   "(64,)", cwd=tmp_path)
     assert ran.returncode == 0 and ran.stdout.startswith("sum 128.0\n"), ran.stderr
 
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from kernbench.cli.output_files import staged_outputs
+from tests.cli import run_kernbench_in_process
 from tests.robustness.harness import assert_one_error_line, kernbench, leftovers, write
 
 # Prints before any simulated work, so its absence from stdout shows the run never started.
@@ -36,7 +37,7 @@ def bench(tmp_path):
 @pytest.mark.parametrize("flag", ["--json", "--trace"])
 @pytest.mark.quick
 def test_adr0014_t1_an_unwritable_output_is_one_line_before_the_run_starts(tmp_path, bench, flag, where, needle):
-    result = kernbench("run", str(bench), flag, where.format(tmp=tmp_path), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), flag, where.format(tmp=tmp_path), cwd=tmp_path)
     assert_one_error_line(result, flag, needle)
     assert "the bench ran" not in result.stdout
 
@@ -45,7 +46,7 @@ def test_adr0014_t1_an_unwritable_output_is_one_line_before_the_run_starts(tmp_p
 def test_adr0014_t2_json_and_trace_naming_one_file_are_refused_up_front(tmp_path, bench, second):
     (tmp_path / "report.json").write_text(GOOD)
     (tmp_path / "link.json").symlink_to(tmp_path / "report.json")
-    result = kernbench("run", str(bench), "--json", "report.json", "--trace", second, cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--json", "report.json", "--trace", second, cwd=tmp_path)
     assert_one_error_line(result, "--json and --trace both name")
     assert "the bench ran" not in result.stdout
     assert (tmp_path / "report.json").read_text() == GOOD
@@ -54,7 +55,7 @@ def test_adr0014_t2_json_and_trace_naming_one_file_are_refused_up_front(tmp_path
 @pytest.mark.quick
 def test_adr0014_t3_an_output_naming_an_input_is_refused(tmp_path, bench):
     before = bench.read_text()
-    result = kernbench("run", str(bench), "--trace", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--trace", str(bench), cwd=tmp_path)
     assert_one_error_line(result, "--trace", "is the bench file")
     assert bench.read_text() == before
 
@@ -74,7 +75,7 @@ def test_adr0014_t4_a_write_cut_by_a_size_limit_keeps_the_earlier_files(tmp_path
 def test_adr0014_t5_a_good_run_replaces_each_output_whole_with_the_usual_permissions(tmp_path, bench):
     (tmp_path / "report.json").write_text(GOOD)
     os.chmod(tmp_path / "report.json", 0o640)
-    result = kernbench("run", str(bench), "--json", "report.json", "--trace", "trace.json", cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--json", "report.json", "--trace", "trace.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "report.json").read_text())["ops"] > 0
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
@@ -101,7 +102,8 @@ def test_adr0014_t6_an_interrupt_while_staging_outputs_leaves_every_earlier_file
 
 
 def test_adr0014_t7_topo_draw_checks_its_path_first_and_keeps_the_earlier_drawing(tmp_path):
-    missing = kernbench("topo", "missing.yaml", "--draw", str(tmp_path / "nowhere" / "machine.png"), cwd=tmp_path)
+    missing = run_kernbench_in_process("topo", "missing.yaml", "--draw", str(tmp_path / "nowhere" / "machine.png"),
+                                       cwd=tmp_path)
     assert_one_error_line(missing, "--draw", "does not exist")  # the path is named, not the missing topology
     earlier = b"\x89PNG an earlier drawing"
     (tmp_path / "machine.png").write_bytes(earlier)
@@ -112,7 +114,7 @@ def test_adr0014_t7_topo_draw_checks_its_path_first_and_keeps_the_earlier_drawin
 
 
 def test_adr0014_t8_a_bench_plot_path_is_checked_before_the_sweep(tmp_path):
-    result = kernbench("run", "ccl_sweep", "--timing-only", "--plot", str(tmp_path / "nowhere" / "busbw.png"),
-                       cwd=tmp_path)
+    result = run_kernbench_in_process("run", "ccl_sweep", "--timing-only", "--plot",
+                                      str(tmp_path / "nowhere" / "busbw.png"), cwd=tmp_path)
     assert_one_error_line(result, "--plot", "does not exist")
     assert "all_reduce" not in result.stdout  # no table was printed: the sweep never started

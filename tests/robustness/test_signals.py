@@ -16,13 +16,12 @@ import pytest
 
 from kernbench.kernels.library.vector_add import add
 from kernbench.session import Session
-from tests.cli import REPO_ROOT, sigint_at_default
+from tests.cli import REPO_ROOT, run_kernbench_in_process, sigint_at_default
 from tests.robustness.harness import (
     CCL_PROBE,
     PROBE_TIMEOUT_S,
     SHIPPED_CCL,
     assert_one_error_line,
-    kernbench,
     leftovers,
     started,
     write,
@@ -133,7 +132,7 @@ def run(torch):
 
 @pytest.mark.quick
 def test_adr0014_t11_a_rank_calling_sys_exit_is_one_line_like_pytorchs_process_exited_exception(tmp_path):
-    result = kernbench("run", str(write(tmp_path, "exits.py", RANK_EXITS)), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(write(tmp_path, "exits.py", RANK_EXITS)), cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert result.stderr == "kernbench: process 1 terminated with exit code 3\n"
 
@@ -143,8 +142,8 @@ def test_adr0014_t12_ranks_failing_with_one_user_error_share_one_line(tmp_path):
     # A named algorithm's slots are checked against the machine (`auto` keeps within them by itself).
     config.write_text(SHIPPED_CCL.replace("n_slots: 8 ", "n_slots: 999 ", 1).replace("algorithm: auto ",
                                                                                       "algorithm: ring ", 1))
-    result = kernbench("run", str(write(tmp_path, "probe.py", CCL_PROBE)), "--ccl", str(config), "--timing-only",
-                       cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(write(tmp_path, "probe.py", CCL_PROBE)), "--ccl", str(config),
+                                      "--timing-only", cwd=tmp_path)
     assert_one_error_line(result, "4 rank(s) raised", "-- ranks 0, 1, 2, 3: ", "n_slots")
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from kernbench.runtime_api.errors import FreedGraphError
 from kernbench.session import Session
-from tests.robustness.harness import assert_one_error_line, kernbench, write
+from tests.cli import run_kernbench_in_process
+from tests.robustness.harness import assert_one_error_line, write
 
 # The calls on x = ones(3, 4), each with a dim that a 2-D tensor (or, for stack, the 3-D result) lacks.
 OUT_OF_RANGE = {
@@ -53,7 +54,7 @@ def test_adr0014_t36_dims_in_range_still_wrap_as_in_pytorch_and_the_command_line
                                   torch.tensor(2.0).sum(-1).item()))
     assert sums == ([4.0] * 3, [3.0] * 4, 2.0)
     bench = write(tmp_path, "dims.py", "def run(torch):\n    print(torch.ones(3, 4).sum(5))\n")
-    assert_one_error_line(kernbench("run", str(bench), "--topology", "single_sip", cwd=tmp_path),
+    assert_one_error_line(run_kernbench_in_process("run", str(bench), "--topology", "single_sip", cwd=tmp_path),
                           "Dimension out of range (expected to be in range of [-2, 1], but got 5)")
 
 

@@ -11,7 +11,8 @@ from kernbench.sweep.lock import LOCK_NAME
 from kernbench.sweep.points import expand_points
 from kernbench.sweep.runner import POINTS_FOLDER, run_sweep
 from kernbench.sweep.sweep_file import MAX_POINTS, load_sweep
-from tests.robustness.harness import assert_one_error_line, kernbench
+from tests.cli import run_kernbench_in_process
+from tests.robustness.harness import assert_one_error_line
 from tests.sweep.harness import journal_lines, read_table, sweep_folder, sweep_process
 
 
@@ -58,11 +59,11 @@ def test_adr0018_t18_a_second_sweep_into_a_folder_in_use_is_one_line_naming_the_
     deadline = time.monotonic() + 60
     while not ((out / LOCK_NAME).is_file() and (out / LOCK_NAME).read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    second = kernbench("sweep", str(sweep), "--out", str(out), cwd=tmp_path)
+    second = run_kernbench_in_process("sweep", str(sweep), "--out", str(out), cwd=tmp_path)
     assert_one_error_line(second, f"--out {out}: another kernbench sweep is writing into it (pid {first.pid} on ",
                           "; wait for it to finish, or choose another --out\n")
     _, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert len(journal_lines(out)) == 2, "the second sweep ran no point"
-    again = kernbench("sweep", str(sweep), "--out", str(out), cwd=tmp_path)
+    again = run_kernbench_in_process("sweep", str(sweep), "--out", str(out), cwd=tmp_path)
     assert again.returncode == 0 and "2 points, 2 already done; running 0" in again.stderr, again.stderr

@@ -16,7 +16,8 @@ import pytest
 from kernbench.report import run_report
 from kernbench.session import Session
 from kernbench.sim_engine import write_chrome_trace
-from tests.robustness.harness import assert_one_error_line, kernbench, started
+from tests.cli import run_kernbench_in_process
+from tests.robustness.harness import assert_one_error_line, started
 
 
 def _bench(torch):
@@ -69,13 +70,13 @@ def test_adr0019_t39_a_field_of_the_wrong_type_is_one_line_naming_the_file_and_t
     report, trace = run_files
     given = tmp_path / f"{which}.json"
     given.write_text(json.dumps(_edited(report if which == "report" else trace, edit)))
-    result = kernbench("web", str(given), "--port", "0", cwd=tmp_path)
+    result = run_kernbench_in_process("web", str(given), "--port", "0", cwd=tmp_path)
     assert_one_error_line(result, f"kernbench: error: {given}: ", expected)
 
 
 @pytest.mark.parametrize("port", ["-1", "99999", "http", "80.5"])
 def test_adr0019_t40_a_port_out_of_range_is_refused_by_the_argument_parser_with_status_2(tmp_path, port):
-    result = kernbench("web", "--port", port, cwd=tmp_path)
+    result = run_kernbench_in_process("web", "--port", port, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (f"kernbench web: error: argument --port: {port!r}: expected a port "
                                               "from 0 to 65535 (0 picks a free one)")
@@ -88,7 +89,7 @@ def test_adr0019_t41_a_report_naming_a_file_makes_the_server_read_nothing_it_was
     secret.write_text("the first line of a private file\n")
     given = tmp_path / "report.json"
     given.write_text(json.dumps(_edited(report, lambda r: r.update(topology=str(secret)))))
-    result = kernbench("web", str(given), "--port", "0", cwd=tmp_path)
+    result = run_kernbench_in_process("web", str(given), "--port", "0", cwd=tmp_path)
     assert_one_error_line(result, f"kernbench: error: {given}: topology: the run was on {str(secret)!r}, not a shipped "
                                   "topology, and kernbench web reads only the files named on its command line; "
                                   "name the machine with --topology FILE\n")

@@ -10,7 +10,7 @@ from kernbench.runtime_api.errors import TensorError
 from kernbench.dtypes import float32
 from kernbench.runtime_api.ops.library_gemm import library_plan
 from kernbench.session import Session
-from tests.cli import REPO_ROOT, run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench_in_process
 from tests.runtime_api.op_rows import BINARY, UNARY
 
 POSITIVE = {"log", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "log1p"}
@@ -202,7 +202,7 @@ def test_adr0017_t11_the_readme_training_example_runs_as_written(tmp_path):
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     bench = tmp_path / "train_step.py"
     bench.write_text(example)
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     loss, shape = result.stdout.splitlines()[0].split(" ", 1)
     assert float(loss) > 0 and shape == "(1024, 512)"

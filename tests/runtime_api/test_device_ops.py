@@ -464,11 +464,11 @@ def test_adr0016_t128_a_launch_costs_the_host_its_launch_time_which_running_ahea
 
 def test_adr0016_t130_a_matmul_in_a_dtype_the_matrix_unit_has_no_rate_for_is_one_line_naming_op_dtype_and_topology(
         tmp_path):
-    from tests.cli import run_kernbench
+    from tests.cli import run_kernbench_in_process
 
     bench = tmp_path / "integer_matmul.py"
     bench.write_text("def run(torch):\n    a = torch.ones(4, 4, dtype=torch.int64)\n    a @ a\n")
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
     assert "matmul" in result.stderr and "i64" in result.stderr and "default.yaml" in result.stderr

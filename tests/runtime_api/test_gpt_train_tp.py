@@ -8,7 +8,7 @@ import pytest
 
 from kernbench.cli.bench_loader import load_bench_entry
 from kernbench.session import Session
-from tests.cli import run_kernbench
+from tests.cli import run_kernbench_in_process
 
 STEP = re.compile(r"^\s*step (\d+): (?:loss (\S+), )?(\S+) us simulated$")
 
@@ -45,8 +45,8 @@ def test_adr0020_t29_the_tp_gpt_trains_to_the_single_device_losses_at_every_tp_s
 @pytest.mark.parametrize("timing_only", [False, True], ids=["values", "timing only"])
 def test_adr0020_t30_the_tp_gpt_bench_prints_each_steps_loss_and_time_and_its_times_alone_in_timing_only(
         tmp_path, timing_only):
-    result = run_kernbench("run", "gpt_train_tp", "--tp", "2", "--steps", "2",
-                           *(["--timing-only"] if timing_only else []), cwd=tmp_path)
+    result = run_kernbench_in_process("run", "gpt_train_tp", "--tp", "2", "--steps", "2",
+                                      *(["--timing-only"] if timing_only else []), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     [(tp, steps)] = _steps(result.stdout).items()
     assert tp == 2 and len(steps) == 2
@@ -56,6 +56,6 @@ def test_adr0020_t30_the_tp_gpt_bench_prints_each_steps_loss_and_time_and_its_ti
 
 @pytest.mark.parametrize("argv", [["--tp", "3"], ["--tp", "x"], ["--steps", "0"]])
 def test_adr0020_t31_a_tp_size_the_sips_or_heads_cannot_take_is_one_line(tmp_path, argv):
-    result = run_kernbench("run", "gpt_train_tp", *argv, cwd=tmp_path)
+    result = run_kernbench_in_process("run", "gpt_train_tp", *argv, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "gpt_train_tp: --" in result.stderr

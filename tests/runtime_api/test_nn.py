@@ -11,7 +11,7 @@ from kernbench.cli.bench_loader import load_bench
 from kernbench.errors import KernbenchError
 from kernbench.numerics import assert_close
 from kernbench.session import Session
-from tests.cli import REPO_ROOT, run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench_in_process
 
 GPT_BENCH = REPO_ROOT / "kernbench" / "benches" / "gpt_train.py"
 
@@ -559,14 +559,14 @@ def test_adr0020_t14_kernbench_run_of_a_module_without_forward_exits_2_with_one_
     bench = tmp_path / "no_forward.py"
     bench.write_text("import torch\n\nclass Net(torch.nn.Module):\n    pass\n\n\ndef run(torch):\n"
                      "    Net()(torch.ones(2))\n")
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == 'kernbench: error: Module [Net] is missing the required "forward" function'
 
 
 @pytest.mark.parametrize("timing_only", [False, True])
 def test_adr0020_t15_the_gpt_train_bench_prints_each_steps_loss_and_simulated_time(tmp_path, timing_only):
-    result = run_kernbench("run", "gpt_train", *(["--timing-only"] if timing_only else []), cwd=tmp_path)
+    result = run_kernbench_in_process("run", "gpt_train", *(["--timing-only"] if timing_only else []), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     steps = [line for line in result.stdout.splitlines() if line.startswith("step ")]
     assert len(steps) == 3 and all(line.endswith("us simulated") for line in steps)

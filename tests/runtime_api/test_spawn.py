@@ -11,6 +11,7 @@ import pytest
 from kernbench.runtime_api.namespace.spawn import SpawnException
 from kernbench.session import Session
 from kernbench.sim_engine import Deadlock
+from tests.cli import run_kernbench_in_process
 
 
 @pytest.mark.quick
@@ -121,8 +122,7 @@ def test_adr0006_t6_same_bench_twice_gives_the_same_op_log_byte_for_byte():
 def run_bench_file(tmp_path, body: str) -> subprocess.CompletedProcess:
     bench = tmp_path / "bench.py"
     bench.write_text(textwrap.dedent(body))
-    return subprocess.run([sys.executable, "-m", "kernbench", "run", str(bench)], capture_output=True, text=True,
-                          cwd=tmp_path)
+    return run_kernbench_in_process("run", str(bench), cwd=tmp_path)
 
 
 @pytest.mark.parametrize("body, status, needle", [
@@ -149,8 +149,7 @@ def test_adr0006_t7_bench_failures_are_one_message_or_the_bench_traceback(tmp_pa
 def test_adr0006_t8_run_prints_a_report_and_writes_json_and_trace(tmp_path):
     bench = tmp_path / "bench.py"
     bench.write_text("def run(torch):\n    x = torch.ones(4096)\n    x.numpy()\n")
-    result = subprocess.run([sys.executable, "-m", "kernbench", "run", str(bench), "--json", "r.json",
-                             "--trace", "t.json"], capture_output=True, text=True, cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--json", "r.json", "--trace", "t.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "simulated time:" in result.stdout and "bytes moved per link class:" in result.stdout
     import json
@@ -186,19 +185,17 @@ dist.destroy_process_group()
 def test_adr0006_t9_a_script_runs_once_per_rank_as_torchrun_runs_it(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     (tmp_path / "sibling.py").write_text("greeting = 'hello from'\n")
-    run = [sys.executable, "-m", "kernbench", "run", "script.py", "--topology", "h200x4"]
-    result = subprocess.run([*run, "--nproc-per-node", "2", "--", "--steps", "3"], capture_output=True, text=True,
-                            cwd=tmp_path)
+    run = ["run", "script.py", "--topology", "h200x4"]
+    result = run_kernbench_in_process(*run, "--nproc-per-node", "2", "--", "--steps", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = sorted(line for line in result.stdout.splitlines() if line.startswith("hello from"))
     assert lines == [f"hello from {rank} 2 2 True ['--steps', '3'] [3.0, 3.0, 3.0, 3.0]" for rank in (0, 1)]
-    single = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path)
+    single = run_kernbench_in_process(*run, cwd=tmp_path)
     assert single.returncode == 0, single.stderr
     assert "hello from 0 1 1 True [] [1.0, 1.0, 1.0, 1.0]" in single.stdout
     bench = tmp_path / "bench.py"
     bench.write_text("def run(torch):\n    pass\n")
-    refused = subprocess.run([sys.executable, "-m", "kernbench", "run", str(bench), "--nproc-per-node", "2"],
-                             capture_output=True, text=True, cwd=tmp_path)
+    refused = run_kernbench_in_process("run", str(bench), "--nproc-per-node", "2", cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "--nproc-per-node runs a script" in refused.stderr
 

@@ -14,8 +14,6 @@ order.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -27,6 +25,7 @@ from kernbench.cli.attempts import run_exactly
 from kernbench.report import run_report
 from kernbench.session import Session
 from kernbench.sim_engine.op_log import Image, OpLog, Relabel
+from tests.cli import run_kernbench_in_process
 from tests.derived_topology import derived_topology
 
 _NUMBERED = re.compile(r"\b(?!sip\d|cube\d|pe\d)([A-Za-z_]+)\d+")
@@ -165,8 +164,10 @@ def run(torch):
 def test_adr0022_t6_kernbench_run_prints_a_diverged_runs_output_once(tmp_path):
     bench = tmp_path / "diverging.py"
     bench.write_text(DIVERGING_BENCH)
-    outputs = [subprocess.run([sys.executable, "-m", "kernbench", "run", str(bench), "--timing-only", *flag],
-                              capture_output=True, text=True, check=True).stdout for flag in ([], ["--no-spmd"])]
+    runs = [run_kernbench_in_process("run", str(bench), "--timing-only", *flag, cwd=tmp_path)
+            for flag in ([], ["--no-spmd"])]
+    assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+    outputs = [run.stdout for run in runs]
     assert outputs[0] == outputs[1]
     assert outputs[0].count("rank 2 starts and multiplies\n") == 1
 

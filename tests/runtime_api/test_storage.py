@@ -23,7 +23,7 @@ from kernbench.report.progress import ProgressLine
 from kernbench.runtime_api.errors import ValuesNotComputed
 from kernbench.runtime_api.tensor.core import HOST_READS
 from kernbench.session import Session
-from tests.cli import REPO_ROOT, run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench_in_process
 
 # Far beyond any HBM and any host: 4 PiB of f32.
 HUGE = (1 << 40, 1 << 10)
@@ -173,7 +173,7 @@ def test_adr0013_t7_host_values_beyond_the_host_are_one_line():
 def test_adr0013_t8_kernbench_run_timing_only_host_read_exits_2_with_one_line(tmp_path):
     bench = tmp_path / "reads.py"
     bench.write_text("def run(torch):\n    x = torch.ones(4, name='x')\n    print(x.tolist())\n")
-    result = run_kernbench("run", str(bench), "--timing-only", cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), "--timing-only", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == ("kernbench: error: values are not computed with --timing-only: tensor 'x' (ahbm:0) "
                              "read by tolist(); check torch.is_timing_only() to skip it\n")

@@ -11,7 +11,7 @@ from kernbench.errors import KernbenchError
 from kernbench.runtime_api.namespace.surface import render_surface
 from kernbench.runtime_api.tensor.core import Tensor
 from kernbench.runtime_api.unsupported import KNOWN_UNSUPPORTED, Namespace, UnsupportedError, tensor_getattr
-from tests.cli import run_kernbench
+from tests.cli import run_kernbench_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "torch-surface.md"
@@ -78,7 +78,7 @@ def test_adr0005_t33_the_known_unsupported_names_are_absent_and_listed(session):
 def test_adr0005_t34_kernbench_run_of_an_unsupported_name_exits_2_with_one_line(tmp_path):
     bench = tmp_path / "compiles.py"
     bench.write_text("def run(torch):\n    torch.compile(lambda x: x)\n")
-    result = run_kernbench("run", str(bench), cwd=tmp_path)
+    result = run_kernbench_in_process("run", str(bench), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == "kernbench: error: torch.compile is not supported by kernbench " \
                             "(see docs/torch-surface.md)\n"

@@ -8,7 +8,6 @@ point with `--n N` raise, `--crash-on N` kills its own process, and
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import csv
 import io
@@ -19,7 +18,7 @@ import sys
 from pathlib import Path
 
 from kernbench.sweep.command import main
-from tests.cli import sigint_at_default
+from tests.cli import run_kernbench_in_process, sigint_at_default
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,16 +106,9 @@ def journal_lines(folder: Path) -> list[str]:
     return (folder / "results.jsonl").read_text().splitlines()
 
 
-def single_runs(commands: list[list[str]], cwd: Path, jobs: int = 2) -> list[subprocess.CompletedProcess]:
-    """`python -m kernbench ARGS` for each command, `jobs` at a time; results in the order of the list."""
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-
-    def one(command: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "kernbench", *command], cwd=cwd, text=True, capture_output=True,
-                              env={**os.environ, "PYTHONPATH": path}, timeout=120)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, commands))
+def single_runs(commands: list[list[str]], cwd: Path) -> list[subprocess.CompletedProcess]:
+    """`kernbench ARGS` for each command, run in this process one after another; results in the order of the list."""
+    return [run_kernbench_in_process(*command, cwd=cwd) for command in commands]
 
 
 def metrics_of(stdout: str) -> dict:

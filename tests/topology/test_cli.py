@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from kernbench.cli import main
 from kernbench.topology import DEFAULT_TOPOLOGY_PATH, load_topology
 from kernbench.topology.summary import format_bandwidth, format_bytes, format_flops
+from tests.cli import run_kernbench_in_process
 
 
 def test_adr0002_t33_bad_file_exits_2_with_one_message_and_no_traceback(write_text, tmp_path):
     path = write_text(DEFAULT_TOPOLOGY_PATH.read_text().replace("pe_per_corner: 2", "pe_per_corner: -2"))
-    result = subprocess.run(
-        [sys.executable, "-m", "kernbench", "topo", str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=60
-    )
+    result = run_kernbench_in_process("topo", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0

@@ -11,7 +11,7 @@ from kernbench.cli.topology_option import SHIPPED
 from kernbench.topology import load_topology, shipped_topology_names
 from kernbench.topology.schema import GUIDE, REQUIRED, SCHEMA
 from kernbench.topology.schema_table import TABLE_END, TABLE_START, render_schema_table
-from tests.cli import REPO_ROOT, run_kernbench
+from tests.cli import REPO_ROOT, run_kernbench_in_process
 
 PAGE = REPO_ROOT / GUIDE
 
@@ -59,7 +59,7 @@ def test_adr0002_t46_the_guides_minimal_file_loads_with_exactly_the_required_key
 def test_adr0002_t47_a_partial_file_is_one_line_that_points_to_the_guide(tmp_path):
     partial = tmp_path / "my.yaml"
     partial.write_text(minimal_file(tmp_path).read_text().split("sip:\n")[0])  # the system section alone
-    result = run_kernbench("topo", "my.yaml", cwd=tmp_path)
+    result = run_kernbench_in_process("topo", "my.yaml", cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("kernbench: error: my.yaml:1: sip: missing key; expected a mapping with keys "
                              f"cube_mesh, noc, l2, default_placement, kernel_start_ns; see {GUIDE} for every key "
