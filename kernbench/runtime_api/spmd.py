@@ -122,7 +122,7 @@ def _alike(machine, p: int) -> bool:
         if sip is None:
             continue
         for other in range(p):
-            twin = machine.channels.get(_renamed(name, sip, other))
+            twin = machine.channels.get(_renamed_sips({sip: other}, name))
             if twin is not None and (twin.bandwidth_bytes_per_s, twin.latency_ps) != (
                     channel.bandwidth_bytes_per_s, channel.latency_ps):
                 return False
@@ -152,10 +152,6 @@ def _collective_key(request) -> tuple:
             first.input.count, first.input.dtype.str, repr(sorted(request.config.items())), request.timing_only)
 
 
-def _renamed(name: str, sip: int, other: int) -> str:
-    return SIP_TOKEN.sub(lambda match: f"sip{other}" if int(match.group(1)) == sip else match.group(0), name)
-
-
 class Episode:
     """One spawn over SIPs 0..p-1 that is replicated while its SIPs do the same work: SIP 0's operations, the
     others' matched against them as they start, and where the machine stood when replication (re)started.
@@ -170,7 +166,7 @@ class Episode:
         self.rotation = Rotation(tuple(range(p)), ())
         self.closing = False  # the spawn's ranks have ended
         self._counts: dict[tuple, int] = {}  # (sip, stream ordinal, kind) -> operations enqueued so far
-        self._handles: dict[int, tuple] = {}  # id(handle) -> (sip, stream ordinal, kind, place)
+        self._handles: dict[int, tuple] = {}  # id(handle) -> (handle, (sip, stream ordinal, kind, place))
         self._running = 0  # operations of work (not markers or meetings) under way on the spawn's SIPs
         self._meetings: list = []  # the ends of the collectives whose arrivals have started
         self._quiet_soon = False  # a collective has ended since replication stopped or last failed to start
@@ -227,7 +223,7 @@ class Episode:
         return functools.partial(self._work, sip, ordinal, index, label, item, operation), note
 
     def _note(self, place: tuple, handle) -> None:
-        self._handles[id(handle)] = place
+        self._handles[id(handle)] = (handle, place)  # held, so that no other object takes its id meanwhile
 
     def _meeting(self, done, operation) -> None:
         """A collective's arrival, which every SIP runs (`done`: the collective's end). Once it has ended,
@@ -296,10 +292,10 @@ class Episode:
 
     def handle_key(self, handle, sip: int):
         """A handle of this spawn's operations, relative to SIP `sip`; None for another."""
-        place = self._handles.get(id(handle))
-        if place is None:
+        known = self._handles.get(id(handle))
+        if known is None or known[0] is not handle:
             return None
-        owner, *rest = place
+        owner, *rest = known[1]
         return ("operation", (owner - sip) % self.p, *rest)
 
     # ---- collectives over groups -------------------------------------------------------------------
@@ -378,6 +374,7 @@ class Episode:
     def _closed(self) -> None:
         if self.ctx.spmd_spawn is self:
             self.ctx.spmd_spawn = None  # what is enqueued from here is nobody's to match
+        self._handles.clear()
         if not self.active:
             return
         led: dict[int, int] = {}
