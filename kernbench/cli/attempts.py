@@ -15,7 +15,8 @@ def run_exactly(attempt):
     A run is deterministic up to the point where an episode diverges: the
     next attempt prints the same text first, so what an attempt printed to
     stdout is left out of the next one's, and the user reads the run's
-    output once.
+    output once. Each divergence is one line on stderr, saying why the run
+    takes longer.
     """
     skip: frozenset[int] = frozenset()
     printed = 0
@@ -26,6 +27,8 @@ def run_exactly(attempt):
             except SpmdDiverged as diverged:
                 if diverged.episode in skip:
                     raise  # an episode that is skipped cannot diverge: a bug, not a retry
+                print(f"kernbench: {diverged}; simulating the run again with that spawn's every rank "
+                      "(adr/0022-spmd-replication.md)", file=sys.stderr)
                 skip |= {diverged.episode}
                 printed = max(printed, stream.seen)
 

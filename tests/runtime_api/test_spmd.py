@@ -154,14 +154,15 @@ def run(torch):
         y = x @ x
         print(" and multiplies")
         if rank == 2:
-            y = y + 1
+            y = y + 1  # where the others multiply again: SIP 0's work is under way when rank 2 differs
+        (y @ x).sum()
         torch.ahbm.synchronize()
         print("rank", rank, "ends")
     torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
 '''
 
 
-def test_adr0022_t6_kernbench_run_prints_a_diverged_runs_output_once(tmp_path):
+def test_adr0022_t6_kernbench_run_prints_a_diverged_runs_output_once_and_says_why_it_ran_again(tmp_path):
     bench = tmp_path / "diverging.py"
     bench.write_text(DIVERGING_BENCH)
     runs = [run_kernbench_in_process("run", str(bench), "--timing-only", *flag, cwd=tmp_path)
@@ -170,6 +171,7 @@ def test_adr0022_t6_kernbench_run_prints_a_diverged_runs_output_once(tmp_path):
     outputs = [run.stdout for run in runs]
     assert outputs[0] == outputs[1]
     assert outputs[0].count("rank 2 starts and multiplies\n") == 1
+    assert "kernbench: SPMD episode 0: " in runs[0].stderr and "SPMD" not in runs[1].stderr  # why it took longer
 
 
 @triton.jit
