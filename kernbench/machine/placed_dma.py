@@ -60,9 +60,12 @@ def issue_load(machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.
                *, label: str, program: int | None, data: bool, owner,
                pieces: tuple[DmaPiece, ...] | None = None, l2_window: int | None = None) -> tuple[np.ndarray, list]:
     """`load_elements` without blocking: reserve its DMAs now; return the array they fill and their
-    `(end, effect)` landings, each to pass to `machine.land` at its end (`owner`: who issues them)."""
-    out = np.empty(_count(indices), dtype=dtype)
-    if not out.size:
+    `(end, effect)` landings, each to pass to `machine.land` at its end (`owner`: who issues them). Without
+    `data` the array is a read-only placeholder of the right shape that holds no memory: a timing-only run's
+    thousands of programs in flight would otherwise each hold a tile's worth of bytes nobody reads."""
+    count = _count(indices)
+    out = np.empty(count, dtype=dtype) if data else np.broadcast_to(np.zeros((), dtype=dtype), (count,))
+    if not count:
         return out, []
     read = write = None
     if data:

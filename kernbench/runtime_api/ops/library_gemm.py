@@ -146,7 +146,8 @@ def matmul(a, b, out, name: str = "matmul", bias=None) -> None:
         k0, k1 = split * part, min(k_size, (split + 1) * part)
         stages = (range(k0, min(k1, k0 + PIPELINE_K)), range(min(k1, k0 + PIPELINE_K), k1))
         coords = np.unravel_index(index, batch) if batch else ()
-        values = np.zeros((len(rows), len(cols)), dtype=accumulator)
+        shape = (len(rows), len(cols))  # the tile's accumulator; a placeholder holding no memory without values
+        values = np.zeros(shape, dtype=accumulator) if p.data else np.broadcast_to(np.zeros((), accumulator), shape)
 
         def load(stage: int) -> None:
             ks = stages[stage]
