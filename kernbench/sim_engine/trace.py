@@ -60,7 +60,7 @@ def _event_texts(oplog: OpLog):
 
     where = {key: (pids[key[0]], tid) for key, tid in tids.items()}
     encoded: dict = {None: "null"}  # a string (or None) -> its JSON text
-    args_text: dict[tuple, str | None] = {(): ""}  # an args tuple -> ", key: value" for each pair, None: encode whole
+    args_text: dict[tuple, str | None] = {((), ()): ""}  # (args, value types) -> ", key: value" each; None: whole
     flows: dict[object, list[tuple[int, int, int, int]]] = {}
     for index, (kind, device, unit, label, program, nbytes, flops, start, end, args) in enumerate(oplog.rows()):
         pid, tid = where[device, unit]
@@ -101,13 +101,15 @@ _TEMPLATE_ARGS = frozenset(("bytes", "flops", "program", "label", "flow_id"))
 
 
 def _kept_pairs_text(pairs: tuple, kept: dict) -> str | None:
-    """`_pairs_text(pairs)`, worked out once per distinct args tuple of the log (a queue's messages share one)."""
+    """`_pairs_text(pairs)`, worked out once per distinct args tuple of the log (a queue's messages share one).
+    Distinct by its values' types too: `("src", 0)` equals `("src", False)` and hashes alike, but is written `0`."""
+    key = (pairs, tuple(value.__class__ for _, value in pairs))
     try:
-        text = kept.get(pairs, _UNSEEN)
+        text = kept.get(key, _UNSEEN)
     except TypeError:  # an unhashable value (a list): worked out each time
         return _pairs_text(pairs)
     if text is _UNSEEN:
-        text = kept[pairs] = _pairs_text(pairs)
+        text = kept[key] = _pairs_text(pairs)
     return text
 
 

@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kernbench.sim_engine import OpLog, chrome_trace_events, write_chrome_trace
@@ -161,6 +161,8 @@ _RECORDS = st.lists(st.tuples(
 
 @settings(max_examples=200, deadline=None)
 @given(_RECORDS)
+@example([("dma", "sip0", "mxu", None, None, 0, 0, 0, 0, [("src", False)], 0),
+          ("dma", "sip0", "mxu", None, None, 0, 0, 0, 0, [("src", 0)], 0)])  # equal args, not alike: 0 is no false
 def test_adr0003_t112_any_log_is_written_as_its_plain_encoding(records):
     """Records with no args, with shared or unhashable args, a flow id first (a message's) or anywhere, args
     naming the template's own keys, keys repeated or not strings, any label or program, compacted or not: byte for
