@@ -9,6 +9,11 @@ from dataclasses import dataclass
 SIP_TOKEN = re.compile(r"\bsip(\d+)\b")
 
 
+def named_sips(text: str) -> set[int]:
+    """The SIPs a name names (one for a SIP's own memory, NoC or port; two for a link between two)."""
+    return {int(match.group(1)) for match in SIP_TOKEN.finditer(text)}
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """A memory a DMA reads or writes: `kind` is host, hbm, sram or tcm; `pe` only for tcm."""

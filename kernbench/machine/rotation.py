@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from kernbench.machine.endpoints import SIP_TOKEN
+from kernbench.machine.endpoints import SIP_TOKEN, named_sips
 from kernbench.sim_engine import Channel
 
 
@@ -60,7 +60,7 @@ class Rotation:
     def owner(self, name: str) -> int | None:
         """The rank whose SIP is the only one a channel's name names (its memories and NoC, its link from the
         switch), or None (a link between two SIPs)."""
-        named = {int(match.group(1)) for match in SIP_TOKEN.finditer(name)}
+        named = named_sips(name)
         return self._rank_of.get(named.pop()) if len(named) == 1 else None
 
 

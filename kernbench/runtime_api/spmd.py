@@ -41,7 +41,7 @@ from kernbench.dtypes import DType
 from kernbench.kernels.kept_values import KeptValues, MemoBudget
 from kernbench.machine import Machine
 from kernbench.machine.data_executor import Region
-from kernbench.machine.endpoints import SIP_TOKEN, Endpoint
+from kernbench.machine.endpoints import SIP_TOKEN, Endpoint, named_sips
 from kernbench.machine.ipcq import next_flow_id, skip_flow_ids
 from kernbench.machine.machine import Transfer
 from kernbench.machine.memory import Allocation, window_base
@@ -134,7 +134,7 @@ def _alike(machine, p: int) -> bool:
 
 
 def _only_sip(name: str) -> int | None:
-    named = {int(match.group(1)) for match in SIP_TOKEN.finditer(name)}
+    named = named_sips(name)
     return named.pop() if len(named) == 1 else None
 
 
@@ -304,7 +304,7 @@ class Episode:
         member's regions as its window's (`ccl.symmetry.window_layout`); `booked`: the channels the loop may
         book."""
         engine = self.ctx.engine
-        links = frozenset(name for name in booked if len(set(SIP_TOKEN.findall(name))) > 1)
+        links = frozenset(name for name in booked if len(named_sips(name)) > 1)
         led = _Led(_collective_key(request), request.label, request.sips, layouts, links, engine.now,
                    engine.event(f"{request.label} (rank 0's loop)"))
         self._led.append(led)
