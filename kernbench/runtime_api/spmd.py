@@ -421,9 +421,9 @@ class Episode:
         oplog = machine.oplog
         oplog.seal()
         flows = next_flow_id(machine) - self._first_flow
+        relabels = [{led.label: self._relabel(led, sip) for led in self._led} for sip in range(p)]  # SIP 0's unused
         oplog.replicate(self._first_block, [
-            Image(functools.partial(self.rotation.name, shift=sip), 0, 1, sip * flows,
-                  {led.label: self._relabel(led, sip) for led in self._led})
+            Image(functools.partial(self.rotation.name, shift=sip), 0, 1, sip * flows, relabels[sip])
             for sip in range(1, p)])
         skip_flow_ids(machine, self._first_flow + p * flows)
         booked = [(name, c) for name, c in machine.channels.items()
@@ -433,7 +433,8 @@ class Episode:
         for name, channel in booked:
             for shift in range(1, p):
                 led = links.get(name)
-                image_name = self.rotation.name(name, shift) if led is None else self._relabel(led, shift).rename(name)
+                image_name = (self.rotation.name(name, shift) if led is None
+                              else relabels[shift][led.label].rename(name))
                 image = machine.channels.get(image_name) or machine.twin_channel(name, image_name, shift)
                 if image_name in names or (image.bandwidth_bytes_per_s, image.latency_ps) != (
                         channel.bandwidth_bytes_per_s, channel.latency_ps):
