@@ -28,6 +28,7 @@ from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.queues import CollectiveQueues
 from kernbench.dtypes import as_real_pairs, resolve_dtype
 from kernbench.machine import Machine
+from kernbench.machine.l2 import UNCACHED
 from kernbench.machine.pe import vector_ps
 from kernbench.machine.placed_dma import RunDmas, issue_load, issue_store
 from kernbench.numerics import device_arithmetic
@@ -90,13 +91,12 @@ class PeProgram:
         machine = self._machine
         runs = self._runs(region, start, stop)
         if runs is not None:
-            base = region.indices.start
-            out, end, effect = runs.load(base + start, base + stop, owner)
-            yield end
-            machine.land(effect)
-            return out
-        out, landing = issue_load(machine, self._pe, region.allocation, region.dtype, region.selector(start, stop),
-                                  label=self._label, program=self.rank, data=self._data, owner=owner)
+            dmas, selector = runs
+            out, landing = dmas.load(selector.start, selector.stop, owner)
+        else:
+            out, landing = issue_load(machine, self._pe, region.allocation, region.dtype, region.selector(start, stop),
+                                      label=self._label, program=self.rank, data=self._data, owner=owner,
+                                      l2_window=UNCACHED)
         for end, effect in landing:
             yield end
             machine.land(effect)
@@ -115,28 +115,39 @@ class PeProgram:
         machine = self._machine
         runs = self._runs(region, start, stop)
         if runs is not None:
-            base = region.indices.start
-            end, effect = runs.store(base + start, base + stop, values, owner)
-            yield end
-            machine.land(effect)
-            return
-        for end, effect in issue_store(machine, self._pe, region.allocation, region.selector(start, stop), values,
-                                       label=self._label, program=self.rank, data=self._data, owner=owner):
+            dmas, selector = runs
+            landing = dmas.store(selector.start, selector.stop, values, owner)
+        else:
+            landing = issue_store(machine, self._pe, region.allocation, region.selector(start, stop), values,
+                                  label=self._label, program=self.rank, data=self._data, owner=owner)
+        for end, effect in landing:
             yield end
             machine.land(effect)
 
-    def _runs(self, region, start: int, stop: int) -> RunDmas | None:
-        """The region's `RunDmas` when positions [start, stop) are a non-empty run of a contiguous region held by
-        one cube (a whole tensor, the usual case), else None (the general `issue_load` / `issue_store`)."""
+    def _runs(self, region, start: int, stop: int) -> tuple[RunDmas, slice] | None:
+        """The region's `RunDmas` and the elements of positions [start, stop), where those are a non-empty run
+        and the region's DMAs can be kept: over an address-interleaved placement (spread over its cubes, any
+        run), or a contiguous region that one cube holds (a whole tensor on an accelerator, the usual case);
+        else None (the general `issue_load` / `issue_store`)."""
         indices = region.indices
-        if not 0 <= start < stop <= len(indices) or indices.__class__ is not range:
+        if not 0 <= start < stop <= len(indices):
             return None
         runs = self._run_dmas.get(region, _UNKNOWN)
         if runs is _UNKNOWN:
-            runs = self._run_dmas[region] = None if indices.step != 1 else RunDmas.of(
-                self._machine, self._pe, region.allocation, region.dtype, indices.start, indices.stop,
-                label=self._label, program=self.rank, data=self._data)
-        return runs
+            allocation, label, data = region.allocation, self._label, self._data
+            if allocation.placement.address_interleaved:
+                runs = RunDmas.spread(self._machine, self._pe, allocation, region.dtype, label=label,
+                                      program=self.rank, data=data, l2_window=UNCACHED)
+            elif indices.__class__ is range and indices.step == 1:
+                runs = RunDmas.of(self._machine, self._pe, allocation, region.dtype, indices.start, indices.stop,
+                                  label=label, program=self.rank, data=data, l2_window=UNCACHED)
+            else:
+                runs = None
+            self._run_dmas[region] = runs
+        if runs is None:
+            return None
+        selector = region.selector(start, stop)
+        return (runs, selector) if selector.__class__ is slice else None
 
     def _check_store(self, region, start: int, stop: int, values: np.ndarray) -> None:
         if values.size != stop - start or values.dtype != region.dtype:

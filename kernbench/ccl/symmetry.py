@@ -73,32 +73,15 @@ def symmetric_plan(machine: Machine, request, function, channels, edges, setting
             return None  # SIP 0 is rank 0 of the loop; another group follows SIP 0's
     elif not machine.engine.idle:
         return None  # something scheduled could act during the call
-    sips = request.sips
-    if len(set(sips)) != p or not (replicated or all(_l2_alike(machine, channel.members) for channel in channels)):
+    if len(set(request.sips)) != p:
         return None
     offsets = tuple(sorted(d for s, d in edges if s == 0))
     if set(edges) != {(r, (r + d) % p) for r in range(p) for d in offsets}:
         return None
-    rotation = Rotation(sips, offsets)
+    rotation = Rotation(request.sips, offsets)
     if not all(_same_layout(machine, channel, condition, replicated) for channel in channels):
         return None
     return _rotating_plan(machine, rotation, channels, settings, replicated)
-
-
-def _l2_alike(machine: Machine, members) -> bool:
-    """Whether every member's L2 (where the SIPs have one) holds what rank 0's holds and its regions lie where
-    rank 0's do, each in its own SIP's window: an L2 remembers each SIP's past reads by address, so only then
-    does each rank's read hit where rank 0's does, and rank 0's L2 after the call is every rank's, moved to its
-    window."""
-    first = members[0]
-    tags = machine.l2_tags(first.sip)
-    if tags is None:
-        return True
-    origin = window_base(first.sip)
-    held = tags.held(origin)
-    return all(m.input.allocation.base - window_base(m.sip) == first.input.allocation.base - origin
-               and m.output.allocation.base - window_base(m.sip) == first.output.allocation.base - origin
-               and machine.l2_tags(m.sip).held(window_base(m.sip)) == held for m in members[1:])
 
 
 def _names(machine: Machine) -> dict[int, str]:
@@ -134,16 +117,16 @@ def window_layout(member):
 
 
 def _layout(machine: Machine, member, pe=None):
-    """What a member's program depends on besides its rank: its regions' positions, dtype and home cube, its
+    """What a member's program depends on besides its rank: its regions' positions, dtype and cubes, its
     in-placeness, and its PE's DMA engines in order of readiness (which one each DMA takes); None where a region
-    is not one contiguous run on one cube of the member's SIP."""
+    is not contiguous runs on the member's SIP, from one cube or spread over an address interleave."""
     pe = pe or machine.pe(member.sip, member.cube, member.pe)
     homes = []
     for region in (member.input, member.output):
-        cube = _home(machine, member, region)
-        if cube is None:
+        cubes = _homes(machine, member, region)
+        if cubes is None:
             return None
-        homes.append((_runs(region), region.dtype.str, cube))
+        homes.append((_runs(region), region.dtype.str, cubes))
     engines = pe.dma_engines
     readiness = tuple(sorted(range(len(engines)), key=lambda k: (engines[k].free_at, k)))
     return tuple(homes), member.output is member.input, readiness
@@ -159,24 +142,31 @@ def _runs(region) -> tuple[tuple[int, int], ...] | None:
     return tuple((run.start, run.stop) for run in runs)
 
 
-def _home(machine: Machine, member, region) -> int | None:
-    """The one cube of the member's SIP holding every element of the region, or None."""
+def _homes(machine: Machine, member, region) -> tuple[int, ...] | None:
+    """The cubes of the member's SIP serving the region's runs wherever a rank's piece of them lies: every cube
+    of an address-interleaved placement (`placed_dma.RunDmas.spread`), or the one cube holding every element;
+    None where neither (a rank-dependent chunk would then cost what its position costs)."""
     runs = _runs(region)
-    if not runs or region.allocation.sip != member.sip:
+    allocation = region.allocation
+    if not runs or allocation.sip != member.sip:
         return None
-    return home_cube(machine, machine.pe(member.sip, member.cube, member.pe), region.allocation,
+    if allocation.placement.address_interleaved:
+        return allocation.placement.cubes()
+    cube = home_cube(machine, machine.pe(member.sip, member.cube, member.pe), allocation,
                      min(start for start, _ in runs), max(stop for _, stop in runs))
+    return None if cube is None else (cube,)
 
 
 def _own_channels(machine: Machine, member) -> list[Channel]:
     """The channels a member's own loads and stores book: its PE's DMA engines and TCM, and the paths between
-    its TCM and the cubes holding its regions."""
+    its TCM and the cubes serving its regions."""
     pe = machine.pe(member.sip, member.cube, member.pe)
     here = tcm(member.sip, member.cube, member.pe)
     channels = [*pe.dma_engines, pe.tcm]
     for region in (member.input, member.output):
-        memory = hbm(member.sip, _home(machine, member, region))
-        channels += [*machine.dma_path(memory, here).route, *machine.dma_path(here, memory).route]
+        for cube in _homes(machine, member, region):
+            memory = hbm(member.sip, cube)
+            channels += [*machine.dma_path(memory, here).route, *machine.dma_path(here, memory).route]
     return channels
 
 
@@ -291,8 +281,6 @@ class Replication:
         self._before = {id(r): (r.busy_ps, r.ops, getattr(r, "bytes_moved", 0))
                         for r in (*self._channels, *units)}
         self._ops_before = _total_ops(machine)
-        self._l2 = machine.l2_tags(plan.rotation.sips[0])
-        self._l2_before = None if self._l2 is None else (self._l2.hits, self._l2.misses)
 
     def finish(self) -> None:
         """Log the other ranks' records and pass each booked resource's bookings on to its rotations; in a
@@ -316,11 +304,6 @@ class Replication:
             for shift in range(1, p):
                 image = machine.channels[rotation.name(self._names[id(channel)], shift)]
                 pass_on(channel, image, self._before[id(channel)])
-        if self._l2 is not None:
-            hits, misses = self._l2.hits - self._l2_before[0], self._l2.misses - self._l2_before[1]
-            origin = window_base(rotation.sips[0])
-            for sip in rotation.sips[1:]:
-                machine.l2_tags(sip).take(self._l2, window_base(sip) - origin, hits, misses)
         for (sip, cube, pe), kind in self._units:
             unit = getattr(machine.pe(sip, cube, pe), kind)
             for shift in range(1, p):

@@ -118,66 +118,106 @@ def home_cube(machine: Machine, pe: PeUnits, allocation: Allocation, first: int,
 
 
 class RunDmas:
-    """DMAs of contiguous runs of one allocation, all held by one cube, between that cube's HBM and one PE's
-    TCM: for a caller that moves many runs of the same elements (a collective's pieces of a region).
+    """DMAs of contiguous runs of one allocation between HBM and one PE's TCM: for a caller that moves many runs
+    of the same elements (a collective's pieces of a region).
 
-    What `issue_load` and `issue_store` work out on every call — the PE's endpoints, the replica, the cube
-    holding the run, the path, the landing order — is worked out once (`of`), so a run is one
-    `Machine.issue_path_dma` with exactly the fields theirs would have: the same reservation, op-log record,
-    data effect and hazard tracking.
+    A run is served by the one cube that holds all of it (`of`) or, over a placement that stands for a GPU's
+    address interleave (`Placement.address_interleaved`), by every cube of it alike (`spread`): one DMA per
+    cube, the run's elements dealt in order into shares equal to within one element, the first cubes taking
+    the odd ones, so a run costs the same wherever it starts. A collective's chunk sits at a rank-dependent
+    offset of its buffer; on a GPU the address hash spreads it over every stack at any offset, where the
+    placement's coarse runs (`policy.placement.default`) would put it on whichever cube that offset falls in.
+
+    What `issue_load` and `issue_store` work out on every call — the PE's endpoints, the replica, the cubes,
+    the paths — is worked out once, so a run is one `Machine.issue_path_dma` per cube serving it, with the
+    fields theirs would have: reservation, op-log record, data effect and hazard tracking. `l2_window` is
+    `Machine.issue_dma`'s, for every load.
     """
 
     __slots__ = ("_machine", "_pe", "_allocation", "_dtype", "_itemsize", "_to_tcm", "_to_hbm", "_device", "_unit",
-                 "_label", "_program", "_data")
+                 "_label", "_program", "_data", "_l2_window")
 
     @classmethod
     def of(cls, machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, first: int, stop: int, *,
-           label: str, program: int | None, data: bool) -> "RunDmas | None":
-        """DMAs of runs within elements [first, stop) of `allocation`, or None when no one cube holds them all."""
+           label: str, program: int | None, data: bool, l2_window: int | None = None) -> "RunDmas | None":
+        """DMAs of runs within elements [first, stop) of `allocation` from the one cube holding them all, or None
+        when no one cube does."""
         cube = home_cube(machine, pe, allocation, first, stop)
-        return None if cube is None else cls(machine, pe, allocation, dtype, cube, label, program, data)
+        return None if cube is None else cls(machine, pe, allocation, dtype, (cube,), label, program, data,
+                                             l2_window)
 
-    def __init__(self, machine, pe, allocation, dtype, cube, label, program, data):
+    @classmethod
+    def spread(cls, machine: Machine, pe: PeUnits, allocation: Allocation, dtype: np.dtype, *, label: str,
+               program: int | None, data: bool, l2_window: int | None = None) -> "RunDmas":
+        """DMAs of any run of `allocation` (whose placement is address-interleaved) spread over its cubes."""
+        return cls(machine, pe, allocation, dtype, allocation.placement.cubes(), label, program, data, l2_window)
+
+    def __init__(self, machine, pe, allocation, dtype, cubes, label, program, data, l2_window):
         ends = _ends(machine, pe)
         self._machine = machine
         self._pe = pe
         self._allocation = allocation
         self._dtype = np.dtype(dtype)
         self._itemsize = self._dtype.itemsize
-        memory = ends.hbm(cube)
-        self._to_tcm = machine.dma_path(memory, ends.here)
-        self._to_hbm = machine.dma_path(ends.here, memory)
+        memories = [ends.hbm(cube) for cube in cubes]
+        self._to_tcm = [machine.dma_path(memory, ends.here) for memory in memories]
+        self._to_hbm = [machine.dma_path(ends.here, memory) for memory in memories]
         self._device = ends.device
         self._unit = ends.unit
         self._label = label
         self._program = program
         self._data = data
+        self._l2_window = l2_window
 
-    def load(self, first: int, stop: int, owner) -> tuple[np.ndarray, int, object]:
-        """`issue_load` of elements [first, stop) (not empty): `(out, end, effect)`."""
+    def cube_shares(self, count: int) -> list[tuple[int, int, int]]:
+        """(cube's index among the serving cubes, offset, elements) of each DMA moving a run of `count`."""
+        cubes = len(self._to_tcm)
+        if cubes == 1:
+            return [(0, 0, count)]
+        each, odd = divmod(count, cubes)
+        shares, offset = [], 0
+        for index in range(min(cubes, count)):
+            size = each + (index < odd)
+            shares.append((index, offset, size))
+            offset += size
+        return shares
+
+    def load(self, first: int, stop: int, owner) -> tuple[np.ndarray, list]:
+        """`issue_load` of elements [first, stop) (not empty): `(out, landing)`, its DMAs' `(end, effect)` in
+        landing order."""
         out = np.empty(stop - first, dtype=self._dtype)
-        selector = slice(first, stop)
-        read = write = None
-        if self._data:
-            read = functools.partial(_read_run, self._allocation.storage, self._dtype, selector)
-            write = functools.partial(out.__setitem__, _ALL)
-        end, effect = self._machine.issue_path_dma(
-            self._to_tcm, (stop - first) * self._itemsize, read, write,
-            Region(self._allocation, selector, self._itemsize), None, self._label, self._data, self._device,
-            self._unit, self._program, self._pe.free_dma_engine(), owner)
-        return out, end, effect
+        machine, engine, landing = self._machine, self._pe.free_dma_engine(), []
+        for index, offset, count in self.cube_shares(stop - first):
+            selector = slice(first + offset, first + offset + count)
+            read = write = None
+            if self._data:
+                read = functools.partial(_read_run, self._allocation.storage, self._dtype, selector)
+                write = functools.partial(out.__setitem__, slice(offset, offset + count))
+            landing.append(machine.issue_path_dma(
+                self._to_tcm[index], count * self._itemsize, read, write,
+                Region(self._allocation, selector, self._itemsize), None, self._label, self._data, self._device,
+                self._unit, self._program, engine, owner, self._l2_window))
+        if len(landing) > 1:
+            landing.sort(key=landing_time)  # stable: equal ends land in cube order, as issued
+        return out, landing
 
-    def store(self, first: int, stop: int, values: np.ndarray, owner) -> tuple[int, object]:
-        """`issue_store` of `values` into elements [first, stop) (not empty): `(end, effect)`."""
-        selector = slice(first, stop)
-        read = write = None
-        if self._data:
-            read = functools.partial(values.__getitem__, _ALL)
-            write = functools.partial(_write_run, self._allocation.storage, values.dtype, selector)
-        return self._machine.issue_path_dma(
-            self._to_hbm, (stop - first) * self._itemsize, read, write, None,
-            Region(self._allocation, selector, self._itemsize), self._label, self._data, self._device, self._unit,
-            self._program, self._pe.free_dma_engine(), owner)
+    def store(self, first: int, stop: int, values: np.ndarray, owner) -> list:
+        """`issue_store` of `values` into elements [first, stop) (not empty): its DMAs' `(end, effect)` in landing
+        order."""
+        machine, engine, landing = self._machine, self._pe.free_dma_engine(), []
+        for index, offset, count in self.cube_shares(stop - first):
+            selector = slice(first + offset, first + offset + count)
+            read = write = None
+            if self._data:
+                read = functools.partial(values.__getitem__, slice(offset, offset + count))
+                write = functools.partial(_write_run, self._allocation.storage, values.dtype, selector)
+            landing.append(machine.issue_path_dma(
+                self._to_hbm[index], count * self._itemsize, read, write, None,
+                Region(self._allocation, selector, self._itemsize), self._label, self._data, self._device,
+                self._unit, self._program, engine, owner))
+        if len(landing) > 1:
+            landing.sort(key=landing_time)
+        return landing
 
 
 def _read_run(storage, dtype, selector: slice) -> np.ndarray:

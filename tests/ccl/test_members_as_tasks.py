@@ -171,8 +171,7 @@ def _load_through(use_runs: bool, placement) -> tuple:
         runs = RunDmas.of(machine, pe, allocation, dtype, 0, 4096, label="r", program=1, data=True)
         got.append(runs is not None)
         if use_runs and runs is not None:
-            out, end, effect = runs.load(500, 2500, engine.current_process)
-            landing = [(end, effect)]
+            out, landing = runs.load(500, 2500, engine.current_process)
         else:
             out, landing = issue_load(machine, pe, allocation, dtype, slice(500, 2500), label="r", program=1,
                                       data=True, owner=engine.current_process)
@@ -181,8 +180,7 @@ def _load_through(use_runs: bool, placement) -> tuple:
             machine.land(effect)
         got.append(out.copy())
         if use_runs and runs is not None:
-            end, effect = runs.store(100, 200, np.full(100, 7, np.float32), engine.current_process)
-            landing = [(end, effect)]
+            landing = runs.store(100, 200, np.full(100, 7, np.float32), engine.current_process)
         else:
             landing = issue_store(machine, pe, allocation, slice(100, 200), np.full(100, 7, np.float32), label="r",
                                   program=1, data=True, owner=engine.current_process)
@@ -226,3 +224,51 @@ def test_adr0010_t29_an_algorithm_written_as_a_generator_runs_as_a_task(monkeypa
         {**config("direct"), "algorithm": "mine", "module": module.__name__})
     assert seen == [(None, True), (None, True)]
     assert all((values_of(t) == 3).all() for t in tensors)
+
+
+def _spread_run(first: int, count: int) -> tuple:
+    """A load then a store of elements [first, first + count) of an interleaved f32 tensor on h200x4, through
+    `RunDmas.spread`: the values read, the DMAs' records (no label, the same for both) and the storage after."""
+    session = Session("h200x4")
+    tensor = device_tensor(session, 0, np.arange(1 << 16, dtype=np.float32), "f32")
+    machine, engine = session.ctx.machine, session.engine
+    allocation, got = tensor._allocation, []
+    runs = RunDmas.spread(machine, machine.pe(0, 1, 0), allocation, np.dtype(np.float32), label="r", program=0,
+                          data=True)
+
+    def program():
+        out, landing = runs.load(first, first + count, engine.current_process)
+        for end, effect in landing:
+            engine.sleep_until(end)
+            machine.land(effect)
+        got.append(out.copy())
+        for end, effect in runs.store(first, first + count, -out, engine.current_process):
+            engine.sleep_until(end)
+            machine.land(effect)
+
+    engine.spawn(program)
+    engine.run()
+    records = [(r.kind, r.nbytes, r.start, r.end, r.args.get("src"), r.args.get("dst"))
+               for r in machine.oplog.select(kind="dma") if r.unit.endswith(".dma")]
+    return got[0], records, allocation.storage.typed(np.float32, slice(0, 1 << 16))[:].copy()
+
+
+@pytest.mark.parametrize("count", [4096, 4099, 3])
+def test_adr0010_t121_an_interleaved_run_is_spread_over_every_cube_alike_wherever_it_starts(count):
+    """Over the interleaved default a run is one DMA per cube, its elements dealt in order into shares equal to
+    within one (the first cubes take the odd ones): the same DMAs, to the picosecond, at any offset, and the
+    values read and written are the run's."""
+    at_start, records, storage = _spread_run(0, count)
+    cubes = Session("h200x4").ctx.topology.cubes_per_sip
+    shares = [count // cubes + (k < count % cubes) for k in range(min(cubes, count))]
+    loads = [r for r in records if r[5].endswith(".tcm")]
+    assert [r[1] for r in loads] == [4 * share for share in shares]
+    assert [r[4] for r in loads] == [f"sip0.cube{k}.hbm" for k in range(len(shares))]
+    for first in (1, 12_345, (1 << 16) - count):
+        values, elsewhere, written = _spread_run(first, count)
+        assert elsewhere == records
+        assert (values == np.arange(first, first + count, dtype=np.float32)).all()
+        expected = np.arange(1 << 16, dtype=np.float32)
+        expected[first:first + count] *= -1
+        assert (written == expected).all()
+    assert (at_start == np.arange(count, dtype=np.float32)).all()

@@ -75,8 +75,7 @@ def outcome(session: Session) -> dict:
             "channels": {name: (c.busy_ps, c.ops, c.bytes_moved, c.free_at) for name, c in machine.channels.items()},
             "units": {(pe.sip, pe.cube, pe.pe): (pe.vector.busy_ps, pe.vector.ops, pe.vector.free_at,
                                                   pe.matrix.busy_ps) for pe in machine.pes()},
-            # What each L2 holds, not in which order: rank 0's order is every rank's after a symmetric call.
-            "l2": [(set(tags.held(window_base(sip))), tags.hits, tags.misses) for sip in range(machine.topology.n_sips)
+            "l2": [(tags.held(window_base(sip)), tags.hits, tags.misses) for sip in range(machine.topology.n_sips)
                    if (tags := machine.l2_tags(sip)) is not None]}
 
 
@@ -90,6 +89,11 @@ def assert_same_as_full(topology, world: int, elements: int, **defaults) -> None
 
 
 MIB = 1 << 19  # f16 elements in a MiB
+
+
+def over_two_cubes(torch, rank):
+    """Every rank's tensor split over cubes 0 and 1: where the data is, not an address interleave's stand-in."""
+    return torch.DPPolicy(cube="row_wise", pe="row_wise", num_cubes=2, num_pes=2)
 
 
 def on_one_cube(torch, rank):
@@ -108,6 +112,7 @@ def on_one_cube(torch, rank):
     ("large", 32, MIB, {}),  # behind a switch
     ("large", 8, 4 * MIB, {}),  # 8 of the switch's 32 SIPs
     ("h200x4", 4, 8 * MIB, {"slot_size": 16384, "home": on_one_cube}),  # IPCQ engines with a rate of their own
+    ("h200x4", 4, 8 * MIB, {"slot_size": 16384}),  # the interleaved default: chunks spread over every cube
 ])
 def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topology, world, elements, defaults):
     assert_same_as_full(topology, world, elements, **defaults)
@@ -117,6 +122,7 @@ def test_adr0010_t93_a_symmetric_all_reduce_leaves_what_the_full_run_leaves(topo
 @pytest.mark.parametrize("topology, world, elements, defaults", [
     ("default", 4, 4 * MIB, {}), ("large", 8, MIB, {"buffer_kind": "sram"}), ("default", 2, MIB, {"n_slots": 2}),
     ("large", 8, 8 * MIB, {"channels": 3}),  # a channel's output (input) is a strided run per rank
+    ("h200x4", 4, 4 * MIB + 12, {"slot_size": 16384}),  # interleaved, chunks not a multiple of the cubes
 ])
 def test_adr0010_t93_symmetric_ring_all_gather_and_reduce_scatter_leave_what_the_full_run_leaves(
         kind, topology, world, elements, defaults):
@@ -146,7 +152,7 @@ def test_adr0010_t94_symmetric_equals_full_for_any_sizes_slots_and_buffers(world
     ("a schedule not declared @rotates", "default", 4, MIB, {"algorithm": "tree"}),
     ("3 of a ring of 4 SIPs: routes do not rotate", "default", 3, 3 * MIB, {}),
     # A ring's step-s chunk sits at a rank-dependent position, so on several cubes it is on a rank-dependent cube.
-    ("one channel's region over several cubes: the interleaved default", "h200x4", 4, 4 * MIB, {"slot_size": 16384}),
+    ("one channel's region over several cubes of a DPPolicy", "default", 4, MIB, {"home": over_two_cubes}),
 ])
 def test_adr0010_t95_every_rank_runs_where_ranks_could_differ(case, topology, world, elements, options):
     symmetric = case != "ccl.yaml says symmetric: false"
@@ -161,7 +167,7 @@ def test_adr0010_t95_collectives_in_flight_together_run_every_rank_to_the_same_p
     assert outcome(symmetric) == outcome(full)
 
 
-def test_adr0010_t95_a_rank_with_data_on_another_cube_or_an_l2_of_its_own_runs_every_rank(tmp_path):
+def test_adr0010_t95_a_rank_with_data_on_another_cube_runs_every_rank():
     from kernbench.policy import DPPolicy
 
     def elsewhere(torch, rank):  # rank 1's tensor spread over two cubes, the others' on one
@@ -170,12 +176,18 @@ def test_adr0010_t95_a_rank_with_data_on_another_cube_or_an_l2_of_its_own_runs_e
 
     session = all_reduce("default", 4, MIB, True, home=elsewhere)
     assert [row["symmetric"] for row in session.ctx.collectives] == [False]
+
+
+def test_adr0010_t120_a_collective_reads_around_the_l2_so_a_rank_whose_l2_differs_still_rotates(tmp_path):
+    """A collective's loads cross the L2 but are neither served by it nor held: a rank whose L2 holds what no other's
+    does (it read its tensor first) runs rank 0's loop, and every L2 is left as the full run leaves it, in order."""
     noc = "  noc: {hop_latency_ns: 10, link_bandwidth_gb_per_s: 1024}"
     with_l2 = derived_topology(tmp_path, "large", [(noc, noc + "\n  l2: {capacity_kib: 1024, bandwidth_gb_per_s: "
                                                           "2000, latency_ns: 100}")], "large_l2.yaml")
-    session = all_reduce(with_l2, 4, MIB, True, warm=1)
-    assert [row["symmetric"] for row in session.ctx.collectives] == [False]
-    assert_same_as_full(with_l2, 4, MIB)  # every L2 alike: symmetric, and what the full run leaves
+    full = all_reduce(with_l2, 4, MIB, False, warm=1)
+    held = outcome(full)["l2"]
+    assert held[1][0] and not held[0][0], "rank 1's read is held; nothing of the collective's is"
+    assert_same_as_full(with_l2, 4, MIB, warm=1)
 
 
 def test_adr0010_t96_op_log_copies_read_as_renamed_records():

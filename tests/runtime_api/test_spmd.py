@@ -130,10 +130,15 @@ def _interleaved_all_gather(torch):
     torch.multiprocessing.spawn(worker, nprocs=torch.ahbm.device_count())
 
 
-def test_adr0022_t4_on_a_gpu_topology_a_collective_over_interleaved_buffers_is_simulated_rank_by_rank():
-    """Interleaved memory puts each rank's chunk of an all-gather on other stacks: no rank's work is another's
-    rotated, so the episode ends at the collective and its ranks run in full."""
-    _same_as_full(_interleaved_all_gather, topology="h200x4")
+@pytest.mark.parametrize("bench", [_interleaved_all_gather, _layer(["--tp", "4", "--sp", "on", "--overlap", "on"])],
+                         ids=["all-gather", "tp4-sp-overlap"])
+def test_adr0022_t4_on_a_gpu_topology_collectives_over_interleaved_buffers_are_replicated_too(bench):
+    """A GPU topology interleaves memory and has an L2: a collective spreads each rank's chunk over every stack and
+    reads around the L2 (adr/0010), so the ranks' work, collectives included, is SIP 0's rotated: simulated once,
+    and read as the full run."""
+    programs, full_programs, attempts = _same_as_full(bench, topology="h200x4")
+    assert attempts == [frozenset()]
+    assert programs * 4 == full_programs
 
 
 def test_adr0022_t5_a_run_with_values_is_never_replicated():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import ClassVar
 
 from kernbench.policy.placement.dp import DPPolicy, Placement, Shard
 from kernbench.topology import Topology
@@ -32,6 +33,8 @@ class Interleaved:
     every cube either way, and a tile a program moves stays one DMA per cube
     it touches.
     """
+
+    address_interleaved: ClassVar[bool] = True
 
     def place(self, shape: tuple[int, ...], cubes_per_sip: int, pes_per_cube: int) -> Placement:
         """Bind the rule to a tensor shape and a SIP: one shard per PE that gets at least one element."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -37,6 +37,7 @@ class DPPolicy:
     pe: str = "column_wise"
     num_cubes: int | None = None
     num_pes: int | None = None
+    address_interleaved: ClassVar[bool] = False  # the shards are where the data is, not a stand-in (`Placement`)
 
     def __post_init__(self) -> None:
         for level in ("cube", "pe"):
@@ -85,6 +86,8 @@ class DPPolicy:
 class PlacementRule(Protocol):
     """What lays a tensor out in a SIP: a `DPPolicy`, or a topology's default rule (default.py)."""
 
+    address_interleaved: ClassVar[bool]
+
     def place(self, shape: tuple[int, ...], cubes_per_sip: int, pes_per_cube: int) -> "Placement": ...
 
 
@@ -117,6 +120,13 @@ class Placement:
     shards: tuple[Shard, ...]
     num_cubes: int
     pes_per_cube: int
+
+    @property
+    def address_interleaved(self) -> bool:
+        """Whether the shards stand for a GPU's fine-grained interleave of addresses over the cubes (the default
+        rule `interleaved`) rather than say where each element is: a contiguous run of many elements then draws
+        every cube alike, wherever it starts (`placed_dma.RunDmas.spread`)."""
+        return self.policy.address_interleaved
 
     @property
     def replicas(self) -> int:
