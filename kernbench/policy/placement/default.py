@@ -31,7 +31,9 @@ class Interleaved:
     shape. Runs rather than a fine-grained hash of addresses, because the
     cost model's resource is a cube's HBM: a stream over the tensor draws
     every cube either way, and a tile a program moves stays one DMA per cube
-    it touches.
+    it touches. The runs stand for the hash (`address_interleaved`): a
+    collective's chunk, one long run at a rank-dependent offset, is charged
+    as the hash spreads it, over every cube alike (`placed_dma.RunDmas.spread`).
     """
 
     address_interleaved: ClassVar[bool] = True
