@@ -227,7 +227,9 @@ class Episode:
 
     def _meeting(self, done, operation) -> None:
         """A collective's arrival, which every SIP runs (`done`: the collective's end). Once it has ended,
-        replication may start again (`_resume`)."""
+        replication may start again (`_resume`). Those that have ended are dropped here: a long replicated run
+        would otherwise hold every collective's end."""
+        self._meetings = [earlier for earlier in self._meetings if not earlier.triggered]
         self._meetings.append(done)
         try:
             operation()
