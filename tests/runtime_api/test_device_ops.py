@@ -115,13 +115,13 @@ def test_adr0016_t5_a_reduction_larger_than_a_tile_is_chunked_and_exact():
     assert len(steps) > 1
 
 
-@pytest.mark.parametrize("shape, dim", [((1 << 20,), None), ((4, 1 << 18), 1), ((3, 2, 1 << 18), 2)])
+@pytest.mark.parametrize("shape, dim", [((1 << 20,), None), ((4, 1 << 19), 1), ((3, 2, 1 << 19), 2)])
 @pytest.mark.parametrize("op", ["sum", "mean", "amax", "argmax", "all"])
 def test_adr0016_t125_a_reduction_with_few_outputs_is_split_over_the_pes_and_exact(shape, dim, op):
     """Too few outputs to give every PE a program: the reduced extent is split over the SIP's PEs
-    (`reduction_splits` parts, each part's partial stored in a workspace), then a second launch merges the
-    partials in part order — the values are numpy's (argmax: the first index of the maximum, here planted in
-    the last part and tied in the first)."""
+    (`reduction_splits` parts of at least `PART_CHUNKS` chunks, each part's partial stored in a workspace), then
+    a second launch merges the partials in part order — the values are numpy's (argmax: the first index of the
+    maximum, here planted in the last part and tied in the first)."""
     values = np.random.default_rng(125).uniform(-1, 1, shape).astype(np.float32)
     flat = values.reshape(-1)
     flat[-3] = flat[5] = 7.0  # a tie across parts: argmax must keep the earlier one
@@ -140,10 +140,11 @@ def test_adr0016_t125_a_reduction_with_few_outputs_is_split_over_the_pes_and_exa
     ctx = session.ctx
     reduced = values.size if dim is None else shape[dim]
     outputs = values.size // reduced
-    chunk = min(reduced, device_ops.tile_elements(ctx, values.dtype.itemsize))
-    groups = -(-outputs // max(1, device_ops.tile_elements(ctx, values.dtype.itemsize) // reduced))
+    tile = device_ops.tile_elements(ctx, values.dtype.itemsize)
+    chunk = min(reduced, tile)
+    groups = -(-outputs // device_ops.streamed(ctx, outputs, max(1, tile // reduced)))
     splits = device_ops.reduction_splits(ctx, groups, reduced, chunk)
-    assert splits > 1
+    assert splits == min(-(-ctx.topology.pes_per_sip // groups), reduced // (device_ops.PART_CHUNKS * chunk)) > 1
     first_pass = {op_.program for op_ in ctx.machine.oplog.select(label=op) if op_.kind == "vector"
                   and op_.args["elements"] != splits * outputs}
     assert len(first_pass) == groups * splits
