@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
-from kernbench.runtime_api.ops import device_ops, library_gemm
+from kernbench.runtime_api.ops import device_ops, library_gemm, reductions
 from kernbench.runtime_api.ops.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.layout.views import Layout
@@ -680,3 +680,34 @@ def test_adr0016_t171_a_softmax_program_takes_its_closed_form_on_an_idle_machine
     total = np.exp(shifted).sum(-1, keepdims=True)
     np.testing.assert_allclose(got["y"], np.exp(shifted) / total if op == "softmax" else shifted - np.log(total),
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("numel, op", [(1 << 20, "sum"), (1 << 20, "var"), (1 << 28, "sum")])
+def test_adr0016_t180_a_reduction_takes_torchs_reduce_kernel_parts_and_passes_and_one_host_launch(numel, op):
+    """A full reduction on the h100, timing-only: its first kernel is a program per part of at least `PART_CHUNKS`
+    chunks (torch's 16 vector loads a thread), no more than four programs a program slot, each one vector op of
+    the reduction's passes over its part (var: `WELFORD_PASSES`); its merge is the op's second kernel, whose
+    launch the host does not pay again: the call returns one `kernel_launch_ns` after it began."""
+    session = Session("h100", timing_only=True)
+    topology = session.ctx.topology
+    called = {}
+
+    def bench(torch):
+        x = torch.empty(numel, device="cuda")
+        torch.cuda.synchronize()
+        start = session.engine.now
+        getattr(x, op)()
+        called["host"] = session.engine.now - start
+        torch.cuda.synchronize()
+
+    session.run(bench, session.torch)
+    chunk = device_ops.tile_elements(session.ctx, 4)
+    slots = device_ops.STREAMED_PER_SLOT * topology.pes_per_sip * topology.pe.resident_programs
+    parts = min(slots, numel // (device_ops.PART_CHUNKS * chunk))
+    passes = reductions.WELFORD_PASSES if op == "var" else 1
+    vectors = [r for r in session.ctx.machine.oplog.select(label=op) if r.kind == "vector"]
+    first = sorted(r.args["elements"] for r in vectors[:-1])
+    assert len(vectors) == parts + 1  # the parts, then one merge program
+    assert sum(first) == passes * numel and first[-1] == passes * -(-numel // parts)
+    assert vectors[-1].args["elements"] == passes * parts
+    assert called["host"] == topology.system.kernel_launch_ps

@@ -382,12 +382,14 @@ class Reduction:
     """A reduction: `chunk(values2d, first) -> partial` along axis 1 (`first`: the chunk's first reduced index),
     `merge(a, b)` of two partials, `finish(partial, count)` the result. A partial may be a tuple of arrays, one
     per dtype of `parts` (None: the compute dtype): argmax's (values, indices), var's (count, mean, sum of
-    squared deviations)."""
+    squared deviations). `passes`: vector passes over each element, one unless the chunk step's arithmetic
+    takes an SM longer than its loads do (var's Welford update)."""
 
     chunk: Callable
     merge: Callable
     finish: Callable = staticmethod(lambda partial, count: partial)
     parts: tuple = (None,)  # the dtypes of a partial's arrays (None: the compute dtype); more than one: a tuple
+    passes: int = 1
 
 
 def reduction_splits(ctx, groups: int, reduced: int, chunk: int) -> int:
@@ -409,10 +411,10 @@ PART_CHUNKS = 4
 
 
 def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: bool, result_dtype: DType,
-           compute_dtype: DType, new_tensor, passes: int = 1):
+           compute_dtype: DType, new_tensor):
     """Reduce `x` over `dims`, as torch's reduce kernel runs it: each program reduces a group of outputs, or one
-    part of one output's reduced extent, loaded at once and reduced in TCM-sized chunks with `passes` vector
-    passes over each element.
+    part of one output's reduced extent, loaded at once and reduced in TCM-sized chunks with the reduction's
+    `passes` vector passes over each element.
 
     The groups are streamed as an elementwise op's tiles are (`streamed`: at
     most four programs a program slot of the SIP), so a reduction costs
@@ -461,7 +463,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         start, stop = (first * reduced, last * reduced) if whole else (first * reduced + lo, first * reduced + hi)
         values = p.load(x, storage_indices(moved, moved_shape, start, stop) if stop > start else
                         np.empty(0, dtype=np.int64))
-        p.vector(name, passes * (stop - start), compute_dtype)
+        p.vector(name, reduction.passes * (stop - start), compute_dtype)
         if not p.data:
             return None
         values = values.astype(compute_dtype.numpy, copy=False).reshape(last - first, hi - lo)
@@ -509,7 +511,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         columns = np.arange(first, last, dtype=np.int64)
         indices = (np.arange(splits, dtype=np.int64)[:, None] * outputs + columns[None, :]).reshape(-1)
         loaded = [p.load(workspace, indices) for workspace in workspaces]
-        p.vector(name, passes * indices.size, compute_dtype)
+        p.vector(name, reduction.passes * indices.size, compute_dtype)
         partial = None
         if p.data:
             loaded = [values.reshape(splits, last - first) for values in loaded]

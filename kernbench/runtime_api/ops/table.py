@@ -44,7 +44,7 @@ class Cost(enum.Enum):
     """How a row's device work is timed: the device ops of device_ops.py that run it, and what they charge."""
 
     ELEMENTWISE = "an elementwise device op: one vector-unit pass over the elements"
-    REDUCTION = "a reduction: one vector-unit pass per chunk of the reduced elements"
+    REDUCTION = "a reduction: one vector-unit op over each program's part of the reduced elements"
     GEMM = ("a GEMM: 2·m·n·k flops on the matrix units, operand tiles over DMA (split over K: a vector pass summing "
             "the partials)")
     COPY = "copies: one DMA copy per input into its slice of the result"
