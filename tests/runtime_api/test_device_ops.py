@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
-from kernbench.runtime_api.ops import device_ops, library_gemm, reductions
+from kernbench.runtime_api.ops import device_ops, library_gemm, reductions, table
 from kernbench.runtime_api.ops.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.layout.views import Layout
@@ -711,3 +711,15 @@ def test_adr0016_t180_a_reduction_takes_torchs_reduce_kernel_parts_and_passes_an
     assert sum(first) == passes * numel and first[-1] == passes * -(-numel // parts)
     assert vectors[-1].args["elements"] == passes * parts
     assert called["host"] == topology.system.kernel_launch_ps
+
+
+@pytest.mark.parametrize("op, passes", [("gelu", table.ERF_PASSES), ("erf", table.ERF_PASSES), ("relu", 1),
+                                        ("exp", 1)])
+def test_adr0016_t181_an_elementwise_ops_vector_op_is_its_rows_passes(op, passes):
+    """erf and the exact gelu take `ERF_PASSES` vector passes over each element, other elementwise rows one; the
+    values stay numpy's."""
+    values = np.random.default_rng(181).uniform(-3, 3, 4096).astype(np.float32)
+    session, got = _run(lambda torch: getattr(torch.tensor(values), op)().numpy())
+    vectors = [r for r in session.ctx.machine.oplog.select(label=op) if r.kind == "vector"]
+    assert sum(r.args["elements"] for r in vectors) == passes * values.size
+    assert_close(got, table.ROWS[op].numpy(values.astype(np.float64)), "f32")

@@ -195,8 +195,9 @@ def broadcast_shape(shapes, call: str) -> tuple[int, ...]:
 
 # ---- elementwise -----------------------------------------------------------------------------
 def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, compute_dtype: DType,
-                out=None, new_tensor=None):
-    """`fn(*operands)` elementwise over broadcast tensors and numbers, into `out` (or a new tensor)."""
+                out=None, new_tensor=None, passes: int = 1):
+    """`fn(*operands)` elementwise over broadcast tensors and numbers, into `out` (or a new tensor): each program
+    one vector op of `passes` passes over its elements."""
     tensors = [op for op in operands if is_tensor(op)]
     shape = broadcast_shape([t.shape for t in tensors], name)
     if out is not None and shape != out.shape:
@@ -228,7 +229,7 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
         stop = min(numel, start + per_tile)
         loaded = {i: p.load(op, storage_indices(op._layout, shape, start, stop))
                   for i, op in enumerate(operands) if is_tensor(op)}
-        p.vector(name, stop - start, lanes)
+        p.vector(name, passes * (stop - start), lanes)
         values = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             args = [numbers[i] if i in numbers else loaded[i].astype(compute_dtype.numpy, copy=False)
