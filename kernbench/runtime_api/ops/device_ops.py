@@ -458,8 +458,9 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
     part = -(-reduced // splits)
 
     def reduce_part(p: Program, first: int, last: int, lo: int, hi: int):
-        """Outputs [first, last) over reduced elements [lo, hi) (the whole extent, or one output's part): one
-        load, one vector op; their partial, chunk by chunk (None when no values are computed)."""
+        """Outputs [first, last) over reduced elements [lo, hi) (the whole extent, or one output's part: a split
+        reduction's groups are one output each, as groups of several already give every PE a program): one load,
+        one vector op; their partial, chunk by chunk (None when no values are computed)."""
         whole = lo == 0 and hi == reduced
         start, stop = (first * reduced, last * reduced) if whole else (first * reduced + lo, first * reduced + hi)
         values = p.load(x, storage_indices(moved, moved_shape, start, stop) if stop > start else
