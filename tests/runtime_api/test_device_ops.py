@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kernbench.dtypes import resolve_dtype
 from kernbench.machine.pe import gemm_ps, vector_ps
 from kernbench.numerics import assert_close
-from kernbench.runtime_api.ops import device_ops, library_gemm
+from kernbench.runtime_api.ops import device_ops, library_gemm, reductions, table
 from kernbench.runtime_api.ops.device_ops import storage_indices
 from kernbench.runtime_api.errors import TensorError
 from kernbench.runtime_api.layout.views import Layout
@@ -115,13 +115,13 @@ def test_adr0016_t5_a_reduction_larger_than_a_tile_is_chunked_and_exact():
     assert len(steps) > 1
 
 
-@pytest.mark.parametrize("shape, dim", [((1 << 20,), None), ((4, 1 << 18), 1), ((3, 2, 1 << 18), 2)])
+@pytest.mark.parametrize("shape, dim", [((1 << 20,), None), ((4, 1 << 19), 1), ((3, 2, 1 << 19), 2)])
 @pytest.mark.parametrize("op", ["sum", "mean", "amax", "argmax", "all"])
 def test_adr0016_t125_a_reduction_with_few_outputs_is_split_over_the_pes_and_exact(shape, dim, op):
     """Too few outputs to give every PE a program: the reduced extent is split over the SIP's PEs
-    (`reduction_splits` parts, each part's partial stored in a workspace), then a second launch merges the
-    partials in part order — the values are numpy's (argmax: the first index of the maximum, here planted in
-    the last part and tied in the first)."""
+    (`reduction_splits` parts of at least `PART_CHUNKS` chunks, each part's partial stored in a workspace), then
+    a second launch merges the partials in part order — the values are numpy's (argmax: the first index of the
+    maximum, here planted in the last part and tied in the first)."""
     values = np.random.default_rng(125).uniform(-1, 1, shape).astype(np.float32)
     flat = values.reshape(-1)
     flat[-3] = flat[5] = 7.0  # a tie across parts: argmax must keep the earlier one
@@ -140,10 +140,11 @@ def test_adr0016_t125_a_reduction_with_few_outputs_is_split_over_the_pes_and_exa
     ctx = session.ctx
     reduced = values.size if dim is None else shape[dim]
     outputs = values.size // reduced
-    chunk = min(reduced, device_ops.tile_elements(ctx, values.dtype.itemsize))
-    groups = -(-outputs // max(1, device_ops.tile_elements(ctx, values.dtype.itemsize) // reduced))
+    tile = device_ops.tile_elements(ctx, values.dtype.itemsize)
+    chunk = min(reduced, tile)
+    groups = -(-outputs // device_ops.streamed(ctx, outputs, max(1, tile // reduced)))
     splits = device_ops.reduction_splits(ctx, groups, reduced, chunk)
-    assert splits > 1
+    assert splits == min(-(-ctx.topology.pes_per_sip // groups), reduced // (device_ops.PART_CHUNKS * chunk)) > 1
     first_pass = {op_.program for op_ in ctx.machine.oplog.select(label=op) if op_.kind == "vector"
                   and op_.args["elements"] != splits * outputs}
     assert len(first_pass) == groups * splits
@@ -679,3 +680,46 @@ def test_adr0016_t171_a_softmax_program_takes_its_closed_form_on_an_idle_machine
     total = np.exp(shifted).sum(-1, keepdims=True)
     np.testing.assert_allclose(got["y"], np.exp(shifted) / total if op == "softmax" else shifted - np.log(total),
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("numel, op", [(1 << 20, "sum"), (1 << 20, "var"), (1 << 28, "sum")])
+def test_adr0016_t180_a_reduction_takes_torchs_reduce_kernel_parts_and_passes_and_one_host_launch(numel, op):
+    """A full reduction on the h100, timing-only: its first kernel is a program per part of at least `PART_CHUNKS`
+    chunks (torch's 16 vector loads a thread), no more than four programs a program slot, each one vector op of
+    the reduction's passes over its part (var: `WELFORD_PASSES`); its merge is the op's second kernel, whose
+    launch the host does not pay again: the call returns one `kernel_launch_ns` after it began."""
+    session = Session("h100", timing_only=True)
+    topology = session.ctx.topology
+    called = {}
+
+    def bench(torch):
+        x = torch.empty(numel, device="cuda")
+        torch.cuda.synchronize()
+        start = session.engine.now
+        getattr(x, op)()
+        called["host"] = session.engine.now - start
+        torch.cuda.synchronize()
+
+    session.run(bench, session.torch)
+    chunk = device_ops.tile_elements(session.ctx, 4)
+    slots = device_ops.STREAMED_PER_SLOT * topology.pes_per_sip * topology.pe.resident_programs
+    parts = min(slots, numel // (device_ops.PART_CHUNKS * chunk))
+    passes = reductions.WELFORD_PASSES if op == "var" else 1
+    vectors = [r for r in session.ctx.machine.oplog.select(label=op) if r.kind == "vector"]
+    first = sorted(r.args["elements"] for r in vectors[:-1])
+    assert len(vectors) == parts + 1  # the parts, then one merge program
+    assert sum(first) == passes * numel and first[-1] == passes * -(-numel // parts)
+    assert vectors[-1].args["elements"] == passes * parts
+    assert called["host"] == topology.system.kernel_launch_ps
+
+
+@pytest.mark.parametrize("op, passes", [("gelu", table.ERF_PASSES), ("erf", table.ERF_PASSES), ("relu", 1),
+                                        ("exp", 1)])
+def test_adr0016_t181_an_elementwise_ops_vector_op_is_its_rows_passes(op, passes):
+    """erf and the exact gelu take `ERF_PASSES` vector passes over each element, other elementwise rows one; the
+    values stay numpy's."""
+    values = np.random.default_rng(181).uniform(-3, 3, 4096).astype(np.float32)
+    session, got = _run(lambda torch: getattr(torch.tensor(values), op)().numpy())
+    vectors = [r for r in session.ctx.machine.oplog.select(label=op) if r.kind == "vector"]
+    assert sum(r.args["elements"] for r in vectors) == passes * values.size
+    assert_close(got, table.ROWS[op].numpy(values.astype(np.float64)), "f32")

@@ -104,7 +104,7 @@ def launch(prepared) -> None:
 
 
 def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: str, run_program,
-                    finished=None) -> None:
+                    finished=None, host_launch: bool = True) -> None:
     """Enqueue `n_programs` programs over `tensors` on the current stream of their device; return at once.
 
     The one launch path of kernels and built-in device ops: programs are
@@ -117,6 +117,8 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
     (`system.host_link.kernel_launch_ns`, grown by `host_growth_per_gpu` for
     each further worker of its spawn), as a GPU's framework and driver do:
     a single op waits it out, a host running ahead of its device hides it.
+    `host_launch=False` skips it for an op's further kernel, enqueued within
+    the call that launched its first (a reduction's merge: adr/0016).
     A launch from outside any process (a script driving the engine itself)
     has no host timeline to spend it on and enqueues at once. Once the
     launch's turn on its stream comes, the device spends `sip.kernel_start_ns`
@@ -161,7 +163,7 @@ def launch_programs(ctx, tensors, written, n_programs: int, name: str, label: st
 
     system, start_ps = ctx.topology.system, ctx.topology.sip.kernel_start_ps
     launch_ps = system.host_call_ps(system.kernel_launch_ps, ctx.spawned_count() or 1)
-    if launch_ps and engine.current_process is not None:
+    if host_launch and launch_ps and engine.current_process is not None:
         engine.sleep(launch_ps)  # the host's cost of the launch; work already on the device runs on meanwhile
     handle = ctx.current_stream(sip).enqueue(label, run_launch, spmd=(
         "launch", name, n_programs, tensors, written, run_program, finished, waits, start_ps))

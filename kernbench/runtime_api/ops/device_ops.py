@@ -165,15 +165,17 @@ def storage_indices(layout: Layout, shape: tuple[int, ...], start: int, stop: in
 
 
 def run_tiles(ctx, inputs, output, n_programs: int, label: str, run_program: Callable[[Program], None],
-              finished: Callable[[], None] | None = None, also_written=()) -> None:
+              finished: Callable[[], None] | None = None, also_written=(), host_launch: bool = True) -> None:
     """Launch `n_programs` tile programs reading `inputs` and writing `output` (and `also_written`; all on one
-    device); `finished()`, if given, is called when they have ended."""
+    device); `finished()`, if given, is called when they have ended. `host_launch=False`: an op's further
+    kernel, which the host enqueues within the op's one call (`launch_programs`)."""
     tensors = [*inputs, output]  # the output last: launch placement follows the largest, ties to the first
 
     def run(pe, number: int) -> None:
         run_program(Program(ctx, pe, label, number))
 
-    launch_programs(ctx, tensors, [output, *also_written], n_programs, label, label, run, finished=finished)
+    launch_programs(ctx, tensors, [output, *also_written], n_programs, label, label, run, finished=finished,
+                    host_launch=host_launch)
 
 
 def check_same_device(tensors, call: str):
@@ -193,8 +195,9 @@ def broadcast_shape(shapes, call: str) -> tuple[int, ...]:
 
 # ---- elementwise -----------------------------------------------------------------------------
 def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, compute_dtype: DType,
-                out=None, new_tensor=None):
-    """`fn(*operands)` elementwise over broadcast tensors and numbers, into `out` (or a new tensor)."""
+                out=None, new_tensor=None, passes: int = 1):
+    """`fn(*operands)` elementwise over broadcast tensors and numbers, into `out` (or a new tensor): each program
+    one vector op of `passes` passes over its elements."""
     tensors = [op for op in operands if is_tensor(op)]
     shape = broadcast_shape([t.shape for t in tensors], name)
     if out is not None and shape != out.shape:
@@ -226,7 +229,7 @@ def elementwise(name: str, fn: Callable, operands: list, result_dtype: DType, co
         stop = min(numel, start + per_tile)
         loaded = {i: p.load(op, storage_indices(op._layout, shape, start, stop))
                   for i, op in enumerate(operands) if is_tensor(op)}
-        p.vector(name, stop - start, lanes)
+        p.vector(name, passes * (stop - start), lanes)
         values = np.empty(stop - start, dtype=out.dtype.numpy)
         if p.data:
             args = [numbers[i] if i in numbers else loaded[i].astype(compute_dtype.numpy, copy=False)
@@ -380,32 +383,51 @@ class Reduction:
     """A reduction: `chunk(values2d, first) -> partial` along axis 1 (`first`: the chunk's first reduced index),
     `merge(a, b)` of two partials, `finish(partial, count)` the result. A partial may be a tuple of arrays, one
     per dtype of `parts` (None: the compute dtype): argmax's (values, indices), var's (count, mean, sum of
-    squared deviations)."""
+    squared deviations). `passes`: vector passes over each element, one unless the chunk step's arithmetic
+    takes an SM longer than its loads do (var's Welford update)."""
 
     chunk: Callable
     merge: Callable
     finish: Callable = staticmethod(lambda partial, count: partial)
     parts: tuple = (None,)  # the dtypes of a partial's arrays (None: the compute dtype); more than one: a tuple
+    passes: int = 1
 
 
 def reduction_splits(ctx, groups: int, reduced: int, chunk: int) -> int:
-    """Parts the reduced extent is split into, as a library's reduction kernel splits it: one when the groups of
-    outputs already give every PE of the SIP a program, else as many as fill the PEs, each at least one
-    chunk."""
-    pes = ctx.topology.pes_per_sip
-    if groups >= pes or reduced <= chunk:
+    """Parts the reduced extent is split into, as torch's reduce kernel splits it over thread blocks: one when the
+    groups of outputs already give every PE of the SIP a program, else each part at least `PART_CHUNKS` chunks
+    (a chunk: the loads one program keeps in flight, a TCM share), and no more parts than stream the extent as
+    an elementwise op streams its tiles (`streamed`: four programs a program slot)."""
+    topology = ctx.topology
+    if groups >= topology.pes_per_sip:
         return 1
-    return max(1, min(-(-pes // groups), -(-reduced // chunk)))
+    slots = STREAMED_PER_SLOT * topology.pes_per_sip * topology.pe.resident_programs
+    return max(1, min(-(-slots // groups), reduced // (PART_CHUNKS * chunk)))
+
+
+# torch's reduce kernel (aten's Reduce.cuh) gives each thread of a block at least 16 vector loads, issued four at a
+# time, before it splits the reduced extent over more blocks: a block's part is at least four rounds of the loads it
+# keeps in flight, so a small reduction runs on few SMs (2^20 floats: 32 blocks of 32768).
+PART_CHUNKS = 4
 
 
 def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: bool, result_dtype: DType,
            compute_dtype: DType, new_tensor):
-    """Reduce `x` over `dims`: each program reduces a group of outputs, in TCM-sized chunks of the reduced extent.
+    """Reduce `x` over `dims`, as torch's reduce kernel runs it: each program reduces a group of outputs, or one
+    part of one output's reduced extent, loaded at once and reduced in TCM-sized chunks with the reduction's
+    `passes` vector passes over each element.
 
-    When the groups are too few to give every PE a program (a full reduction to one value, a few long rows),
-    the reduced extent is split over the PEs, as a library reduction kernel splits it over thread blocks:
-    each program reduces one part of one group into a partial in a workspace in HBM, and a second launch
-    merges each output's partials in part order and finishes it.
+    The groups are streamed as an elementwise op's tiles are (`streamed`: at
+    most four programs a program slot of the SIP), so a reduction costs
+    O(slots) simulated events whatever its size. When the groups are too few
+    to give every PE a program (a full reduction to one value, a few long
+    rows), the reduced extent is split over the PEs (`reduction_splits`), as
+    torch's kernel splits it over thread blocks: each program reduces one
+    part of one output into a partial in a workspace in HBM, and the op's
+    second kernel merges each output's partials in part order and finishes
+    it. torch runs that second step in the same call (a memset of the
+    blocks' semaphores, then the kernel whose last block merges), so it costs
+    the device a kernel's start and the host no launch of its own.
     """
     kept = [d for d in range(x.ndim) if d not in dims]
     out_shape = tuple(x.shape[d] if d in kept else 1 for d in range(x.ndim)) if keepdim else \
@@ -423,31 +445,34 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         return out
     result, out, x = out, as_called(out), as_called(x)  # the programs run later, on the tensors as they are now
     ctx = x._ctx
-    # Storage elements of x as (outputs, reduced): kept dims' offsets plus reduced dims' offsets.
-    kept_layout = Layout(tuple(x.shape[d] for d in kept), tuple(x.stride()[d] for d in kept), x.storage_offset())
-    reduced_layout = Layout(tuple(x.shape[d] for d in dims), tuple(x.stride()[d] for d in dims), 0)
-    per_program = max(1, tile_elements(ctx, x.dtype.itemsize) // max(1, reduced))
-    chunk = min(reduced, tile_elements(ctx, x.dtype.itemsize)) if reduced else 1
+    # Storage elements of x as (outputs, reduced): the kept dims, then the reduced dims.
+    moved_shape = tuple(x.shape[d] for d in kept) + tuple(x.shape[d] for d in dims)
+    moved = Layout(moved_shape, tuple(x.stride()[d] for d in kept) + tuple(x.stride()[d] for d in dims),
+                   x.storage_offset())
+    tile = tile_elements(ctx, x.dtype.itemsize)
+    chunk = min(reduced, tile) if reduced else 1
+    per_program = streamed(ctx, outputs, max(1, tile // max(1, reduced)))
     out_layout = Layout.contiguous(tuple(x.shape[d] for d in kept), out.storage_offset())
     groups = -(-outputs // per_program)
     splits = reduction_splits(ctx, groups, reduced, chunk)
     part = -(-reduced // splits)
 
     def reduce_part(p: Program, first: int, last: int, lo: int, hi: int):
-        """Outputs [first, last) over reduced elements [lo, hi), chunk by chunk: their partial (None when no
-        values are computed)."""
-        bases = _as_array(storage_indices(kept_layout, kept_layout.shape, first, last))
+        """Outputs [first, last) over reduced elements [lo, hi) (the whole extent, or one output's part: a split
+        reduction's groups are one output each, as groups of several already give every PE a program): one load,
+        one vector op; their partial, chunk by chunk (None when no values are computed)."""
+        whole = lo == 0 and hi == reduced
+        start, stop = (first * reduced, last * reduced) if whole else (first * reduced + lo, first * reduced + hi)
+        values = p.load(x, storage_indices(moved, moved_shape, start, stop) if stop > start else
+                        np.empty(0, dtype=np.int64))
+        p.vector(name, reduction.passes * (stop - start), compute_dtype)
+        if not p.data:
+            return None
+        values = values.astype(compute_dtype.numpy, copy=False).reshape(last - first, hi - lo)
         partial = None
-        for start in range(lo, max(hi, lo + 1), chunk):
-            stop = min(hi, start + chunk)
-            offsets = _as_array(storage_indices(reduced_layout, reduced_layout.shape, start, stop))
-            indices = (bases[:, None] + offsets[None, :]).reshape(-1)
-            values = p.load(x, indices)
-            p.vector(name, indices.size, compute_dtype)
-            if p.data:
-                piece = reduction.chunk(values.astype(compute_dtype.numpy, copy=False)
-                                        .reshape(last - first, stop - start), start)
-                partial = piece if partial is None else reduction.merge(partial, piece)
+        for begin in range(lo, max(hi, lo + 1), chunk):
+            piece = reduction.chunk(values[:, begin - lo:min(hi, begin + chunk) - lo], begin)
+            partial = piece if partial is None else reduction.merge(partial, piece)
         return partial
 
     def store_result(p: Program, first: int, last: int, partial) -> None:
@@ -488,7 +513,7 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
         columns = np.arange(first, last, dtype=np.int64)
         indices = (np.arange(splits, dtype=np.int64)[:, None] * outputs + columns[None, :]).reshape(-1)
         loaded = [p.load(workspace, indices) for workspace in workspaces]
-        p.vector(name, indices.size, compute_dtype)
+        p.vector(name, reduction.passes * indices.size, compute_dtype)
         partial = None
         if p.data:
             loaded = [values.reshape(splits, last - first) for values in loaded]
@@ -497,12 +522,8 @@ def reduce(name: str, reduction: Reduction, x, dims: tuple[int, ...], keepdim: b
                 partial = piece if partial is None else reduction.merge(partial, piece)
         store_result(p, first, last, partial)
 
-    run_tiles(ctx, workspaces, out, -(-outputs // merge_per_program), name, merge_program)
+    run_tiles(ctx, workspaces, out, -(-outputs // merge_per_program), name, merge_program, host_launch=False)
     return result
-
-
-def _as_array(indices) -> np.ndarray:
-    return np.arange(indices.start, indices.stop, dtype=np.int64) if isinstance(indices, slice) else indices
 
 
 # ---- matmul ----------------------------------------------------------------------------------

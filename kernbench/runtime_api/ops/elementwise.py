@@ -76,7 +76,7 @@ def apply(row, *operands, out=None):
         raise TensorError(f"{row.name}: result type {result.name} can't be cast to the output {out.name!r} of type "
                           f"{out.dtype.name}")
     value = device_ops.elementwise(row.name, row.numpy, list(operands), out.dtype if out is not None else result,
-                                   compute, out=out, new_tensor=result_maker(operands))
+                                   compute, out=out, new_tensor=result_maker(operands), passes=row.passes)
     if out is not None or not result.is_differentiable:
         return value
     return autograd.record(value, row.name, operands, functools.partial(_backward, row, operands, value))

@@ -148,7 +148,14 @@ def welford_reduction(correction) -> Reduction:
         with np.errstate(divide="ignore", invalid="ignore"):
             return partial[2] / max(0, count - correction)
 
-    return Reduction(chunk, merge, finish, parts=(None, None, None))
+    return Reduction(chunk, merge, finish, parts=(None, None, None), passes=WELFORD_PASSES)
+
+
+# Vector passes over each element of torch's Welford update (aten's WelfordOps: the count converted to float and
+# the division by it, each on an SM's 16-a-cycle units, a pass an eighth of the lanes' rate as functional.py's
+# EXPONENTIAL_PASSES; the division's Newton steps and rounding; the mean's and the squares' adds): eight, eight,
+# eight and six. Twice the FP32 lanes' time of a load of its element on the H200, so its var is bound by them.
+WELFORD_PASSES = 30
 
 
 def _dims(x, dim, call: str) -> tuple[int, ...]:

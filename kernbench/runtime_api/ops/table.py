@@ -43,8 +43,8 @@ from kernbench.runtime_api.ops.promotion import is_tensor
 class Cost(enum.Enum):
     """How a row's device work is timed: the device ops of device_ops.py that run it, and what they charge."""
 
-    ELEMENTWISE = "an elementwise device op: one vector-unit pass over the elements"
-    REDUCTION = "a reduction: one vector-unit pass per chunk of the reduced elements"
+    ELEMENTWISE = "an elementwise device op: vector-unit passes over the elements, one unless its row says more"
+    REDUCTION = "a reduction: one vector-unit op over each program's part of the reduced elements"
     GEMM = ("a GEMM: 2·m·n·k flops on the matrix units, operand tiles over DMA (split over K: a vector pass summing "
             "the partials)")
     COPY = "copies: one DMA copy per input into its slice of the result"
@@ -80,6 +80,7 @@ class OpRow:
     functional: Callable | None = None
     operands: int = 1
     records_backward: bool = False
+    passes: int = 1  # an elementwise row's vector passes over each element (ERF_PASSES for erf and gelu)
 
     @property
     def derivative(self) -> str:
@@ -127,6 +128,14 @@ def _op(name, cost: Cost, function, forms="torch method", **extra) -> OpRow:
 
 
 # ---- numpy formulas that numpy lacks ----------------------------------------------------------------
+# Vector passes over each element of torch's erf and exact GELU kernels: CUDA's erff is a polynomial for small
+# arguments and an exponential (on the SM's 16-a-cycle units) for large ones, and a warp whose lanes take both
+# issues both, about thirty instructions; a half type's conversions to float and back, on the same 16-a-cycle units,
+# take eight more. Every other elementwise row is one pass: its memory binds it, where these bind the H200's in
+# bf16 (adr/0016, "Cost rules").
+ERF_PASSES = 38
+
+
 def _erf(x):
     """erf to ~1e-7 (Abramowitz & Stegun 7.1.26), enough for every dtype's tolerance; numpy has none."""
     sign = np.sign(x)
@@ -260,13 +269,14 @@ _ROWS = [
     _unary("tanh", np.tanh, "float", lambda g, x, out: g * (1 - out * out), forms="torch method inplace functional"),
     _unary("sigmoid", _sigmoid, "float", lambda g, x, out: g * out * (1 - out),
            forms="torch method inplace functional"),
-    _unary("erf", _erf, "float", lambda g, x, out: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi))),
+    _unary("erf", _erf, "float", lambda g, x, out: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)),
+           passes=ERF_PASSES),
     _unary("silu", lambda x: x * _sigmoid(x), "float", lambda g, x, out: g * _silu_slope(x),
            forms="torch method inplace functional"),
     _unary("gelu", lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))), "float",
            lambda g, x, out: g * ((x / math.sqrt(2.0)).erf() * 0.5 + 0.5
                                   + x * (x * x * -0.5).exp() / math.sqrt(2.0 * math.pi)),
-           forms="torch method inplace functional", functional=functional.gelu),
+           forms="torch method inplace functional", functional=functional.gelu, passes=ERF_PASSES),
     _unary("logical_not", np.logical_not, "bool"),
     _unary("bitwise_not", np.invert, "integral"),
     _unary("isnan", np.isnan, "bool"),
