@@ -28,29 +28,34 @@ on 4 x H100 with the same NVLink 4 / NVSwitch fabric
 more, which a first line on stderr says before it starts.
 
 By default the script then holds the model against this project's own
-measurements on 2 and 4 H200s (`anchors/nccl_h200x2_nv18.json`,
-`anchors/nccl_h200x4_nv18.json`, and `anchors/nccl_h200x2_fine_nv18.json`
-from a second 2-GPU host, taken by `anchors/measure_nccl.py`), each timing
-apart: the host loop against the record's `time_ps`, the CUDA graph (what
-the device spends per call, no host work between calls) against its
-`device_ps`; each run on `topology/h200x4.yaml` cut to the measurement's
-GPU count (only `system.sips.count` changed). A row NCCL ran with
-`NCCL_ALGO=Ring NCCL_PROTO=π` runs here with ccl.yaml's `candidates: [ring]`
-and `protocol: π`; the others with the shipped ccl.yaml. Calibration, which
-set the protocols' launch, exchange and step latencies
-(`topology/h200x4.yaml`): the 4-GPU Ring rows forced to each protocol, every
-collective, and the 4-GPU send/recv. Held out: NCCL's own choice of every
-other collective on 4 GPUs (sizes and protocol choices between the
-calibration's), and everything on 2 GPUs, from two hosts. The second 2-GPU
-host's host loop spends 30-50 us a call where the first spent 26 (the
-host's cost of a call is the host machine's: anchors/README.md), so its
-host-loop points below 16 MiB measure that host: they are printed and
-summed apart (`held_out_second_host`). Per collective, GPU count and
-protocol (`auto`: NCCL's choice), then per set and timing
+measurements on 2, 3 and 4 H200s (`anchors/nccl_h200x2_nv18.json`,
+`anchors/nccl_h200x4_nv18.json`, `anchors/nccl_h200x2_fine_nv18.json` from a
+second 2-GPU host, and `anchors/nccl_h200x{4,3}_fine_nv18.json` and
+`anchors/nccl_h200x2_fine_host3_nv18.json` from a third host, taken by
+`anchors/measure_nccl.py`), each timing apart: the host loop against the
+record's `time_ps`, the CUDA graph (what the device spends per call, no host
+work between calls) against its `device_ps`; each run on
+`topology/h200x4.yaml` cut to the measurement's GPU count (only
+`system.sips.count` changed). A row NCCL ran with `NCCL_ALGO=Ring
+NCCL_PROTO=π` runs here with ccl.yaml's `candidates: [ring]` and `protocol:
+π`; the others with the shipped ccl.yaml. A row measured twice (`repeat`) is
+scored against the mean. Calibration, which set the protocols' launch,
+exchange and step latencies (`topology/h200x4.yaml`): the 4-GPU Ring rows
+forced to each protocol, every collective, and the first host's 4-GPU
+send/recv. Held out, decided before anything was set from the files: NCCL's
+own choice of every other collective on 4 GPUs, everything on 3 GPUs (a
+count nothing was set on) and everything on 2, from three hosts. A host's
+cost of a call is the host machine's (anchors/README.md): the second 2-GPU
+host spends 30-50 us a call and the third host about 50 us on 2, 3 and 4
+GPUs alike, so their host-loop points below 16 MiB measure the host: they
+are printed and summed apart (`held_out_second_host`; the third host's as
+`<set>_host_bound`). Per collective, GPU count and protocol (`auto`: NCCL's
+choice), then per set, per set and GPU count, and timing
 `<set>_<timing>_geomean_abs_error_ge_1MiB` and `..._max_...`, the held-out
 lines last. send/recv is scored from 1 to 16 MiB (a 1 GiB send is tens of
 thousands of simulated messages), forced rows up to 128 MiB (16 MiB on the
-second host). `--quick` skips this part.
+second and third hosts). `--quick` skips this part; `--own` runs it alone,
+`--gpus 3` (or `2,4`) only its sets of those GPU counts.
 
 Run as `python benchmarks/fidelity_nccl.py` from the repository root
 (a few minutes of host CPU: the 1 GiB cases are each many thousands of
@@ -86,17 +91,27 @@ HELD_OUT_COLLECTIVES = ("all_gather", "reduce_scatter", "broadcast")
 ANCHORS = Path(__file__).resolve().parent / "anchors"
 OWN_SIZES = [mib << 20 for mib in (1, 2, 4, 8, 16, 64, 256, 1024)]
 FINE_SIZES = [int(mib * (1 << 20)) for mib in (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 64, 256, 1024)]
+EVERY_SIZE = None  # a set that scores NCCL's own choice at every size its file has
 SEND_MAX_BYTES = 16 << 20  # a 1 GiB send is 4,096 messages on each of 16 channels: minutes of host time
-# (set, GPUs, file, sizes NCCL chose for, largest forced row scored, which rows the set takes): the held-out sets
-# last. A forced row is (collective, "Ring", protocol); NCCL's own choice is (collective, "auto", "auto").
+# (set, GPUs, file, sizes NCCL chose for, largest forced row scored, which rows the set takes, host loop below this
+# many bytes summed apart as the host's): the held-out sets last. A forced row is (collective, "Ring", protocol);
+# NCCL's own choice is (collective, "auto", "auto"). The split was decided before anything was set from the files.
 OWN = (
     ("calibration", 4, ANCHORS / "nccl_h200x4_nv18.json", OWN_SIZES, 128 << 20,
-     lambda collective, algo: algo == "Ring" or collective == "send_recv"),
+     lambda collective, algo: algo == "Ring" or collective == "send_recv", 0),
+    ("calibration", 4, ANCHORS / "nccl_h200x4_fine_nv18.json", EVERY_SIZE, 16 << 20,
+     lambda collective, algo: algo == "Ring", 16 << 20),
     ("held_out", 4, ANCHORS / "nccl_h200x4_nv18.json", OWN_SIZES, 0,
-     lambda collective, algo: algo == "auto" and collective != "send_recv"),
-    ("held_out", 2, ANCHORS / "nccl_h200x2_nv18.json", OWN_SIZES, 128 << 20, lambda collective, algo: True),
+     lambda collective, algo: algo == "auto" and collective != "send_recv", 0),
+    ("held_out", 4, ANCHORS / "nccl_h200x4_fine_nv18.json", EVERY_SIZE, 0,
+     lambda collective, algo: algo == "auto", 16 << 20),
+    ("held_out", 3, ANCHORS / "nccl_h200x3_fine_nv18.json", EVERY_SIZE, 16 << 20, lambda collective, algo: True,
+     16 << 20),
+    ("held_out", 2, ANCHORS / "nccl_h200x2_nv18.json", OWN_SIZES, 128 << 20, lambda collective, algo: True, 0),
+    ("held_out", 2, ANCHORS / "nccl_h200x2_fine_host3_nv18.json", EVERY_SIZE, 0, lambda collective, algo: True,
+     16 << 20),
     ("held_out_second_host", 2, ANCHORS / "nccl_h200x2_fine_nv18.json", FINE_SIZES, 16 << 20,
-     lambda collective, algo: True),
+     lambda collective, algo: True, 0),
 )
 
 
@@ -167,28 +182,39 @@ def forced_ring(protocol: str) -> dict:
     return config
 
 
-def _scored_rows(path: Path, sizes: list[int], forced_max: int, takes) -> list[dict]:
-    """The rows of `path` a set scores, >= 1 MiB: NCCL's own choice at `sizes` (send/recv to
+def _scored_rows(path: Path, sizes: list[int] | None, forced_max: int, takes) -> list[dict]:
+    """The rows of `path` a set scores, >= 1 MiB: NCCL's own choice at `sizes` (None: every size; send/recv to
     `SEND_MAX_BYTES`), Ring forced to a protocol up to `forced_max`; only those `takes` keeps."""
     rows = []
     for row in json.loads(path.read_text())["rows"]:
         collective, algo, nbytes = row["collective"], row["nccl_algo"], row["bytes"]
         if nbytes < SCORED_FROM_BYTES or algo not in ("auto", "Ring") or not takes(collective, algo):
             continue
-        if algo == "auto" and nbytes in sizes and (collective != "send_recv" or nbytes <= SEND_MAX_BYTES) \
-                or algo == "Ring" and nbytes <= forced_max:
+        if algo == "auto" and (sizes is None or nbytes in sizes) \
+                and (collective != "send_recv" or nbytes <= SEND_MAX_BYTES) or algo == "Ring" and nbytes <= forced_max:
             rows.append(row)
     return rows
 
 
-def own_measurements() -> None:
-    """Calibration and held-out points of this project's 2- and 4-GPU measurements, >= 1 MiB, each timing:
+def measured(row: dict, key: str) -> float:
+    """A row's time under `key`, the mean with its `repeat` (the same size measured again in a second process)
+    where the file has one."""
+    again = row.get("repeat", {}).get(key)
+    return row[key] if again is None else (row[key] + again) / 2
+
+
+def own_measurements(gpu_counts: set[int] | None = None) -> None:
+    """Calibration and held-out points of this project's 2-, 3- and 4-GPU measurements, >= 1 MiB, each timing:
     the host loop against the record's time, the CUDA graph against its device span. Per point, per set,
-    GPU count, collective and protocol, then the summaries, the held-out lines last."""
+    GPU count, collective and protocol, then the summaries, the held-out lines last. `gpu_counts`: only the
+    sets of those GPU counts (None: all). A set's host-loop points below its host-bound size are the host's
+    cost of a call on that host (anchors/README.md) and are summed apart, as `<set>_host_bound_host_loop`."""
     print(f"{'set':>20} {'gpus':>4} {'collective':>14} {'NCCL':>6} {'bytes':>13} {'loop us':>8} {'sim us':>7} "
           f"{'error':>7} {'graph us':>8} {'sim us':>7} {'error':>7}  ran")
     scored = {}
-    for which, gpus, path, sizes, forced_max, takes in OWN:
+    for which, gpus, path, sizes, forced_max, takes, host_bound in OWN:
+        if gpu_counts is not None and gpus not in gpu_counts:
+            continue
         topology = cut_to(gpus)
         groups = {}
         for row in _scored_rows(path, sizes, forced_max, takes):
@@ -199,19 +225,25 @@ def own_measurements() -> None:
                 record, ran = simulate(row["bytes"], collective, topology, gpus, None if proto == "auto" else proto)
                 cells = []
                 for timing, (measured_key, simulated_key) in TIMINGS.items():
-                    measured, simulated = row[measured_key], record[simulated_key] / 1e6
-                    error = (simulated - measured) / measured
-                    errors[timing].append(abs(error))
-                    cells.append(f"{measured:>8.1f} {simulated:>7.1f} {error:>+7.1%}")
+                    real, simulated = measured(row, measured_key), record[simulated_key] / 1e6
+                    error = (simulated - real) / real
+                    if timing == "host_loop" and row["bytes"] < host_bound:
+                        scored.setdefault((f"{which}_host_bound", timing), []).append(abs(error))
+                    else:
+                        errors[timing].append(abs(error))
+                    cells.append(f"{real:>8.1f} {simulated:>7.1f} {error:>+7.1%}")
                 print(f"{which:>20} {gpus:>4} {collective:>14} {proto:>6} {row['bytes']:>13,} {' '.join(cells)}  "
                       f"{ran}", flush=True)
             print(f"{which}_{gpus}gpu_{collective}_{proto}: " + ", ".join(
-                f"{timing} geomean {geomean(e):.1%} max {max(e):.1%}" for timing, e in errors.items()), flush=True)
+                f"{timing} geomean {geomean(e):.1%} max {max(e):.1%}" for timing, e in errors.items() if e),
+                flush=True)
             for timing, e in errors.items():
                 scored.setdefault((which, timing), []).extend(e)
-    for (which, timing), errors in scored.items():
-        print(f"{which}_{timing}_geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
-        print(f"{which}_{timing}_max_abs_error_ge_1MiB: {max(errors):.1%}")
+                scored.setdefault((f"{which}_{gpus}gpu", timing), []).extend(e)
+    for (which, timing), errors in sorted(scored.items(), key=lambda item: item[0][0].startswith("held_out")):
+        if errors:
+            print(f"{which}_{timing}_geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
+            print(f"{which}_{timing}_max_abs_error_ge_1MiB: {max(errors):.1%}")
 
 
 def held_out() -> None:
@@ -252,8 +284,14 @@ def main() -> int:
     parser.add_argument("--held-out", action="store_true",
                         help="first the other collectives of the held-out measurement (a few minutes more)")
     parser.add_argument("--quick", action="store_true",
-                        help="the 4 x H200 all-reduce anchor alone, not this project's 2- and 4-GPU measurements")
+                        help="the 4 x H200 all-reduce anchor alone, not this project's 2-, 3- and 4-GPU measurements")
+    parser.add_argument("--own", action="store_true", help="this project's measurements alone, not the anchor first")
+    parser.add_argument("--gpus", help="this project's measurements of these GPU counts alone (comma-separated)")
     args = parser.parse_args()
+    counts = None if args.gpus is None else {int(count) for count in args.gpus.split(",")}
+    if args.own:
+        own_measurements(counts)
+        return 0
     if args.held_out:
         print(held_out_note(), file=sys.stderr, flush=True)
         held_out()
@@ -273,7 +311,7 @@ def main() -> int:
     print(f"geomean_abs_error_ge_1MiB: {geomean(errors):.1%}")
     print(f"max_abs_error_ge_1MiB: {max(errors):.1%}")
     if not args.quick:
-        own_measurements()
+        own_measurements(counts)
     return 0
 
 

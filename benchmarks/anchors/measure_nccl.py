@@ -31,6 +31,11 @@ NCCL's own environment decides algorithm and protocol; `NCCL_ALGO` and
 process), and the file records every `NCCL_*` variable set. NVLink
 multicast (NVLS) stays off, as the machines it was run on require.
 
+With `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING` NCCL logs its choice of each
+collective call (`AllReduce: N Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}`,
+N per rank for all-gather and reduce-scatter) and its tuning table at init;
+the anchors record rank 0's as `nccl_chose` and `nccl_tuning_table`.
+
 Rank 0's rows are written, with the GPU, NCCL and PyTorch versions, as JSON
 to `--out` after every collective, so a run cut short keeps what it took.
 
@@ -154,6 +159,7 @@ def _worker(rank: int, world: int, args) -> None:
     rows = []
     for collective in args.collectives.split(","):
         for nbytes in SIZE_LADDERS[args.sizes]:
+            nbytes = -(-nbytes // args.round_to) * args.round_to
             if nbytes > args.max_bytes:
                 continue
             buffers = _buffers(torch, collective, nbytes, world)
@@ -199,6 +205,9 @@ def main() -> None:
                         help="pow2: 8 B to 1 GiB by 2 (default); pow4: the first anchors' ladder; fine: 1 to 16 MiB "
                         "by about sqrt(2), then 64 MiB, 256 MiB, 1 GiB")
     parser.add_argument("--max-bytes", type=int, default=1 << 30, help="skip sizes above this")
+    parser.add_argument("--round-to", type=int, default=1,
+                        help="round each size up to a multiple of this many bytes: 3 x 64 KiB gives 3 GPUs pieces "
+                        "NCCL copies at full rate (a rank's piece of 1 MiB / 3 is not 16-byte aligned; default 1)")
     parser.add_argument("--timings", default="host,graph", help="host, graph or both (default)")
     parser.add_argument("--port", type=int, default=29511, help="the rendezvous port")
     args = parser.parse_args()

@@ -38,8 +38,9 @@ NCCL's tuner prices every (algorithm, protocol) pair:
 with L_π NCCL's base latency, h_π its per-step latency of the link and e_π
 the share of the link's rate NCCL credits the protocol
 (`ipcq.protocols.<π>.tuner_latency_ns`, `tuner_step_latency_ns`,
-`tuner_efficiency`), and n_a(p) the steps that pay h_π (`latency_steps`:
-`SHAPES`' steps, but one for a chain broadcast or reduce, which streams).
+`tuner_efficiency`), and n_a(p) the steps NCCL charges h_π (`nccl_steps`:
+`SHAPES`' steps, but one for a chain broadcast or reduce, which streams, and
+2(p−1) for the tree all-reduce, which inside one node NCCL runs as a chain).
 This is NCCL's belief, which is what decides NCCL's choice; what the call
 then costs is simulated under the protocol's own terms (its launch, its
 exchange latency where every rank sends and receives, n_a(p) times its
@@ -186,7 +187,7 @@ def plan(machine, request, shipped: dict[str, str], splits: bool) -> Plan | None
                 seconds = steps * (alpha / PS_PER_S + piece / pe_rate) + wire * nbytes / min(channels * pe_rate,
                                                                                             link_rate)
             else:
-                seconds = _nccl_seconds(protocol, latency_steps(kind, algorithm, p), wire, link_rate, nbytes)
+                seconds = _nccl_seconds(protocol, nccl_steps(kind, algorithm, p), wire, link_rate, nbytes)
             predicted = round(seconds * PS_PER_S)
             if best is None or predicted < best.predicted_ps:
                 best = Plan(name, channels, slot if protocol is None else min(slot, protocol.slot_bytes), n_slots,
@@ -204,6 +205,20 @@ def latency_steps(kind: str, algorithm: str, p: int) -> int:
     protocol (`LATENCY_STEPS`, else the critical path's steps of `SHAPES`)."""
     steps = LATENCY_STEPS.get((kind, algorithm))
     return steps(p) if steps is not None else round(SHAPES[kind][algorithm](p)[0])
+
+
+# Steps NCCL's tuner prices where they differ from what the simulated algorithm takes: the SIPs of a topology that
+# gives NCCL's protocols are one NVLink domain, one node to NCCL, and NCCL's tree inside a node is a chain through
+# its ranks, up and down (src/graph/tuning.cc: 2·((nRanks/nNodes − 1)·intraLat + log2(nNodes)·interLat)), where
+# the simulated tree is a binary heap of 2⌈log2 p⌉ steps.
+NCCL_STEPS = {("all_reduce", "tree"): lambda p: 2 * (p - 1)}
+
+
+def nccl_steps(kind: str, algorithm: str, p: int) -> int:
+    """How many per-step latencies NCCL's tuner charges a call of `kind` by `algorithm` over p ranks of one node
+    (`NCCL_STEPS`, else `latency_steps`): what decides NCCL's choice, not what the call is charged."""
+    steps = NCCL_STEPS.get((kind, algorithm))
+    return steps(p) if steps is not None else latency_steps(kind, algorithm, p)
 
 
 def steps_for(request, shipped: dict[str, str]) -> int:
@@ -252,7 +267,8 @@ def protocol_for(machine, request, shipped: dict[str, str]) -> str | None:
         return _bulk(machine.topology, request)
     _, _, link_rate = _route_terms(machine, request)
     _, wire = shape(len(request.members))
-    steps = steps_for(request, shipped)
+    name = _shipped_name(request.config.get("module"), shipped)
+    steps = nccl_steps(request.kind, name, len(request.members))
     nbytes = bytes_per_rank(request)
     return min(protocols, key=lambda protocol: _nccl_seconds(protocol, steps, wire, link_rate, nbytes)).name
 

@@ -226,3 +226,24 @@ def test_adr0010_t110_h200x4_cut_to_2_gpus_predicts_nccls_held_out_2_gpu_times_w
             record, _ = simulate(nbytes, collective, topology, 2)
             measured = rows[collective, nbytes]
             assert abs(record["device_ps"] / 1e6 - measured) <= 0.15 * measured, (collective, nbytes)
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4])
+def test_adr0010_t122_auto_runs_nccls_logged_choice_of_algorithm_and_protocol(gpus):
+    """NCCL logged its choice of each call (`nccl_chose`, NCCL_DEBUG_SUBSYS=TUNING) on 2, 3 and 4 H200s of one
+    host: the ring at every size, LL, LL128 or Simple by size and GPU count. `auto` on h200x4.yaml cut to that
+    count runs the same algorithm and protocol for the all-reduce from 1 to 8 MiB, where it switches: NCCL's
+    tree inside one node is a chain of 2(p - 1) steps, which its tuner never prefers (adr/0010, "Choice")."""
+    import json
+
+    from benchmarks.fidelity_nccl import ANCHORS, cut_to, simulate
+
+    name = {2: "nccl_h200x2_fine_host3_nv18.json", 3: "nccl_h200x3_fine_nv18.json", 4: "nccl_h200x4_fine_nv18.json"}
+    rows = [row for row in json.loads((ANCHORS / name[gpus]).read_text())["rows"]
+            if row["collective"] == "all_reduce" and row["nccl_algo"] == "auto" and row["bytes"] <= 8 << 20]
+    assert len(rows) >= 6 and len({row["nccl_chose"].split()[1] for row in rows}) >= 2
+    topology = cut_to(gpus)
+    for row in rows:
+        record, _ = simulate(row["bytes"], "all_reduce", topology, gpus)
+        algorithm, protocol, _ = row["nccl_chose"].lower().split()
+        assert (record["algorithm"], record["protocol"].lower()) == (algorithm, protocol), row["bytes"]
