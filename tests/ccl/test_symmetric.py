@@ -28,7 +28,8 @@ def all_reduce(topology, world: int, elements: int, symmetric: bool, *, timing_o
     `home(torch, rank)`: a placement for that rank's tensor (default: the default placement); `overlapped`:
     a second all-reduce starts while the first (async) one runs; `kind` all_gather or reduce_scatter: that
     collective instead, of `elements` per rank in and world times as many out (in and one world-th out); `warm`:
-    that rank reads its tensor once first (on a topology with an L2, its L2 then holds what no other's does)."""
+    every rank first reads a tensor as large, that rank its own and the others a second one, so each rank's units
+    are as busy as the others' and, on a topology with an L2, that rank's L2 holds what no other's does."""
     session = Session(topology, ccl=ccl(algorithm, world_size=world, symmetric=symmetric, **defaults),
                       timing_only=timing_only)
     torch = session.torch
@@ -39,8 +40,9 @@ def all_reduce(topology, world: int, elements: int, symmetric: bool, *, timing_o
         dist.init_process_group()
         placement = {} if home is None else {"dp": home(torch, rank)}
         x = torch.ones(elements, dtype=torch.float16, **placement)
-        if rank == warm:
-            x.sum()
+        if warm is not None:
+            other = torch.ones(elements, dtype=torch.float16, **placement)
+            (x if rank == warm else other).sum()
         if kind == "all_gather":
             dist.all_gather_into_tensor(torch.empty(world * elements, dtype=torch.float16, **placement), x)
         elif kind == "reduce_scatter":
@@ -180,13 +182,14 @@ def test_adr0010_t95_a_rank_with_data_on_another_cube_runs_every_rank():
 
 def test_adr0010_t120_a_collective_reads_around_the_l2_so_a_rank_whose_l2_differs_still_rotates(tmp_path):
     """A collective's loads cross the L2 but are neither served by it nor held: a rank whose L2 holds what no other's
-    does (it read its tensor first) runs rank 0's loop, and every L2 is left as the full run leaves it, in order."""
+    does (it read its own tensor first, the others another) runs rank 0's loop, and every L2 is left as the full
+    run leaves it, in order."""
     noc = "  noc: {hop_latency_ns: 10, link_bandwidth_gb_per_s: 1024}"
     with_l2 = derived_topology(tmp_path, "large", [(noc, noc + "\n  l2: {capacity_kib: 1024, bandwidth_gb_per_s: "
                                                           "2000, latency_ns: 100}")], "large_l2.yaml")
     full = all_reduce(with_l2, 4, MIB, False, warm=1)
     held = outcome(full)["l2"]
-    assert held[1][0] and not held[0][0], "rank 1's read is held; nothing of the collective's is"
+    assert held[1][0] != held[0][0] == held[2][0] == held[3][0], "each L2 holds its rank's read, none the collective's"
     assert_same_as_full(with_l2, 4, MIB, warm=1)
 
 
