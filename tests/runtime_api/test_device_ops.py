@@ -341,7 +341,7 @@ def _broadcast_views(draw):
     return Layout(view_shape, strides, draw(st.integers(0, 500))), shape, start, stop
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_broadcast_views())
 def test_adr0016_t101_storage_indices_follow_the_view_rule_position_by_position(case):
     layout, shape, start, stop = case
