@@ -36,12 +36,19 @@ def matrix_rows(record: Path) -> list[tuple[str, str]]:
 
 
 @functools.cache
-def functions_of_test_files() -> dict[Path, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """Each test file's functions where pytest looks for tests (at module level and in classes): parsed when a test
-    here first asks, not when the module is collected (every xdist worker collects it, most run none of its tests),
-    and without walking into function bodies (a test is not defined inside a function)."""
-    return {path.resolve(): list(_functions(ast.parse(path.read_text(), filename=str(path)).body))
-            for path in (ROOT / "tests").rglob("test_*.py")}
+def functions_of_test_files() -> dict[Path, tuple[frozenset[str], frozenset[str]]]:
+    """Each test file's functions where pytest looks for tests (at module level and in classes), and those of them
+    marked `@pytest.mark.quick`: parsed when a test here first asks, not when the module is collected (every xdist
+    worker collects it, most run none of its tests), and without walking into function bodies (a test is not
+    defined inside a function). Names only are kept: the syntax trees of every test file, kept for the rest of a
+    worker's run, made each of its later full garbage collections longer."""
+    found = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        nodes = list(_functions(ast.parse(path.read_text(), filename=str(path)).body))
+        quick = (node.name for node in nodes
+                 if any(ast.unparse(mark) == "pytest.mark.quick" for mark in node.decorator_list))
+        found[path.resolve()] = (frozenset(node.name for node in nodes), frozenset(quick))
+    return found
 
 
 def _functions(body: list[ast.stmt]):
@@ -54,14 +61,13 @@ def _functions(body: list[ast.stmt]):
 
 @functools.cache
 def collect_test_functions() -> dict[Path, set[str]]:
-    return {path: {node.name for node in functions if node.name.startswith("test_")}
-            for path, functions in functions_of_test_files().items()}
+    return {path: {name for name in names if name.startswith("test_")}
+            for path, (names, _) in functions_of_test_files().items()}
 
 
 def collect_quick_tests() -> set[str]:
     """Names of the test functions marked `@pytest.mark.quick`, in every test file."""
-    return {node.name for functions in functions_of_test_files().values() for node in functions
-            if any(ast.unparse(decorator) == "pytest.mark.quick" for decorator in node.decorator_list)}
+    return {name for _, quick in functions_of_test_files().values() for name in quick}
 
 
 @pytest.mark.parametrize("record", adr_records(), ids=lambda p: p.name)

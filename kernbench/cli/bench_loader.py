@@ -17,6 +17,7 @@ keeps its traceback (the CLI prints it and exits 1).
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import inspect
 import traceback
@@ -62,8 +63,8 @@ def benches_in(folder: Path) -> list[Path]:
     for path in sorted(folder.glob("*.py"), key=lambda p: natural_key(p.name)):
         if path.name.startswith("_") or not path.is_file():
             continue
-        tree = _syntax_tree(path)
-        if tree is not None and _has_run(tree):
+        outline = _outline(path)
+        if outline is not None and outline.has_run:
             found.append(path)
     return found
 
@@ -71,19 +72,14 @@ def benches_in(folder: Path) -> list[Path]:
 def is_script(path: Path) -> bool:
     """Whether the file is a script with no top-level `run` (`scripts.py` runs it as torchrun would), read from
     its syntax tree without running it; a file that is not valid Python is not (importing it says why)."""
-    tree = _syntax_tree(path)
-    return tree is not None and not _has_run(tree)
-
-
-def _has_run(tree: ast.Module) -> bool:
-    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run" for node in tree.body)
+    outline = _outline(path)
+    return outline is not None and not outline.has_run
 
 
 def description_of(path: Path) -> str:
     """The first line of the bench's module docstring (read, not imported); empty when it has none."""
-    tree = _syntax_tree(path)
-    docstring = ast.get_docstring(tree) if tree is not None else None
-    return docstring.strip().splitlines()[0].strip() if docstring and docstring.strip() else ""
+    outline = _outline(path)
+    return outline.description if outline is not None else ""
 
 
 def resolve_bench_path(bench: str) -> Path:
@@ -176,11 +172,39 @@ def accepts_argv(run: Callable) -> bool:
     return len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
-def _syntax_tree(path: Path) -> ast.Module | None:
+@dataclass(frozen=True, slots=True)
+class _Outline:
+    """What a file's syntax tree says of it: whether it defines a top-level `run`, and its description."""
+
+    has_run: bool
+    description: str
+
+
+def _outline(path: Path) -> _Outline | None:
+    """The file's outline, None where it is unreadable or not valid Python.
+
+    Kept per version of the file (its path, modification time and size):
+    listing the shipped benches parses each of them, and a process that
+    lists them often (a bench given by number, a sweep's checks, the test
+    suite's in-process runs) parsed them all every time.
+    """
     try:
-        return ast.parse(path.read_bytes(), filename=str(path))
+        stat = path.stat()
+    except OSError:
+        return None
+    return _outline_of(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=1024)
+def _outline_of(path: str, _mtime_ns: int, _size: int) -> _Outline | None:
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
     except (OSError, SyntaxError, ValueError):
         return None
+    docstring = (ast.get_docstring(tree) or "").strip()
+    return _Outline(has_run=any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run"
+                                for node in tree.body),
+                    description=docstring.splitlines()[0].strip() if docstring else "")
 
 
 def _binds(signature: inspect.Signature, *args) -> bool:

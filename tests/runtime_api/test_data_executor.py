@@ -185,7 +185,7 @@ _ELEMENTS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_ELEMENTS, _ELEMENTS, st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
 def test_adr0009_t12_two_regions_share_the_bytes_a_byte_by_byte_comparison_finds(read, written, itemsize,
                                                                                    written_itemsize):

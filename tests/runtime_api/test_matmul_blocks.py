@@ -18,7 +18,7 @@ runs_and_range = st.tuples(st.integers(0, 50), st.integers(1, 12), st.integers(1
                         st.integers(0, 200)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(runs_and_range)
 def test_adr0016_t131_strided_runs_cut_by_a_range_are_its_elements_in_the_range_in_order(case):
     runs, first, stop = case

@@ -52,7 +52,7 @@ def _reshapes_without_copy(array: np.ndarray, shape: tuple[int, ...]) -> bool:
             return False
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(permuted_slices())
 def test_adr0015_t1_view_succeeds_exactly_where_no_copy_is_needed(case):
     shape, layout, target = case

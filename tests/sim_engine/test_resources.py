@@ -204,7 +204,7 @@ def _gapped_channels(draw):
     return gaps, t + draw(st.integers(0, 50)), now, draw(st.integers(now, t + 60)), draw(st.integers(0, 40))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_gapped_channels())
 def test_adr0003_t103_a_channel_takes_the_first_gap_that_fits_and_forgets_the_gaps_already_over(case):
     gaps, free_at, now, at, occupancy = case

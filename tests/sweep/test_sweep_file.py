@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -9,6 +11,7 @@ import sys
 import pytest
 import yaml
 
+import kernbench
 from kernbench.sweep.derive import derive_tasks
 from kernbench.sweep.points import expand_points
 from kernbench.sweep.sweep_file import load_sweep
@@ -62,6 +65,14 @@ axes:
         assert yaml.safe_load(task.ccl_text) == {**base_ccl, "world_size": 2}  # a key the base lacks is added
         assert task.argv == ("--sleep", "0", "--n", "16", *(["--timing-only"] if flag else []))
     assert len({task.key for task in tasks}) == 4
+    # The key is SHA-256 over the identity derive.py's docstring names, as json.dumps writes it with sorted keys:
+    # what a folder an earlier sweep wrote is resumed by.
+    bench_hash = hashlib.sha256((tmp_path / "probe.py").read_bytes()).hexdigest()
+    for task in tasks:
+        identity = {"bench": bench_hash, "argv": list(task.argv), "kernbench": kernbench.__version__,
+                    **{name: json.dumps(yaml.safe_load(text), sort_keys=True)
+                       for name, text in (("topology", task.topology_text), ("ccl", task.ccl_text))}}
+        assert task.key == hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     assert [t.key for t in derive_tasks(spec, expand_points(spec))] == [t.key for t in tasks]
     write(tmp_path, "probe.py", (tmp_path / "probe.py").read_text() + "\n# edited\n")
     assert not {t.key for t in derive_tasks(spec, expand_points(spec))} & {t.key for t in tasks}

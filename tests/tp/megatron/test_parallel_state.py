@@ -206,14 +206,13 @@ def layout_groups(order: str, sizes: dict[str, int], varying: str) -> list[list[
     for token in tokens:
         strides[token], step = step, step * sizes[token]
 
-    def points(names):  # every coordinate assignment of `names`, names[0] changing fastest
-        ranges = [range(sizes[name]) for name in reversed(names)]
-        return [dict(zip(reversed(names), values)) for values in itertools.product(*ranges)]
+    def offsets(names):  # each coordinate assignment of `names` (names[0] changing fastest) as its strides' sum
+        return [sum(strides[name] * value for name, value in zip(reversed(names), values))
+                for values in itertools.product(*(range(sizes[name]) for name in reversed(names)))]
 
     inner = [token for token in tokens if token in varying.split("-")]
     outer = [token for token in tokens if token not in inner]
-    return [[sum(strides[t] * {**fixed, **moving}[t] for t in tokens) for moving in points(inner)]
-            for fixed in points(outer)]
+    return [[fixed + moving for moving in offsets(inner)] for fixed in offsets(outer)]
 
 
 # One small case spelled out: 8 ranks, tp 2, pp 2, dp 2.
