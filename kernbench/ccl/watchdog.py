@@ -29,6 +29,7 @@ else's (a handler of a test runner's or a bench's own is left alone).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import signal
 import threading
@@ -145,6 +146,9 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+# A run stopped by Ctrl-C leaves its watches open until the next tick; one due while the interpreter shuts down would
+# meet SIGALRM's default action and kill the process with another status than the command's.
+atexit.register(lambda: _WATCHDOG._close(list(_WATCHDOG.open)))
 
 
 def watching(engine, label: str, algorithm: str, module: str, timeout_s: float):

@@ -112,3 +112,28 @@ def test_adr0014_t44_a_signal_ends_a_member_spinning_inside_the_engines_loop_wit
     assert child.returncode == 130, stderr
     assert re.fullmatch(r"kernbench: interrupted at simulated t=[\d.]+ (ps|ns|us|ms|s) \([\d,]+ events, "
                         r"wall [\d.]+ s\)\n", stderr), stderr
+
+
+LEFT_OPEN = '''
+import atexit, signal
+from kernbench.ccl import watchdog
+
+class Engine:
+    _running = True
+    _current = _task = None
+    events_scheduled = 0
+
+watch = watchdog.watching(Engine(), "all_reduce#0", "ring", "ring", 30.0)
+watch.__enter__()  # a run stopped by Ctrl-C: the collective's greenlet never leaves its watch
+armed = signal.getitimer(signal.ITIMER_REAL)[0] > 0
+atexit._run_exitfuncs()
+print(armed, signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0), signal.getsignal(signal.SIGALRM) is signal.SIG_DFL)
+'''
+
+
+def test_adr0014_t45_a_watch_left_open_is_closed_at_exit_so_no_tick_meets_the_interpreters_shutdown():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", LEFT_OPEN], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    assert (result.returncode, result.stdout.split()) == (0, ["True", "True", "True"]), result.stderr
