@@ -133,11 +133,19 @@ class CollectiveRequest:
     premul_factor: float | None = None
     # Host seconds the call may run before the watchdog stops it: the process group's timeout.
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # The ranks of the process group the call is on, where they are more than its members (a send's two of a
+    # larger group): NCCL spreads a send over channels by its communicator's size (`tuner.p2p_channels`).
+    communicator_size: int | None = None
 
     @property
     def sips(self) -> tuple[int, ...]:
         """The SIP of each member, in group-rank order: the layout `@runs_on` rules and `by_layout` wirings read."""
         return tuple(m.sip for m in self.members)
+
+    @property
+    def communicator(self) -> int:
+        """The size of the communicator the call runs on: its process group's ranks, else its members."""
+        return self.communicator_size or len(self.members)
 
 
 @dataclass(frozen=True)

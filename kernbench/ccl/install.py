@@ -43,14 +43,15 @@ PS_PER_NS = 1000
 TOP_KEYS = ("world_size", "defaults", "algorithms")
 # Keys a `defaults` block may set; an algorithm's entry may override all but the first two.
 PARAMETER_KEYS = ("algorithm", "world_size", "n_elem", "buffer_kind", "backpressure", "n_slots", "slot_size",
-                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "symmetric", "protocol",
-                  "candidates")
+                  "poll_interval_ns", "channels", "max_channels", "channel_min_kib", "p2p_channels", "symmetric",
+                  "protocol", "candidates")
 # `params`: the algorithm's own keys, free-form (a user's algorithm reads them from its config).
 ENTRY_KEYS = ("module", "wiring", "params", *PARAMETER_KEYS[2:-1])
 # `protocol`: NCCL's protocol a collective runs under where the topology gives protocols (adr/0010, "Protocols");
 # `auto` lets the tuner pick per call, as NCCL does.
 _CHOICES = {"buffer_kind": BUFFER_KINDS, "backpressure": BACKPRESSURE_MODES, "protocol": (AUTO, *PROTOCOLS)}
-_POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size", "channels", "max_channels", "channel_min_kib")
+_POSITIVE_INTS = ("world_size", "n_elem", "n_slots", "slot_size", "channels", "max_channels", "channel_min_kib",
+                  "p2p_channels")
 
 class CclConfigError(KernbenchError):
     """A ccl configuration that cannot be used: the message names the file, the line and the key."""

@@ -386,14 +386,48 @@ def slots_within(topology, config: dict) -> tuple[int, int]:
 def channel_count(machine, request, nbytes: int, config: dict, protocol=None) -> int:
     """Channels for a call that can split: enough that each channel's chunk holds `channel_min_kib`, at most
     `max_channels` (1 when the file sets none), the PEs of a SIP and the elements. Under a protocol, its own
-    `channel_min_kib` of the call's bytes per channel (NCCL's thread thresholds) instead."""
+    `channel_min_kib` of the call's bytes per channel (NCCL's thread thresholds) instead; grouped sends there
+    follow NCCL's point-to-point rule (`p2p_channels`)."""
     p = len(request.members)
+    if protocol is not None and request.kind in P2P_KINDS:
+        return p2p_channels(machine, request, nbytes, config)
     if protocol is not None:
         wanted = nbytes // protocol.channel_min_bytes
     else:
         wanted = nbytes // (p * config.get("channel_min_kib", DEFAULT_CHANNEL_MIN_KIB) * 1024)
-    limit = min(config.get("max_channels", 1), machine.topology.pes_per_sip, request.members[0].input.count)
-    return max(1, min(wanted, limit))
+    return max(1, min(wanted, _channel_limit(machine, request, config)))
+
+
+def _channel_limit(machine, request, config: dict) -> int:
+    """The most channels a call opens: `max_channels` (1 when the file sets none), the PEs of a SIP, the elements."""
+    return min(config.get("max_channels", 1), machine.topology.pes_per_sip, request.members[0].input.count)
+
+
+# NCCL's point-to-point channels (NCCL 2.28). At init it opens p2pnChannels, its collective channel count rounded
+# up to a power of two (src/graph/paths.cc, ncclTopoComputeP2pChannels: 32 on an NVSwitch node of H100s or H200s),
+# and gives each peer p2pnChannelsPerPeer, two per NVLink of the path rounded up to a power of two
+# (ncclTopoGetNchannels: 64 over 18 NVLinks). A grouped send then takes nChannelsMin, the per-peer count halved
+# until nChannelsMin times the communicator's ranks fits in p2pnChannels (src/enqueue.cc, scheduleP2pTasksToPlan):
+# 16 in a 2-GPU job, 8 in a 3- or 4-GPU one; fewer for a message under nChannelsMin parts of P2P_NVL_CHUNKSIZE/8
+# (64 KiB), and twice as many (up to the per-peer count) while a part would exceed 32 chunks (16 MiB) inside one
+# node (addP2pToPlan). So LL (`P2P_LL_BYTES` a channel) carries a send of at most 16 KiB: one channel up to 64 KiB.
+# `p2p_channels` in ccl.yaml is p2pnChannels; the per-peer count, at least as large on NVSwitch, is taken as it.
+DEFAULT_P2P_CHANNELS = 32
+P2P_MIN_PART_BYTES = 64 << 10
+P2P_MAX_PART_BYTES = 16 << 20
+
+
+def p2p_channels(machine, request, nbytes: int, config: dict) -> int:
+    """NCCL's channels for one peer's message of `nbytes` in a call of grouped sends on a communicator of
+    `request.communicator` ranks (the rule above), within `_channel_limit`."""
+    total = config.get("p2p_channels", DEFAULT_P2P_CHANNELS)
+    least = total
+    while least * request.communicator > total and least > 1:
+        least //= 2
+    channels = min(least, max(1, -(-nbytes // P2P_MIN_PART_BYTES)))
+    while -(-nbytes // channels) > P2P_MAX_PART_BYTES and channels <= total // 2:
+        channels *= 2
+    return max(1, min(channels, _channel_limit(machine, request, config)))
 
 
 def bytes_per_rank(request) -> int:

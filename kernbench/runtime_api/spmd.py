@@ -148,7 +148,7 @@ def _collective_key(request) -> tuple:
     configuration it runs under."""
     first = request.members[0]
     return (request.kind, request.reduce_op, request.root, request.premul_factor, repr(request.splits),
-            len(request.members),
+            len(request.members), request.communicator,
             first.input.count, first.input.dtype.str, repr(sorted(request.config.items())), request.timing_only)
 
 

@@ -133,11 +133,14 @@ class RankBackend(abc.ABC):
         self._ctx.synchronize(device)
         return self._communicators.barrier_token(device, ranks, self.share_policy)
 
-    def _run(self, kind, reduce_op, root, members, label, ranks, entry: Entry, splits) -> None:
-        """Run the collective of the met ranks' `members` and record its row."""
+    def _run(self, kind, reduce_op, root, members, label, ranks, entry: Entry, splits,
+             communicator_size: int | None = None) -> None:
+        """Run the collective of the met ranks' `members` (on a process group of `communicator_size` ranks where
+        that is more than the members: a send) and record its row."""
         op, factor = reduce_op
         request = CollectiveRequest(kind, op, tuple(members), root, self.world.config, label, self._ctx.timing_only,
-                                    splits=splits, premul_factor=factor, timeout_s=self.world.timeout_s)
+                                    splits=splits, premul_factor=factor, timeout_s=self.world.timeout_s,
+                                    communicator_size=communicator_size)
         engine = self._ctx.engine
         start = engine.now
         ran = run_collective(self._ctx.machine, request)

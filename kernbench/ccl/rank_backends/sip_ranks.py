@@ -75,7 +75,7 @@ class SipRanks(RankBackend):
         side = 0 if role == "send" else 1
         meeting.register(Entry(side, me, role, None, None, tensor.dtype.name, tensor.numel(), tensor.numel(),
                                tensor, tensor))
-        run = functools.partial(self._run_ranks, "send", (None, None), None)
+        run = functools.partial(self._run_ranks, "send", (None, None), None, communicator_size=group.size())
         device = tensor.device.index
         current = self._ctx.current_stream(device)
         stream = self._communicators.p2p_stream(device, sender, receiver)
@@ -102,8 +102,10 @@ class SipRanks(RankBackend):
                     f"{call} on rank {me}: tensor {tensor.name!r} is on {tensor.device}, but with world_size "
                     f"{self.world.size} rank {me} works on ahbm:{me}; call torch.ahbm.set_device(rank) in the worker")
 
-    def _run_ranks(self, kind: str, reduce_op, root, meeting: Rendezvous) -> None:
-        """Every rank's whole tensors as one collective (in group-rank order; a message's sender first)."""
+    def _run_ranks(self, kind: str, reduce_op, root, meeting: Rendezvous,
+                   communicator_size: int | None = None) -> None:
+        """Every rank's whole tensors as one collective (in group-rank order; a message's sender first), on a
+        communicator of `communicator_size` ranks (a send's group; None: its members)."""
         entries = joined_entries(meeting)
         if entries is None:
             return
@@ -113,4 +115,5 @@ class SipRanks(RankBackend):
             target = source if entry.output is entry.input else whole(entry.output)
             members.append(member(group_rank, entry.input, source, target))
         splits = tuple(entry.splits[0] for entry in entries) if entries[0].splits else None
-        self._run(kind, reduce_op, root, members, meeting.label, meeting.ranks, entries[0], splits)
+        self._run(kind, reduce_op, root, members, meeting.label, meeting.ranks, entries[0], splits,
+                  communicator_size)
