@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 
 import pytest
 
 from kernbench.ccl.errors import CollectiveError
 from kernbench.ccl.install import SHIPPED_CCL_PATH, CclConfigError, load_ccl_config
-from kernbench.ccl.tuner import P2P_LL_BYTES, SHAPES, latency_steps
+from kernbench.ccl.tuner import P2P_LL_BYTES, SHAPES, latency_steps, p2p_channels
 from kernbench.session import Session
 from kernbench.topology import load_topology
 from kernbench.topology.errors import TopologyError
@@ -31,7 +32,14 @@ CALLS = {
     "broadcast": lambda dist, empty, n, p, rank: dist.broadcast(empty(n), 0),
     "send": lambda dist, empty, n, p, rank: rank < 2 and (dist.send if rank == 0 else dist.recv)(empty(n), 1 - rank),
     "all_to_all": lambda dist, empty, n, p, rank: dist.all_to_all_single(empty(n), empty(n)),
+    # rank 0 to rank 1 on a process group of those two alone, made by every rank as PyTorch asks
+    "pair_send": lambda dist, empty, n, p, rank: _pair_send(dist, dist.new_group([0, 1]), empty, n, rank),
 }
+
+
+def _pair_send(dist, pair, empty, n: int, rank: int):
+    if rank < 2:
+        (dist.send if rank == 0 else dist.recv)(empty(n), 1 - rank, group=pair)
 
 
 def _all_reduce(topology, nbytes: int, ccl=None, gpus: int = 4, kind: str = "all_reduce") -> dict:
@@ -195,14 +203,14 @@ def test_adr0010_t108_auto_chooses_a_protocol_by_nccls_tuner_terms_not_by_what_a
 
 def test_adr0010_t109_a_send_runs_ll_up_to_16_kib_a_channel_and_simple_above_as_nccls_p2p_rule_says():
     """NCCL never prices a send with its collective tuner: LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) for each
-    channel, Simple above (src/enqueue.cc). On h200x4, LL opens a channel per 16 KiB, at most 16: LL to 256 KiB.
-    An all_to_all (NCCL's grouped sends, a message per peer) by its messages: LL to 4 x 256 KiB on 4 GPUs, and
-    it pays no exchange latency."""
+    channel, Simple above (src/enqueue.cc). A send opens one channel per 64 KiB (`p2p_channels`, T123), so LL
+    carries 16 KiB at most. An all_to_all (NCCL's grouped sends, a message per peer) by its messages: LL to
+    4 x 16 KiB on 4 GPUs, and it pays no exchange latency."""
     topology = load_topology("h200x4")
     assert P2P_LL_BYTES == 16 << 10
-    for nbytes, protocol in ((4 << 10, "LL"), (256 << 10, "LL"), (512 << 10, "Simple"), (4 << 20, "Simple")):
+    for nbytes, protocol in ((4 << 10, "LL"), (16 << 10, "LL"), (32 << 10, "Simple"), (4 << 20, "Simple")):
         assert _all_reduce(topology, nbytes, kind="send")["protocol"] == protocol, nbytes
-    for nbytes, protocol in ((1 << 20, "LL"), (2 << 20, "Simple")):
+    for nbytes, protocol in ((64 << 10, "LL"), (128 << 10, "Simple")):
         row = _all_reduce(topology, nbytes, kind="all_to_all")
         spec = topology.ipcq.protocol(row["protocol"])
         assert row["protocol"] == protocol, nbytes
@@ -247,3 +255,39 @@ def test_adr0010_t122_auto_runs_nccls_logged_choice_of_algorithm_and_protocol(gp
         record, _ = simulate(row["bytes"], "all_reduce", topology, gpus)
         algorithm, protocol, _ = row["nccl_chose"].lower().split()
         assert (record["algorithm"], record["protocol"].lower()) == (algorithm, protocol), row["bytes"]
+
+
+def test_adr0010_t123_a_send_takes_nccls_p2p_channels_by_its_communicators_size(tmp_path):
+    """NCCL's point-to-point rule (src/enqueue.cc, src/graph/paths.cc; tuner.p2p_channels): of p2p_channels (32)
+    a send takes 32/ranks of its communicator rounded down to a power of two (16 on 2 GPUs, 8 on 3 or 4), one
+    per 64 KiB below that, twice as many while a part exceeds 16 MiB, within max_channels. The communicator is
+    the send's process group: between the same two GPUs, 8 channels in a world of 4, 16 on a group of the two."""
+    def _member_of(count: int):
+        return types.SimpleNamespace(input=types.SimpleNamespace(count=count))
+
+    for gpus, channels in ((2, 16), (3, 8), (4, 8)):
+        assert _all_reduce(_h200(tmp_path, gpus), 4 << 20, gpus=gpus, kind="send")["channels"] == channels, gpus
+    topology = _h200(tmp_path, 4)
+    assert _all_reduce(topology, 128 << 10, kind="send")["channels"] == 2
+    assert _all_reduce(topology, 4 << 20, kind="pair_send")["channels"] == 16
+    machine = types.SimpleNamespace(topology=topology)
+    config = {"p2p_channels": 32, "max_channels": 64}
+    for ranks, nbytes, channels in ((2, 64 << 10, 1), (2, (64 << 10) + 1, 2), (4, 1 << 20, 8), (8, 1 << 20, 4),
+                                    (32, 1 << 20, 1), (4, 128 << 20, 8), (4, (128 << 20) + 1, 16),
+                                    (2, 1 << 30, 32), (3, 256 << 20, 16)):
+        request = types.SimpleNamespace(communicator=ranks, members=(_member_of(1 << 30),))
+        assert p2p_channels(machine, request, nbytes, config) == channels, (ranks, nbytes)
+        assert p2p_channels(machine, request, nbytes, {**config, "max_channels": 4}) == min(channels, 4)
+
+
+def test_adr0010_t124_a_sends_time_grows_by_its_bytes_over_its_channels_engines(tmp_path):
+    """Closed form of a Simple send between two of 3 or 4 H200s, on NCCL's 8 channels (T123), each an SM's
+    IPCQ engine (r = ipcq.engine_bandwidth_gb_per_s; 8r is under the link's rate): T(S) = T0 + S / (8r), so
+    from 4 to 8 to 16 MiB its time grows by the added bytes over 8r."""
+    for gpus in (3, 4):
+        topology = _h200(tmp_path, gpus)
+        rate = topology.ipcq.engine_bandwidth_bytes_per_s
+        times = {nbytes: _all_reduce(topology, nbytes, gpus=gpus, kind="send")["device_ps"] / 1e12
+                 for nbytes in (4 << 20, 8 << 20, 16 << 20)}
+        for small, large in ((4 << 20, 8 << 20), (8 << 20, 16 << 20)):
+            assert times[large] - times[small] == pytest.approx((large - small) / (8 * rate), rel=0.005), gpus
