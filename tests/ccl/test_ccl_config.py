@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = SHIPPED_CCL_PATH.read_text().replace("algorithm: auto ", "algorithm: ring ", 1)
 ALGORITHMS = "ring, tree, direct, halving_doubling, hierarchical"
 PARAMETER_KEYS = ("algorithm, world_size, n_elem, buffer_kind, backpressure, n_slots, slot_size, poll_interval_ns, "
-                  "channels, max_channels, channel_min_kib, symmetric, protocol, candidates")
+                  "channels, max_channels, channel_min_kib, p2p_channels, symmetric, protocol, candidates")
 
 
 def shipped_with(tmp_path: Path, old: str, new: str, name: str = "ccl.yaml") -> tuple[Path, int]:
@@ -73,7 +73,7 @@ def test_adr0012_t24_an_unknown_algorithm_lists_the_valid_ones(tmp_path):
      "(did you mean 'world_size'?); valid keys: world_size, defaults, algorithms"),
     ("    wiring: binary_tree", "    wirng: binary_tree", "algorithms.tree.wirng",
      "(did you mean 'wiring'?); valid keys: module, wiring, params, n_elem, buffer_kind, backpressure, n_slots, slot_size, "
-     "poll_interval_ns, channels, max_channels, channel_min_kib, symmetric, protocol"),
+     "poll_interval_ns, channels, max_channels, channel_min_kib, p2p_channels, symmetric, protocol"),
 ])
 def test_adr0012_t25_an_unknown_key_lists_the_valid_keys_and_suggests_the_closest(tmp_path, old, new, key_path, valid):
     path, line = shipped_with(tmp_path, old, new)
@@ -187,7 +187,7 @@ def test_adr0012_t33_resolve_algorithm_config_flattens_defaults_under_the_chosen
     assert flat == {"algorithm": "ring", "module": "kernbench.ccl.algorithms.ring", "wiring": "ring_1d",
                     "n_elem": 32, "buffer_kind": "tcm", "backpressure": "sleep", "n_slots": 8, "slot_size": 65536,
                     "poll_interval_ns": 20, "poll_interval_ps": 20_000, "candidates": ["ring", "tree", "hierarchical"],
-                    "channels": 1, "max_channels": 16, "channel_min_kib": 128, "symmetric": True,
+                    "channels": 1, "max_channels": 16, "channel_min_kib": 128, "p2p_channels": 32, "symmetric": True,
                     "protocol": "auto"}
     tree = resolve_algorithm_config(cfg, algorithm="tree")
     assert tree == {**flat, "algorithm": "tree", "module": "kernbench.ccl.algorithms.tree", "wiring": "binary_tree",
