@@ -169,7 +169,7 @@ class RunDmas:
         self._data = data
         self._l2_window = l2_window
 
-    def cube_shares(self, count: int) -> list[tuple[int, int, int]]:
+    def _cube_shares(self, count: int) -> list[tuple[int, int, int]]:
         """(cube's index among the serving cubes, offset, elements) of each DMA moving a run of `count`."""
         cubes = len(self._to_tcm)
         if cubes == 1:
@@ -187,7 +187,7 @@ class RunDmas:
         landing order."""
         out = np.empty(stop - first, dtype=self._dtype)
         machine, engine, landing = self._machine, self._pe.free_dma_engine(), []
-        for index, offset, count in self.cube_shares(stop - first):
+        for index, offset, count in self._cube_shares(stop - first):
             selector = slice(first + offset, first + offset + count)
             read = write = None
             if self._data:
@@ -205,7 +205,7 @@ class RunDmas:
         """`issue_store` of `values` into elements [first, stop) (not empty): its DMAs' `(end, effect)` in landing
         order."""
         machine, engine, landing = self._machine, self._pe.free_dma_engine(), []
-        for index, offset, count in self.cube_shares(stop - first):
+        for index, offset, count in self._cube_shares(stop - first):
             selector = slice(first + offset, first + offset + count)
             read = write = None
             if self._data:
